@@ -1,0 +1,343 @@
+//! Generic key commands: DEL, EXISTS, TYPE, the EXPIRE family, TTLs, RENAME, COPY, MOVE, OBJECT.
+//! Keyspace-wide ones (KEYS, SCAN, DBSIZE, FLUSHDB, ...) fan out from `cmd::server`.
+
+use bytes::Bytes;
+
+use super::args::*;
+use super::Ctx;
+use crate::protocol::Reply;
+use crate::shard::Value;
+
+/// DEL / UNLINK part: keys removed.
+pub fn del(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    let mut n = 0;
+    for k in &args[1..] {
+        if ctx.shard.contains(ctx.db, k, ctx.now) {
+            ctx.shard.remove(ctx.db, k);
+            n += 1;
+        }
+    }
+    Reply::Int(n)
+}
+
+/// EXISTS part: a key named twice counts twice.
+pub fn exists(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    let now = ctx.now;
+    Reply::Int(args[1..].iter().filter(|k| ctx.shard.contains(ctx.db, k, now)).count() as i64)
+}
+
+pub fn touch(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    let now = ctx.now;
+    let mut n = 0;
+    for k in &args[1..] {
+        let (clock, r) = (ctx.shard.clock(), ctx.shard.rand_u32());
+        if let Some(e) = ctx.shard.lookup_mut(ctx.db, k, now) {
+            e.touch(clock, r);
+            n += 1;
+        }
+    }
+    Reply::Int(n)
+}
+
+pub fn type_(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    match ctx.shard.lookup_mut(ctx.db, &args[1], ctx.now) {
+        None => Reply::Status("none"),
+        Some(e) => Reply::Status(e.value.type_name()),
+    }
+}
+
+/// NX / XX / GT / LT of the EXPIRE family.
+#[derive(Default)]
+struct ExpireCond {
+    nx: bool,
+    xx: bool,
+    gt: bool,
+    lt: bool,
+}
+
+fn expire_cond(args: &[Bytes]) -> Result<ExpireCond, Reply> {
+    let mut c = ExpireCond::default();
+    for a in args {
+        if is(a, "NX") {
+            c.nx = true;
+        } else if is(a, "XX") {
+            c.xx = true;
+        } else if is(a, "GT") {
+            c.gt = true;
+        } else if is(a, "LT") {
+            c.lt = true;
+        } else {
+            return Err(Reply::Error(format!(
+                "ERR Unsupported option {}",
+                String::from_utf8_lossy(a)
+            )));
+        }
+    }
+    if c.nx && (c.xx || c.gt || c.lt) {
+        return Err(err(
+            "ERR NX and XX, GT or LT options at the same time are not compatible",
+        ));
+    }
+    if c.gt && c.lt {
+        return Err(err("ERR GT and LT options at the same time are not compatible"));
+    }
+    Ok(c)
+}
+
+/// Shared body of EXPIRE, PEXPIRE, EXPIREAT and PEXPIREAT.
+fn expire_generic(ctx: &mut Ctx, args: &[Bytes], unit_ms: i64, absolute: bool, cmd: &str) -> Reply {
+    let v = match int_arg(&args[2]) {
+        Ok(v) => v,
+        Err(e) => return e,
+    };
+    let cond = match expire_cond(&args[3..]) {
+        Ok(c) => c,
+        Err(e) => return e,
+    };
+    let invalid = || Reply::Error(format!("ERR invalid expire time in '{cmd}' command"));
+    let Some(ms) = v.checked_mul(unit_ms) else {
+        return invalid();
+    };
+    let at = if absolute {
+        ms
+    } else {
+        match ms.checked_add(ctx.now as i64) {
+            Some(a) => a,
+            None => return invalid(),
+        }
+    };
+    let key = &args[1];
+    let Some(e) = ctx.shard.lookup_mut(ctx.db, key, ctx.now) else {
+        return Reply::Int(0);
+    };
+    let cur = e.expire_at;
+    // A key without TTL has an infinite one for GT/LT.
+    let cur_ttl = if cur == 0 { i64::MAX } else { cur as i64 };
+    let allowed = !(cond.nx && cur != 0
+        || cond.xx && cur == 0
+        || cond.gt && at <= cur_ttl
+        || cond.lt && at >= cur_ttl);
+    if !allowed {
+        return Reply::Int(0);
+    }
+    if at <= ctx.now as i64 {
+        ctx.shard.remove(ctx.db, key);
+    } else {
+        ctx.shard.set_expire(ctx.db, key, at as u64, ctx.now);
+    }
+    Reply::Int(1)
+}
+
+pub fn expire(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    expire_generic(ctx, args, 1000, false, "expire")
+}
+
+pub fn pexpire(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    expire_generic(ctx, args, 1, false, "pexpire")
+}
+
+pub fn expireat(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    expire_generic(ctx, args, 1000, true, "expireat")
+}
+
+pub fn pexpireat(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    expire_generic(ctx, args, 1, true, "pexpireat")
+}
+
+/// TTL family: -2 missing, -1 no TTL; `absolute` gives the expiry time instead of what is left.
+fn ttl_generic(ctx: &mut Ctx, key: &[u8], in_ms: bool, absolute: bool) -> Reply {
+    let Some(e) = ctx.shard.lookup_mut(ctx.db, key, ctx.now) else {
+        return Reply::Int(-2);
+    };
+    if e.expire_at == 0 {
+        return Reply::Int(-1);
+    }
+    let t = if absolute {
+        e.expire_at as i64
+    } else {
+        (e.expire_at as i64 - ctx.now as i64).max(0)
+    };
+    Reply::Int(if in_ms { t } else { (t + 500) / 1000 })
+}
+
+pub fn ttl(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    ttl_generic(ctx, &args[1], false, false)
+}
+
+pub fn pttl(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    ttl_generic(ctx, &args[1], true, false)
+}
+
+pub fn expiretime(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    ttl_generic(ctx, &args[1], false, true)
+}
+
+pub fn pexpiretime(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    ttl_generic(ctx, &args[1], true, true)
+}
+
+pub fn persist(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    let has_ttl = match ctx.shard.lookup_mut(ctx.db, &args[1], ctx.now) {
+        Some(e) => e.expire_at != 0,
+        None => false,
+    };
+    if has_ttl {
+        ctx.shard.set_expire(ctx.db, &args[1], 0, ctx.now);
+    }
+    Reply::Int(has_ttl as i64)
+}
+
+/// RENAME / RENAMENX when both keys live on this shard.
+fn rename_generic(ctx: &mut Ctx, args: &[Bytes], nx: bool) -> Reply {
+    let (src, dst) = (&args[1], &args[2]);
+    if !ctx.shard.contains(ctx.db, src, ctx.now) {
+        return err(ERR_NO_KEY);
+    }
+    if src == dst {
+        return if nx { Reply::Int(0) } else { Reply::Ok };
+    }
+    if nx && ctx.shard.contains(ctx.db, dst, ctx.now) {
+        return Reply::Int(0);
+    }
+    if let Some(e) = ctx.shard.remove(ctx.db, src) {
+        ctx.shard.store_entry(ctx.db, dst, e);
+    }
+    if nx {
+        Reply::Int(1)
+    } else {
+        Reply::Ok
+    }
+}
+
+pub fn rename(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    rename_generic(ctx, args, false)
+}
+
+pub fn renamenx(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    rename_generic(ctx, args, true)
+}
+
+/// Parses a db index argument against the configured db count.
+pub fn db_arg(ctx: &Ctx, arg: &Bytes) -> Result<usize, Reply> {
+    let n = int_arg(arg)?;
+    if n < 0 || n as usize >= ctx.shard.dbs.len() {
+        return Err(err(ERR_DB_RANGE));
+    }
+    Ok(n as usize)
+}
+
+/// COPY options: (destination db, replace).
+pub fn copy_opts(ctx: &Ctx, args: &[Bytes]) -> Result<(usize, bool), Reply> {
+    let (mut db, mut replace) = (ctx.db, false);
+    let mut i = 3;
+    while i < args.len() {
+        if is(&args[i], "REPLACE") {
+            replace = true;
+        } else if is(&args[i], "DB") && i + 1 < args.len() {
+            db = db_arg(ctx, &args[i + 1])?;
+            i += 1;
+        } else {
+            return Err(err(ERR_SYNTAX));
+        }
+        i += 1;
+    }
+    if db == ctx.db && args[1] == args[2] {
+        return Err(err("ERR source and destination objects are the same"));
+    }
+    Ok((db, replace))
+}
+
+/// COPY when both keys live on this shard.
+pub fn copy(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    let (db, replace) = match copy_opts(ctx, args) {
+        Ok(o) => o,
+        Err(e) => return e,
+    };
+    let Some(e) = ctx.shard.lookup_mut(ctx.db, &args[1], ctx.now).map(|e| e.clone()) else {
+        return Reply::Int(0);
+    };
+    if ctx.shard.contains(db, &args[2], ctx.now) {
+        if !replace {
+            return Reply::Int(0);
+        }
+        ctx.shard.remove(db, &args[2]);
+    }
+    ctx.shard.store(db, &args[2], e.value, e.expire_at);
+    Reply::Int(1)
+}
+
+pub fn move_(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    let db = match db_arg(ctx, &args[2]) {
+        Ok(db) => db,
+        Err(e) => return e,
+    };
+    if db == ctx.db {
+        return err("ERR source and destination objects are the same");
+    }
+    let key = &args[1];
+    if !ctx.shard.contains(ctx.db, key, ctx.now) || ctx.shard.contains(db, key, ctx.now) {
+        return Reply::Int(0);
+    }
+    if let Some(e) = ctx.shard.remove(ctx.db, key) {
+        ctx.shard.store_entry(db, key, e);
+    }
+    Reply::Int(1)
+}
+
+/// What OBJECT ENCODING says for a string, as Redis would encode it.
+pub fn string_encoding(v: &[u8]) -> &'static str {
+    if v.len() <= 20 && parse_i64(v).is_some() {
+        "int"
+    } else if v.len() <= 44 {
+        "embstr"
+    } else {
+        "raw"
+    }
+}
+
+pub fn object(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    let sub = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
+    if sub == "help" {
+        let lines = [
+            "OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "ENCODING <key>",
+            "    Return the kind of internal representation used in order to store the value",
+            "    associated with a <key>.",
+            "FREQ <key>",
+            "    Return the access frequency index of the <key>. The returned integer is",
+            "    proportional to the logarithm of the recent access frequency of the key.",
+            "IDLETIME <key>",
+            "    Return the idle time of the <key>, that is the approximated number of",
+            "    seconds elapsed since the last access to the key.",
+            "REFCOUNT <key>",
+            "    Return the number of references of the value associated with the specified",
+            "    <key>.",
+            "HELP",
+            "    Print this help.",
+        ];
+        return Reply::Array(lines.iter().map(|l| Reply::StatusOwned(l.to_string())).collect());
+    }
+    if !matches!(sub.as_str(), "encoding" | "freq" | "idletime" | "refcount") {
+        return Reply::Error(format!(
+            "ERR unknown subcommand '{}'. Try OBJECT HELP.",
+            String::from_utf8_lossy(&args[1])
+        ));
+    }
+    if args.len() != 3 {
+        return Reply::Error(format!(
+            "ERR wrong number of arguments for 'object|{sub}' command"
+        ));
+    }
+    let clock = ctx.shard.clock();
+    let Some(e) = ctx.shard.lookup_mut(ctx.db, &args[2], ctx.now) else {
+        return Reply::Nil;
+    };
+    match sub.as_str() {
+        "encoding" => Reply::bulk_str(match &e.value {
+            Value::Str(s) => string_encoding(s.as_bytes()),
+        }),
+        "freq" => Reply::Int(e.freq() as i64),
+        "idletime" => Reply::Int(e.idle_seconds(clock) as i64),
+        _ => Reply::Int(1),
+    }
+}

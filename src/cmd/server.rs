@@ -1,0 +1,1111 @@
+//! Connection and server commands: they run on the connection's core, may change the
+//! connection's state (SELECT, AUTH, HELLO, CLIENT) and may fan out to every shard (DBSIZE,
+//! KEYS, SCAN, FLUSHALL, INFO, DEBUG POPULATE).
+
+use std::fmt::Write as _;
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+
+use bytes::Bytes;
+
+use super::args::*;
+use super::{Spec, TABLE};
+use crate::net::connection::ConnState;
+use crate::protocol::Reply;
+use crate::server::{human_bytes, Core};
+use crate::shard::{now_ms, shard_of, Shard, ShardStats, Value};
+
+/// Runs a connection/server command.
+pub async fn run(core: &Rc<Core>, conn: &mut ConnState, spec: &'static Spec, args: Vec<Bytes>) -> Reply {
+    let db = conn.db;
+    match spec.name {
+        "ping" => ping(conn, &args),
+        "echo" => Reply::Bulk(args[1].clone()),
+        "quit" => {
+            conn.close_after_reply = true;
+            Reply::Ok
+        }
+        "select" => select(core, conn, &args),
+        "auth" => auth(core, conn, &args),
+        "hello" => hello(core, conn, &args),
+        "client" => client(core, conn, &args),
+        "time" => {
+            let d = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default();
+            Reply::Array(vec![
+                Reply::bulk(Bytes::from(d.as_secs().to_string())),
+                Reply::bulk(Bytes::from(d.subsec_micros().to_string())),
+            ])
+        }
+        "lastsave" => Reply::Int(core.global.started_unix as i64),
+        "dbsize" => {
+            let counts = core.on_all(move |s| s.dbs[db].table.len()).await;
+            Reply::Int(counts.iter().sum::<usize>() as i64)
+        }
+        "flushdb" | "flushall" => flush(core, spec.name, db, &args).await,
+        "swapdb" => swapdb(core, &args).await,
+        "keys" => keys(core, db, &args).await,
+        "scan" => scan(core, db, &args).await,
+        "randomkey" => randomkey(core, db).await,
+        "info" => info(core, &args).await,
+        "config" => config(core, &args).await,
+        "command" => command(&args),
+        "debug" => debug(core, conn, &args).await,
+        "memory" => memory(core, db, &args).await,
+        "shutdown" => shutdown(&args),
+        _ => Reply::Error(format!("ERR unknown command '{}'", spec.name)),
+    }
+}
+
+fn ping(conn: &ConnState, args: &[Bytes]) -> Reply {
+    match args.len() {
+        1 if conn.resp3 => Reply::Status("PONG"),
+        1 => Reply::Status("PONG"),
+        2 => Reply::Bulk(args[1].clone()),
+        _ => super::wrong_args("ping"),
+    }
+}
+
+fn select(core: &Core, conn: &mut ConnState, args: &[Bytes]) -> Reply {
+    let Some(n) = parse_i64(&args[1]) else {
+        return err(ERR_NOT_INT);
+    };
+    if n < 0 || n >= core.global.settings.dbnum as i64 {
+        return err(ERR_DB_RANGE);
+    }
+    conn.db = n as usize;
+    conn.info.db.store(n as u32, Ordering::Relaxed);
+    Reply::Ok
+}
+
+/// Checks credentials; the only user is "default".
+fn check_password(core: &Core, user: &[u8], pass: &[u8]) -> Result<(), Reply> {
+    let required = core.global.settings.requirepass();
+    if user == b"default" && (required.is_empty() || required.as_bytes() == pass) {
+        Ok(())
+    } else {
+        Err(err(
+            "WRONGPASS invalid username-password pair or user is disabled.",
+        ))
+    }
+}
+
+fn auth(core: &Core, conn: &mut ConnState, args: &[Bytes]) -> Reply {
+    let (user, pass): (&[u8], &[u8]) = match args.len() {
+        2 => {
+            if core.global.settings.requirepass().is_empty() {
+                return err("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?");
+            }
+            (b"default", &args[1])
+        }
+        3 => (&args[1], &args[2]),
+        _ => return err(ERR_SYNTAX),
+    };
+    match check_password(core, user, pass) {
+        Ok(()) => {
+            conn.authed = true;
+            Reply::Ok
+        }
+        Err(e) => e,
+    }
+}
+
+fn hello(core: &Core, conn: &mut ConnState, args: &[Bytes]) -> Reply {
+    let mut proto = if conn.resp3 { 3 } else { 2 };
+    let mut i = 1;
+    if args.len() > 1 {
+        match parse_i64(&args[1]) {
+            Some(v @ 2..=3) => proto = v,
+            Some(_) => return err("NOPROTO unsupported protocol version"),
+            None => return err("ERR Protocol version is not an integer or out of range"),
+        }
+        i = 2;
+    }
+    let mut name = None;
+    while i < args.len() {
+        if is(&args[i], "AUTH") && i + 2 < args.len() {
+            if let Err(e) = check_password(core, &args[i + 1], &args[i + 2]) {
+                return e;
+            }
+            conn.authed = true;
+            i += 3;
+        } else if is(&args[i], "SETNAME") && i + 1 < args.len() {
+            if let Err(e) = valid_name(&args[i + 1]) {
+                return e;
+            }
+            name = Some(String::from_utf8_lossy(&args[i + 1]).into_owned());
+            i += 2;
+        } else {
+            return Reply::Error(format!(
+                "ERR Syntax error in HELLO option '{}'",
+                String::from_utf8_lossy(&args[i])
+            ));
+        }
+    }
+    if !conn.authed {
+        return err("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time");
+    }
+    if let Some(n) = name {
+        if let Ok(mut m) = conn.info.name.lock() {
+            *m = n;
+        }
+    }
+    conn.resp3 = proto == 3;
+    conn.info.resp.store(proto as u8, Ordering::Relaxed);
+    Reply::Map(vec![
+        (Reply::bulk_str("server"), Reply::bulk_str("redis")),
+        (Reply::bulk_str("version"), Reply::bulk_str(REDIS_VERSION)),
+        (Reply::bulk_str("proto"), Reply::Int(proto)),
+        (Reply::bulk_str("id"), Reply::Int(conn.id as i64)),
+        (Reply::bulk_str("mode"), Reply::bulk_str("standalone")),
+        (Reply::bulk_str("role"), Reply::bulk_str("master")),
+        (Reply::bulk_str("modules"), Reply::Array(vec![])),
+    ])
+}
+
+/// The Redis version Strata's replies are compatible with (clients check it for features).
+pub const REDIS_VERSION: &str = "7.2.0";
+
+fn valid_name(n: &[u8]) -> Result<(), Reply> {
+    if n.iter().any(|&b| !(b'!'..=b'~').contains(&b)) {
+        return Err(err(
+            "ERR Client names cannot contain spaces, newlines or special characters.",
+        ));
+    }
+    Ok(())
+}
+
+fn client(core: &Core, conn: &mut ConnState, args: &[Bytes]) -> Reply {
+    let sub = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
+    let arity = |n: usize| {
+        if args.len() != n {
+            Err(Reply::Error(format!(
+                "ERR wrong number of arguments for 'client|{sub}' command"
+            )))
+        } else {
+            Ok(())
+        }
+    };
+    let now = core.global.uptime_ms();
+    match sub.as_str() {
+        "id" => match arity(2) {
+            Ok(()) => Reply::Int(conn.id as i64),
+            Err(e) => e,
+        },
+        "getname" => {
+            if let Err(e) = arity(2) {
+                return e;
+            }
+            let n = conn.info.name.lock().map(|s| s.clone()).unwrap_or_default();
+            if n.is_empty() {
+                Reply::Nil
+            } else {
+                Reply::bulk(Bytes::from(n))
+            }
+        }
+        "setname" => {
+            if let Err(e) = arity(3) {
+                return e;
+            }
+            if let Err(e) = valid_name(&args[2]) {
+                return e;
+            }
+            if let Ok(mut m) = conn.info.name.lock() {
+                *m = String::from_utf8_lossy(&args[2]).into_owned();
+            }
+            Reply::Ok
+        }
+        "setinfo" => {
+            if let Err(e) = arity(4) {
+                return e;
+            }
+            let field = if is(&args[2], "LIB-NAME") {
+                &conn.info.lib_name
+            } else if is(&args[2], "LIB-VER") {
+                &conn.info.lib_ver
+            } else {
+                return Reply::Error(format!(
+                    "ERR Unrecognized option '{}'",
+                    String::from_utf8_lossy(&args[2])
+                ));
+            };
+            if let Err(e) = valid_name(&args[3]) {
+                return e;
+            }
+            if let Ok(mut m) = field.lock() {
+                *m = String::from_utf8_lossy(&args[3]).into_owned();
+            }
+            Reply::Ok
+        }
+        "info" => match arity(2) {
+            Ok(()) => Reply::Verbatim(format!("{}\n", conn.info.describe(now))),
+            Err(e) => e,
+        },
+        "list" => {
+            let ids: Option<Vec<u64>> = if args.len() > 2 {
+                if args.len() >= 4 && is(&args[2], "ID") {
+                    let mut v = Vec::new();
+                    for a in &args[3..] {
+                        match parse_i64(a) {
+                            Some(id) if id > 0 => v.push(id as u64),
+                            _ => return err("ERR Invalid client ID"),
+                        }
+                    }
+                    Some(v)
+                } else if args.len() == 4 && is(&args[2], "TYPE") {
+                    if !is(&args[3], "normal") {
+                        return Reply::Verbatim(String::new());
+                    }
+                    None
+                } else {
+                    return err(ERR_SYNTAX);
+                }
+            } else {
+                None
+            };
+            let mut text = String::new();
+            if let Ok(m) = core.global.clients.lock() {
+                for c in m.values() {
+                    if ids.as_ref().is_some_and(|ids| !ids.contains(&c.id)) {
+                        continue;
+                    }
+                    text.push_str(&c.describe(now));
+                    text.push('\n');
+                }
+            }
+            Reply::Verbatim(text)
+        }
+        "kill" => client_kill(core, conn, args),
+        "no-evict" | "no-touch" if args.len() == 3 => {
+            if is(&args[2], "on") || is(&args[2], "off") {
+                Reply::Ok
+            } else {
+                err(ERR_SYNTAX)
+            }
+        }
+        "help" => Reply::Array(
+            [
+                "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "GETNAME",
+                "    Return the name of the current connection.",
+                "ID",
+                "    Return the ID of the current connection.",
+                "INFO",
+                "    Return information about the current client connection.",
+                "KILL <ip:port>",
+                "    Kill connection made from <ip:port>.",
+                "KILL <option> <value> [<option> <value> [...]]",
+                "    Kill connections. Options are: ID <client-id>, ADDR <ip:port>, LADDR <ip:port>,",
+                "    USER <username>, SKIPME (YES|NO).",
+                "LIST [options ...]",
+                "    Return information about client connections. Options: TYPE normal, ID <id> [...].",
+                "SETINFO <option> <value>",
+                "    Set client meta attr. Options are: LIB-NAME, LIB-VER.",
+                "SETNAME <name>",
+                "    Assign the name <name> to the current connection.",
+                "HELP",
+                "    Print this help.",
+            ]
+            .iter()
+            .map(|s| Reply::StatusOwned(s.to_string()))
+            .collect(),
+        ),
+        _ => Reply::Error(format!(
+            "ERR unknown subcommand '{}'. Try CLIENT HELP.",
+            String::from_utf8_lossy(&args[1])
+        )),
+    }
+}
+
+fn client_kill(core: &Core, conn: &mut ConnState, args: &[Bytes]) -> Reply {
+    // Old form: CLIENT KILL ip:port -> OK or error.
+    if args.len() == 3 {
+        let target = String::from_utf8_lossy(&args[2]).into_owned();
+        let killed = kill_where(core, conn, |c| c.addr == target, false);
+        return if killed > 0 {
+            Reply::Ok
+        } else {
+            err("ERR No such client")
+        };
+    }
+    if args.len() < 4 || (args.len() - 2) % 2 != 0 {
+        return err(ERR_SYNTAX);
+    }
+    let (mut id, mut addr, mut laddr, mut skipme) = (None, None, None, true);
+    let mut user_ok = true;
+    for pair in args[2..].chunks(2) {
+        let v = String::from_utf8_lossy(&pair[1]).into_owned();
+        if is(&pair[0], "ID") {
+            match parse_i64(&pair[1]) {
+                Some(n) if n > 0 => id = Some(n as u64),
+                _ => return err("ERR client-id should be greater than 0"),
+            }
+        } else if is(&pair[0], "ADDR") {
+            addr = Some(v);
+        } else if is(&pair[0], "LADDR") {
+            laddr = Some(v);
+        } else if is(&pair[0], "USER") {
+            user_ok = v == "default";
+        } else if is(&pair[0], "SKIPME") {
+            if v.eq_ignore_ascii_case("yes") {
+                skipme = true;
+            } else if v.eq_ignore_ascii_case("no") {
+                skipme = false;
+            } else {
+                return err(ERR_SYNTAX);
+            }
+        } else if is(&pair[0], "TYPE") {
+            if !v.eq_ignore_ascii_case("normal") {
+                return Reply::Int(0);
+            }
+        } else {
+            return err(ERR_SYNTAX);
+        }
+    }
+    if !user_ok {
+        return Reply::Int(0);
+    }
+    let n = kill_where(
+        core,
+        conn,
+        |c| {
+            id.is_none_or(|i| c.id == i)
+                && addr.as_ref().is_none_or(|a| &c.addr == a)
+                && laddr.as_ref().is_none_or(|a| &c.laddr == a)
+        },
+        skipme,
+    );
+    Reply::Int(n as i64)
+}
+
+/// Kills matching clients; the calling connection closes after its reply instead.
+fn kill_where(core: &Core, conn: &mut ConnState, pred: impl Fn(&crate::server::ClientInfo) -> bool, skipme: bool) -> usize {
+    let mut n = 0;
+    if let Ok(m) = core.global.clients.lock() {
+        for c in m.values() {
+            if !pred(c) {
+                continue;
+            }
+            if c.id == conn.id {
+                if skipme {
+                    continue;
+                }
+                conn.close_after_reply = true;
+            } else {
+                c.kill();
+            }
+            n += 1;
+        }
+    }
+    n
+}
+
+async fn flush(core: &Rc<Core>, name: &str, db: usize, args: &[Bytes]) -> Reply {
+    if args.len() > 2 || (args.len() == 2 && !is(&args[1], "ASYNC") && !is(&args[1], "SYNC")) {
+        return err(ERR_SYNTAX);
+    }
+    let all = name == "flushall";
+    core.on_all(move |s| {
+        if all {
+            for d in 0..s.dbs.len() {
+                s.flush_db(d);
+            }
+        } else {
+            s.flush_db(db);
+        }
+    })
+    .await;
+    Reply::Ok
+}
+
+async fn swapdb(core: &Rc<Core>, args: &[Bytes]) -> Reply {
+    let a = match parse_i64(&args[1]) {
+        Some(v) => v,
+        None => return err("ERR invalid first DB index"),
+    };
+    let b = match parse_i64(&args[2]) {
+        Some(v) => v,
+        None => return err("ERR invalid second DB index"),
+    };
+    let n = core.global.settings.dbnum as i64;
+    if a < 0 || a >= n || b < 0 || b >= n {
+        return err(ERR_DB_RANGE);
+    }
+    core.on_all(move |s| s.dbs.swap(a as usize, b as usize)).await;
+    Reply::Ok
+}
+
+async fn keys(core: &Rc<Core>, db: usize, args: &[Bytes]) -> Reply {
+    let pattern = args[1].clone();
+    let limit = core.global.settings.keys_output_limit.load(Ordering::Relaxed) as usize;
+    let parts = core
+        .on_all(move |s| {
+            let now = now_ms();
+            let all = pattern.as_ref() == b"*";
+            s.dbs[db]
+                .table
+                .iter()
+                .filter(|(k, e)| !e.is_expired(now) && (all || crate::glob::matches(&pattern, k.as_bytes(), false)))
+                .take(limit)
+                .map(|(k, _)| k.to_bytes())
+                .collect::<Vec<Bytes>>()
+        })
+        .await;
+    let mut out = Vec::new();
+    for p in parts {
+        out.extend(p.into_iter().map(Reply::Bulk));
+    }
+    if out.len() > limit {
+        tracing::warn!(limit, "KEYS output truncated to --keys_output_limit");
+        out.truncate(limit);
+    }
+    Reply::Array(out)
+}
+
+/// Bits of a SCAN cursor below the shard index.
+const SCAN_SHARD_SHIFT: u32 = 38;
+
+async fn scan(core: &Rc<Core>, db: usize, args: &[Bytes]) -> Reply {
+    let Some(mut cursor) = std::str::from_utf8(&args[1]).ok().and_then(|s| s.parse::<u64>().ok()) else {
+        return err("ERR invalid cursor");
+    };
+    let (mut pattern, mut count, mut type_) = (None, 10usize, None);
+    let mut i = 2;
+    while i < args.len() {
+        if i + 1 >= args.len() {
+            return err(ERR_SYNTAX);
+        }
+        if is(&args[i], "MATCH") {
+            pattern = Some(args[i + 1].clone());
+        } else if is(&args[i], "COUNT") {
+            match parse_i64(&args[i + 1]) {
+                Some(c) if c >= 1 => count = c as usize,
+                Some(_) => return err(ERR_SYNTAX),
+                None => return err(ERR_NOT_INT),
+            }
+        } else if is(&args[i], "TYPE") {
+            type_ = Some(String::from_utf8_lossy(&args[i + 1]).to_ascii_lowercase());
+        } else {
+            return err(ERR_SYNTAX);
+        }
+        i += 2;
+    }
+    let shards = core.global.shards() as u64;
+    let mut out: Vec<Reply> = Vec::new();
+    loop {
+        let shard = cursor >> SCAN_SHARD_SHIFT;
+        if shard >= shards {
+            cursor = 0;
+            break;
+        }
+        let local = cursor & ((1 << SCAN_SHARD_SHIFT) - 1);
+        let (pattern, type_) = (pattern.clone(), type_.clone());
+        let want = count.saturating_sub(out.len()).max(1);
+        let res = core
+            .on_shard(shard as usize, move |s| {
+                let now = now_ms();
+                let mut found = Vec::new();
+                let mut visited = 0;
+                let mut c = local;
+                loop {
+                    c = s.dbs[db].table.scan_step(c, |k, e| {
+                        visited += 1;
+                        if e.is_expired(now) {
+                            return;
+                        }
+                        if let Some(p) = &pattern {
+                            if !crate::glob::matches(p, k.as_bytes(), false) {
+                                return;
+                            }
+                        }
+                        if let Some(t) = &type_ {
+                            if e.value.type_name() != t {
+                                return;
+                            }
+                        }
+                        found.push(k.to_bytes());
+                    });
+                    if c == 0 || visited >= want {
+                        break;
+                    }
+                }
+                (c, found)
+            })
+            .await;
+        let Some((next, found)) = res else {
+            return err("ERR server is shutting down");
+        };
+        out.extend(found.into_iter().map(Reply::Bulk));
+        cursor = if next == 0 {
+            (shard + 1) << SCAN_SHARD_SHIFT
+        } else {
+            (shard << SCAN_SHARD_SHIFT) | next
+        };
+        if next == 0 && shard + 1 >= shards {
+            cursor = 0;
+            break;
+        }
+        if out.len() >= count {
+            break;
+        }
+    }
+    Reply::Array(vec![
+        Reply::bulk(Bytes::from(cursor.to_string())),
+        Reply::Array(out),
+    ])
+}
+
+async fn randomkey(core: &Rc<Core>, db: usize) -> Reply {
+    let n = core.global.shards();
+    let start = (now_ms() as usize) % n.max(1);
+    for k in 0..n {
+        let s = (start + k) % n;
+        let got = core
+            .on_shard(s, move |sh| {
+                for _ in 0..16 {
+                    let r: Option<(Bytes, bool)> = {
+                        let mut seed = sh.rand_u32() as usize;
+                        let now = now_ms();
+                        sh.dbs[db]
+                            .table
+                            .random(|m| {
+                                seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                                (seed >> 17) % m.max(1)
+                            })
+                            .map(|(k, e)| (k.to_bytes(), e.is_expired(now)))
+                    };
+                    match r {
+                        None => return None,
+                        Some((k, false)) => return Some(k),
+                        Some((k, true)) => {
+                            sh.remove(db, &k);
+                        }
+                    }
+                }
+                None
+            })
+            .await
+            .flatten();
+        if let Some(k) = got {
+            return Reply::Bulk(k);
+        }
+    }
+    Reply::Nil
+}
+
+/// Per-shard numbers INFO needs.
+#[derive(Clone, Default)]
+struct ShardReport {
+    stats: ShardStats,
+    keys: Vec<(usize, usize)>,
+    table_bytes: usize,
+}
+
+async fn info(core: &Rc<Core>, args: &[Bytes]) -> Reply {
+    let reports = core
+        .on_all(|s: &mut Shard| ShardReport {
+            stats: s.stats.clone(),
+            keys: s.dbs.iter().map(|d| (d.table.len(), d.volatile)).collect(),
+            table_bytes: s.dataset_bytes(),
+        })
+        .await;
+    let sections: Vec<String> = args[1..]
+        .iter()
+        .map(|a| String::from_utf8_lossy(a).to_ascii_lowercase())
+        .collect();
+    let everything = sections.is_empty()
+        || sections.iter().any(|s| s == "all" || s == "everything" || s == "default");
+    let want = |name: &str| everything || sections.iter().any(|s| s == name);
+    let g = &core.global;
+    let mut total = ShardStats::default();
+    let mut table_bytes = 0;
+    let dbnum = g.settings.dbnum as usize;
+    let mut keys = vec![(0usize, 0usize); dbnum];
+    for r in &reports {
+        total.keyspace_hits += r.stats.keyspace_hits;
+        total.keyspace_misses += r.stats.keyspace_misses;
+        total.expired_keys += r.stats.expired_keys;
+        total.commands += r.stats.commands;
+        table_bytes += r.table_bytes;
+        for (i, (k, v)) in r.keys.iter().enumerate() {
+            if let Some(slot) = keys.get_mut(i) {
+                slot.0 += k;
+                slot.1 += v;
+            }
+        }
+    }
+    let mut out = String::new();
+    let mut section = |title: &str, body: String| {
+        if !out.is_empty() {
+            out.push_str("\r\n");
+        }
+        let _ = write!(out, "# {title}\r\n{body}");
+    };
+    let uptime = g.started.elapsed().as_secs();
+    if want("server") {
+        section(
+            "Server",
+            format!(
+                "redis_version:{REDIS_VERSION}\r\nstrata_version:{}\r\nredis_mode:standalone\r\nos:{}\r\narch_bits:64\r\nmultiplexing_api:io_uring\r\nprocess_id:{}\r\nthread_count:{}\r\ntcp_port:{}\r\nuptime_in_seconds:{uptime}\r\nuptime_in_days:{}\r\nhz:{}\r\nexecutable:{}\r\n",
+                env!("CARGO_PKG_VERSION"),
+                std::env::consts::OS,
+                std::process::id(),
+                g.shards(),
+                g.settings.port,
+                uptime / 86400,
+                g.settings.hz.load(Ordering::Relaxed),
+                std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_default(),
+            ),
+        );
+    }
+    if want("clients") {
+        let n = g.clients.lock().map(|m| m.len()).unwrap_or(0);
+        section("Clients", format!("connected_clients:{n}\r\nblocked_clients:0\r\n"));
+    }
+    if want("memory") {
+        let used = g.note_memory();
+        let rss = crate::memory::rss_bytes();
+        let peak = g.peak_memory.load(Ordering::Relaxed);
+        let max = g.settings.maxmemory();
+        section(
+            "Memory",
+            format!(
+                "used_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\nused_memory_table:{table_bytes}\r\nmaxmemory:{max}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:noeviction\r\nmem_fragmentation_ratio:{:.2}\r\n",
+                human_bytes(used),
+                human_bytes(rss),
+                human_bytes(peak),
+                human_bytes(max),
+                if used > 0 { rss as f64 / used as f64 } else { 0.0 },
+            ),
+        );
+    }
+    if want("persistence") {
+        section(
+            "Persistence",
+            format!(
+                "loading:0\r\nrdb_changes_since_last_save:0\r\nrdb_bgsave_in_progress:0\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:ok\r\naof_enabled:0\r\n",
+                g.started_unix
+            ),
+        );
+    }
+    if want("stats") {
+        section(
+            "Stats",
+            format!(
+                "total_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:0\r\nexpired_keys:{}\r\nevicted_keys:0\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\n",
+                g.total_connections.load(Ordering::Relaxed),
+                total.commands,
+                total.expired_keys,
+                total.keyspace_hits,
+                total.keyspace_misses,
+            ),
+        );
+    }
+    if want("replication") {
+        section("Replication", "role:master\r\nconnected_slaves:0\r\n".to_string());
+    }
+    if want("cpu") {
+        let (user, sys) = cpu_times();
+        section(
+            "CPU",
+            format!("used_cpu_sys:{sys:.6}\r\nused_cpu_user:{user:.6}\r\n"),
+        );
+    }
+    if want("keyspace") {
+        let mut body = String::new();
+        for (i, (k, v)) in keys.iter().enumerate() {
+            if *k > 0 {
+                let _ = write!(body, "db{i}:keys={k},expires={v},avg_ttl=0\r\n");
+            }
+        }
+        section("Keyspace", body);
+    }
+    Reply::Verbatim(out)
+}
+
+/// Process user and system CPU seconds.
+fn cpu_times() -> (f64, f64) {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return (0.0, 0.0);
+    };
+    // Fields after the ")" of the command name; utime and stime are fields 14 and 15.
+    let rest = stat.rsplit(')').next().unwrap_or("");
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let tick = 100.0;
+    let user = f.get(11).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0) / tick;
+    let sys = f.get(12).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0) / tick;
+    (user, sys)
+}
+
+async fn config(core: &Rc<Core>, args: &[Bytes]) -> Reply {
+    let sub = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
+    let settings = &core.global.settings;
+    match sub.as_str() {
+        "get" if args.len() >= 3 => {
+            let mut pairs = Vec::new();
+            for p in &args[2..] {
+                for (k, v) in settings.get(p) {
+                    if !pairs.iter().any(|(a, _): &(String, String)| a == &k) {
+                        pairs.push((k, v));
+                    }
+                }
+            }
+            Reply::Map(
+                pairs
+                    .into_iter()
+                    .map(|(k, v)| (Reply::bulk(Bytes::from(k)), Reply::bulk(Bytes::from(v))))
+                    .collect(),
+            )
+        }
+        "set" if args.len() >= 4 && args.len() % 2 == 0 => {
+            for pair in args[2..].chunks(2) {
+                let (k, v) = (String::from_utf8_lossy(&pair[0]), String::from_utf8_lossy(&pair[1]));
+                if let Err(e) = settings.set(&k, &v) {
+                    return Reply::Error(e);
+                }
+            }
+            Reply::Ok
+        }
+        "resetstat" if args.len() == 2 => {
+            core.on_all(|s| s.stats = ShardStats::default()).await;
+            core.global.total_connections.store(0, Ordering::Relaxed);
+            Reply::Ok
+        }
+        "rewrite" if args.len() == 2 => err("ERR The server is running without a config file"),
+        "help" => Reply::Array(
+            [
+                "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "GET <pattern>",
+                "    Return parameters matching the glob-like <pattern> and their values.",
+                "SET <directive> <value>",
+                "    Set the configuration <directive> to <value>.",
+                "RESETSTAT",
+                "    Reset statistics reported by the INFO command.",
+                "HELP",
+                "    Print this help.",
+            ]
+            .iter()
+            .map(|s| Reply::StatusOwned(s.to_string()))
+            .collect(),
+        ),
+        "get" | "set" | "resetstat" | "rewrite" => Reply::Error(format!(
+            "ERR wrong number of arguments for 'config|{sub}' command"
+        )),
+        _ => Reply::Error(format!(
+            "ERR unknown subcommand '{}'. Try CONFIG HELP.",
+            String::from_utf8_lossy(&args[1])
+        )),
+    }
+}
+
+fn command_info(s: &Spec) -> Reply {
+    Reply::Array(vec![
+        Reply::bulk_str(s.name),
+        Reply::Int(s.arity as i64),
+        Reply::Set(s.flag_names().into_iter().map(Reply::Status).collect()),
+        Reply::Int(s.first_key.max(0) as i64),
+        Reply::Int(if s.first_key > 0 { s.last_key as i64 } else { 0 }),
+        Reply::Int(if s.first_key > 0 { s.step as i64 } else { 0 }),
+        Reply::Set(vec![]),
+        Reply::Set(vec![]),
+        Reply::Array(vec![]),
+        Reply::Array(vec![]),
+    ])
+}
+
+fn command_docs(s: &Spec) -> Reply {
+    Reply::Map(vec![
+        (Reply::bulk_str("summary"), Reply::bulk_str(s.summary)),
+        (Reply::bulk_str("since"), Reply::bulk_str(s.since)),
+        (Reply::bulk_str("group"), Reply::bulk_str(s.group)),
+    ])
+}
+
+fn command(args: &[Bytes]) -> Reply {
+    if args.len() == 1 {
+        return Reply::Array(TABLE.iter().map(command_info).collect());
+    }
+    let sub = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
+    match sub.as_str() {
+        "count" if args.len() == 2 => Reply::Int(TABLE.len() as i64),
+        "info" => {
+            if args.len() == 2 {
+                return Reply::Array(TABLE.iter().map(command_info).collect());
+            }
+            Reply::Array(
+                args[2..]
+                    .iter()
+                    .map(|n| super::lookup(n).map(command_info).unwrap_or(Reply::NilArray))
+                    .collect(),
+            )
+        }
+        "docs" => {
+            let specs: Vec<&Spec> = if args.len() == 2 {
+                TABLE.iter().collect()
+            } else {
+                args[2..].iter().filter_map(|n| super::lookup(n)).collect()
+            };
+            Reply::Map(
+                specs
+                    .into_iter()
+                    .map(|s| (Reply::bulk_str(s.name), command_docs(s)))
+                    .collect(),
+            )
+        }
+        "list" => {
+            let mut names: Vec<&Spec> = TABLE.iter().collect();
+            if args.len() > 2 {
+                if args.len() != 5 || !is(&args[2], "FILTERBY") {
+                    return err(ERR_SYNTAX);
+                }
+                let v = args[4].clone();
+                if is(&args[3], "PATTERN") {
+                    names.retain(|s| crate::glob::matches(&v, s.name.as_bytes(), true));
+                } else if is(&args[3], "ACLCAT") || is(&args[3], "MODULE") {
+                    if is(&args[3], "MODULE") {
+                        names.clear();
+                    }
+                } else {
+                    return err(ERR_SYNTAX);
+                }
+            }
+            Reply::Array(names.into_iter().map(|s| Reply::bulk_str(s.name)).collect())
+        }
+        "getkeys" if args.len() >= 3 => {
+            let Some(spec) = super::lookup(&args[2]) else {
+                return err("ERR Invalid command specified");
+            };
+            let cmd_args = &args[2..];
+            if !spec.arity_ok(cmd_args.len()) {
+                return err("ERR Invalid number of arguments specified for command");
+            }
+            let keys: Vec<Reply> = spec
+                .key_indices(cmd_args.len())
+                .map(|i| Reply::Bulk(cmd_args[i].clone()))
+                .collect();
+            if keys.is_empty() {
+                return err("ERR The command has no key arguments");
+            }
+            Reply::Array(keys)
+        }
+        "help" => Reply::Array(
+            [
+                "COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "(no subcommand)",
+                "    Return details about all commands.",
+                "COUNT",
+                "    Return the total number of commands in this server.",
+                "LIST",
+                "    Return a list of all commands in this server.",
+                "INFO [<command-name> ...]",
+                "    Return details about multiple commands.",
+                "DOCS [<command-name> ...]",
+                "    Return documentation details about multiple commands.",
+                "GETKEYS <full-command>",
+                "    Return the keys from a full command.",
+                "HELP",
+                "    Print this help.",
+            ]
+            .iter()
+            .map(|s| Reply::StatusOwned(s.to_string()))
+            .collect(),
+        ),
+        _ => Reply::Error(format!(
+            "ERR unknown subcommand or wrong number of arguments for '{}'. Try COMMAND HELP.",
+            String::from_utf8_lossy(&args[1])
+        )),
+    }
+}
+
+async fn debug(core: &Rc<Core>, conn: &ConnState, args: &[Bytes]) -> Reply {
+    let sub = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
+    match sub.as_str() {
+        "populate" if (3..=5).contains(&args.len()) => {
+            let Some(count) = parse_i64(&args[2]).filter(|&c| c >= 0) else {
+                return err(ERR_NOT_INT);
+            };
+            let prefix = args.get(3).cloned().unwrap_or_else(|| Bytes::from_static(b"key"));
+            let size = match args.get(4).map(|a| parse_i64(a)) {
+                None => None,
+                Some(Some(s)) if s >= 0 => Some(s as usize),
+                Some(_) => return err(ERR_NOT_INT),
+            };
+            let db = conn.db;
+            let shards = core.global.shards();
+            core.on_all(move |s| {
+                let now = now_ms();
+                for i in 0..count as u64 {
+                    let mut key = Vec::with_capacity(prefix.len() + 21);
+                    key.extend_from_slice(&prefix);
+                    key.push(b':');
+                    key.extend_from_slice(i.to_string().as_bytes());
+                    if shard_of(&key, shards) != s.id || s.contains(db, &key, now) {
+                        continue;
+                    }
+                    let mut val = format!("value:{i}").into_bytes();
+                    if let Some(sz) = size {
+                        val.resize(sz, 0);
+                    }
+                    s.store(db, &key, Value::str(&val), 0);
+                }
+            })
+            .await;
+            Reply::Ok
+        }
+        "sleep" if args.len() == 3 => {
+            let Some(secs) = crate::cmd::args::parse_f64(&args[2]).filter(|s| *s >= 0.0 && s.is_finite()) else {
+                return err(ERR_NOT_FLOAT);
+            };
+            glommio::timer::sleep(std::time::Duration::from_secs_f64(secs)).await;
+            Reply::Ok
+        }
+        "set-active-expire" if args.len() == 3 => {
+            core.global.set_active_expire(args[2].as_ref() != b"0");
+            Reply::Ok
+        }
+        "object" if args.len() == 3 => {
+            let key = args[2].clone();
+            let db = conn.db;
+            let n = core.global.shards();
+            let r = core
+                .on_shard(shard_of(&key, n), move |s| {
+                    let clock = s.clock();
+                    s.lookup_mut(db, &key, now_ms()).map(|e| {
+                        let Value::Str(v) = &e.value;
+                        format!(
+                            "Value at:0x0 refcount:1 encoding:{} serializedlength:{} lru:{} lru_seconds_idle:{}",
+                            super::keys::string_encoding(v.as_bytes()),
+                            v.len(),
+                            e.meta & 0xff_ffff,
+                            e.idle_seconds(clock)
+                        )
+                    })
+                })
+                .await
+                .flatten();
+            match r {
+                Some(s) => Reply::StatusOwned(s),
+                None => err(ERR_NO_KEY),
+            }
+        }
+        "help" => Reply::Array(
+            [
+                "DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "OBJECT <key>",
+                "    Show low level info about the key and associated value.",
+                "POPULATE <count> [<prefix>] [<size>]",
+                "    Create <count> string keys named key:<num>. If <prefix> is specified then",
+                "    it is used instead of the 'key' prefix. These are not propagated to",
+                "    replicas. Cluster slots are not respected so keys not belonging to the",
+                "    current node can be created in cluster mode.",
+                "SET-ACTIVE-EXPIRE <0|1>",
+                "    Setting it to 0 disables expiring keys in background when they are not",
+                "    accessed (otherwise the Redis behavior). Setting it to 1 reenables back the",
+                "    default.",
+                "SLEEP <seconds>",
+                "    Stop the server for <seconds>. Decimals allowed.",
+                "HELP",
+                "    Print this help.",
+            ]
+            .iter()
+            .map(|s| Reply::StatusOwned(s.to_string()))
+            .collect(),
+        ),
+        _ => Reply::Error(format!(
+            "ERR unknown subcommand or wrong number of arguments for '{}'. Try DEBUG HELP.",
+            String::from_utf8_lossy(&args[1])
+        )),
+    }
+}
+
+async fn memory(core: &Rc<Core>, db: usize, args: &[Bytes]) -> Reply {
+    let sub = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
+    match sub.as_str() {
+        "usage" if args.len() == 3 || (args.len() == 5 && is(&args[3], "SAMPLES")) => {
+            if args.len() == 5 && parse_i64(&args[4]).is_none() {
+                return err(ERR_NOT_INT);
+            }
+            let key = args[2].clone();
+            let n = core.global.shards();
+            let r = core
+                .on_shard(shard_of(&key, n), move |s| {
+                    s.lookup_mut(db, &key, now_ms()).map(|e| {
+                        // The slot (key handle, value handle, expiry, meta, fingerprint) plus
+                        // whatever the key and value hold on the heap.
+                        let slot = 64;
+                        let key_heap = if key.len() > crate::shard::entry::INLINE_CAP { key.len() } else { 0 };
+                        slot + key_heap + e.value.heap_bytes()
+                    })
+                })
+                .await
+                .flatten();
+            match r {
+                Some(b) => Reply::Int(b as i64),
+                None => Reply::Nil,
+            }
+        }
+        "stats" if args.len() == 2 => {
+            let used = core.global.note_memory();
+            let keys: usize = core.on_all(|s| s.key_count()).await.iter().sum();
+            let table: usize = core.on_all(|s| s.dataset_bytes()).await.iter().sum();
+            Reply::Map(vec![
+                (Reply::bulk_str("peak.allocated"), Reply::Int(core.global.peak_memory.load(Ordering::Relaxed) as i64)),
+                (Reply::bulk_str("total.allocated"), Reply::Int(used as i64)),
+                (Reply::bulk_str("keys.count"), Reply::Int(keys as i64)),
+                (
+                    Reply::bulk_str("keys.bytes-per-key"),
+                    Reply::Int(if keys > 0 { (used / keys as u64) as i64 } else { 0 }),
+                ),
+                (Reply::bulk_str("dataset.table"), Reply::Int(table as i64)),
+                (Reply::bulk_str("rss"), Reply::Int(crate::memory::rss_bytes() as i64)),
+            ])
+        }
+        "doctor" if args.len() == 2 => Reply::Verbatim("Hi Sam, I can't find any memory issue in your instance. I can only account for what occurs on this base.".into()),
+        "help" => Reply::Array(
+            [
+                "MEMORY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "DOCTOR",
+                "    Return memory problems reports.",
+                "STATS",
+                "    Return information about the memory usage of the server.",
+                "USAGE <key> [SAMPLES <count>]",
+                "    Return memory in bytes used by <key> and its value. Nested values are",
+                "    sampled up to <count> times (default: 5, 0 means sample all).",
+                "HELP",
+                "    Print this help.",
+            ]
+            .iter()
+            .map(|s| Reply::StatusOwned(s.to_string()))
+            .collect(),
+        ),
+        _ => Reply::Error(format!(
+            "ERR unknown subcommand or wrong number of arguments for '{}'. Try MEMORY HELP.",
+            String::from_utf8_lossy(&args[1])
+        )),
+    }
+}
+
+fn shutdown(args: &[Bytes]) -> Reply {
+    let mut save = None;
+    for a in &args[1..] {
+        if is(a, "NOSAVE") {
+            save = Some(false);
+        } else if is(a, "SAVE") {
+            save = Some(true);
+        } else if is(a, "NOW") || is(a, "FORCE") {
+        } else if is(a, "ABORT") {
+            return err("ERR No shutdown in progress.");
+        } else {
+            return err(ERR_SYNTAX);
+        }
+    }
+    if save == Some(true) {
+        // Snapshots are not part of this build yet; refusing keeps the data rather than
+        // exiting as if it had been saved.
+        tracing::warn!("SHUTDOWN SAVE refused: snapshots are not available in this build");
+        return err("ERR Errors trying to SHUTDOWN. Check logs.");
+    }
+    tracing::info!("SHUTDOWN requested by a client; exiting");
+    std::process::exit(0);
+}

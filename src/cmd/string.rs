@@ -1,0 +1,643 @@
+//! String commands: GET, SET and its variants, MGET/MSET, counters, ranges and LCS.
+//!
+//! Every function runs on the shard that owns its keys and returns a [`Reply`]. Values are
+//! binary-safe; lengths are capped at proto-max-bulk-len so no command can build a string the
+//! protocol could not send back.
+
+use bytes::Bytes;
+
+use super::args::*;
+use super::Ctx;
+use crate::protocol::reply::format_double;
+use crate::protocol::{Reply, MAX_BULK_LEN};
+use crate::shard::{CompactBytes, Entry, Value};
+
+/// The string held by an entry, or WRONGTYPE.
+pub fn as_str(v: &Value) -> Result<&CompactBytes, Reply> {
+    #[allow(unreachable_patterns)]
+    match v {
+        Value::Str(s) => Ok(s),
+        _ => Err(err(ERR_WRONGTYPE)),
+    }
+}
+
+/// Reads a string key (counting a hit or miss); None when missing.
+fn read(ctx: &mut Ctx, key: &[u8]) -> Result<Option<Bytes>, Reply> {
+    match ctx.shard.lookup(ctx.db, key, ctx.now) {
+        None => Ok(None),
+        Some(e) => Ok(Some(as_str(&e.value)?.to_bytes())),
+    }
+}
+
+pub fn get(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    match read(ctx, &args[1]) {
+        Ok(Some(v)) => Reply::Bulk(v),
+        Ok(None) => Reply::Nil,
+        Err(e) => e,
+    }
+}
+
+/// When a SET-like command's key should expire.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Ttl {
+    /// Remove any TTL.
+    None,
+    /// Keep the current TTL (KEEPTTL).
+    Keep,
+    /// Absolute time in ms.
+    At(u64),
+}
+
+/// Turns an EX/PX/EXAT/PXAT argument into an absolute ms time, with Redis' checks.
+fn expire_at(ctx: &Ctx, unit_ms: i64, absolute: bool, arg: &Bytes, cmd: &str) -> Result<u64, Reply> {
+    let invalid = || Reply::Error(format!("ERR invalid expire time in '{cmd}' command"));
+    let v = int_arg(arg)?;
+    if v <= 0 {
+        return Err(invalid());
+    }
+    let ms = v.checked_mul(unit_ms).ok_or_else(invalid)?;
+    let at = if absolute {
+        ms
+    } else {
+        ms.checked_add(ctx.now as i64).ok_or_else(invalid)?
+    };
+    Ok(at as u64)
+}
+
+pub fn set(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    let (key, val) = (&args[1], &args[2]);
+    let (mut nx, mut xx, mut want_get) = (false, false, false);
+    let mut ttl = Ttl::None;
+    let mut ttl_given = false;
+    let mut i = 3;
+    while i < args.len() {
+        let a = &args[i];
+        let has_next = i + 1 < args.len();
+        if is(a, "NX") && !xx {
+            nx = true;
+        } else if is(a, "XX") && !nx {
+            xx = true;
+        } else if is(a, "GET") {
+            want_get = true;
+        } else if is(a, "KEEPTTL") && !ttl_given {
+            ttl_given = true;
+            ttl = Ttl::Keep;
+        } else if !ttl_given && has_next && (is(a, "EX") || is(a, "PX") || is(a, "EXAT") || is(a, "PXAT")) {
+            let unit = if is(a, "EX") || is(a, "EXAT") { 1000 } else { 1 };
+            let absolute = is(a, "EXAT") || is(a, "PXAT");
+            match expire_at(ctx, unit, absolute, &args[i + 1], "set") {
+                Ok(at) => ttl = Ttl::At(at),
+                Err(e) => return e,
+            }
+            ttl_given = true;
+            i += 1;
+        } else {
+            return err(ERR_SYNTAX);
+        }
+        i += 1;
+    }
+    if val.len() > MAX_BULK_LEN {
+        return err(ERR_TOO_BIG);
+    }
+    // Look at the current value once: for NX/XX, GET and KEEPTTL.
+    let (old, old_ttl) = match ctx.shard.lookup_mut(ctx.db, key, ctx.now) {
+        None => (None, 0),
+        Some(e) => {
+            let ttl = e.expire_at;
+            if want_get {
+                match as_str(&e.value) {
+                    Ok(s) => (Some(Some(s.to_bytes())), ttl),
+                    Err(e) => return e,
+                }
+            } else {
+                (Some(None), ttl)
+            }
+        }
+    };
+    let exists = old.is_some();
+    let ok = !(nx && exists || xx && !exists);
+    if ok {
+        let at = match ttl {
+            Ttl::None => 0,
+            Ttl::Keep => old_ttl,
+            Ttl::At(at) => at,
+        };
+        if at != 0 && at <= ctx.now {
+            // Already expired: Redis deletes instead of storing.
+            ctx.shard.remove(ctx.db, key);
+        } else {
+            ctx.shard.store(ctx.db, key, Value::str(val), at);
+        }
+    }
+    if want_get {
+        return match old {
+            Some(Some(v)) => Reply::Bulk(v),
+            _ => Reply::Nil,
+        };
+    }
+    if ok {
+        Reply::Ok
+    } else {
+        Reply::Nil
+    }
+}
+
+pub fn setnx(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    if ctx.shard.contains(ctx.db, &args[1], ctx.now) {
+        return Reply::Int(0);
+    }
+    ctx.shard.store(ctx.db, &args[1], Value::str(&args[2]), 0);
+    Reply::Int(1)
+}
+
+fn set_with_ttl(ctx: &mut Ctx, args: &[Bytes], unit_ms: i64, cmd: &str) -> Reply {
+    let at = match expire_at(ctx, unit_ms, false, &args[2], cmd) {
+        Ok(at) => at,
+        Err(e) => return e,
+    };
+    ctx.shard.store(ctx.db, &args[1], Value::str(&args[3]), at);
+    Reply::Ok
+}
+
+pub fn setex(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    set_with_ttl(ctx, args, 1000, "setex")
+}
+
+pub fn psetex(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    set_with_ttl(ctx, args, 1, "psetex")
+}
+
+pub fn getset(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    let old = match read(ctx, &args[1]) {
+        Ok(v) => v,
+        Err(e) => return e,
+    };
+    ctx.shard.store(ctx.db, &args[1], Value::str(&args[2]), 0);
+    old.map(Reply::Bulk).unwrap_or(Reply::Nil)
+}
+
+pub fn getdel(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    match read(ctx, &args[1]) {
+        Ok(Some(v)) => {
+            ctx.shard.remove(ctx.db, &args[1]);
+            Reply::Bulk(v)
+        }
+        Ok(None) => Reply::Nil,
+        Err(e) => e,
+    }
+}
+
+pub fn getex(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    let key = &args[1];
+    let mut ttl: Option<Ttl> = None;
+    let mut i = 2;
+    while i < args.len() {
+        let a = &args[i];
+        if is(a, "PERSIST") && ttl.is_none() {
+            ttl = Some(Ttl::None);
+        } else if ttl.is_none()
+            && i + 1 < args.len()
+            && (is(a, "EX") || is(a, "PX") || is(a, "EXAT") || is(a, "PXAT"))
+        {
+            let unit = if is(a, "EX") || is(a, "EXAT") { 1000 } else { 1 };
+            let absolute = is(a, "EXAT") || is(a, "PXAT");
+            match expire_at(ctx, unit, absolute, &args[i + 1], "getex") {
+                Ok(at) => ttl = Some(Ttl::At(at)),
+                Err(e) => return e,
+            }
+            i += 1;
+        } else {
+            return err(ERR_SYNTAX);
+        }
+        i += 1;
+    }
+    let v = match read(ctx, key) {
+        Ok(Some(v)) => v,
+        Ok(None) => return Reply::Nil,
+        Err(e) => return e,
+    };
+    match ttl {
+        Some(Ttl::At(at)) if at <= ctx.now => {
+            ctx.shard.remove(ctx.db, key);
+        }
+        Some(Ttl::At(at)) => {
+            ctx.shard.set_expire(ctx.db, key, at, ctx.now);
+        }
+        Some(Ttl::None) => {
+            ctx.shard.set_expire(ctx.db, key, 0, ctx.now);
+        }
+        _ => {}
+    }
+    Reply::Bulk(v)
+}
+
+/// MGET part: `[mget, keys...]`; missing keys and non-strings are nil.
+pub fn mget(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    let out = args[1..]
+        .iter()
+        .map(|k| match ctx.shard.lookup(ctx.db, k, ctx.now) {
+            Some(Entry {
+                value: Value::Str(s),
+                ..
+            }) => Reply::Bulk(s.to_bytes()),
+            #[allow(unreachable_patterns)]
+            _ => Reply::Nil,
+        })
+        .collect();
+    Reply::Array(out)
+}
+
+/// MSET part: `[mset, k, v, k, v...]`.
+pub fn mset(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    if args.len() % 2 == 0 {
+        return super::wrong_args("mset");
+    }
+    for pair in args[1..].chunks_exact(2) {
+        ctx.shard.store(ctx.db, &pair[0], Value::str(&pair[1]), 0);
+    }
+    Reply::Ok
+}
+
+/// MSETNX when all keys live on this shard (the cross-shard form runs in `server::txn`).
+pub fn msetnx(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    if args.len() % 2 == 0 {
+        return super::wrong_args("msetnx");
+    }
+    let now = ctx.now;
+    if args[1..].chunks_exact(2).any(|p| ctx.shard.contains(ctx.db, &p[0], now)) {
+        return Reply::Int(0);
+    }
+    mset(ctx, args);
+    Reply::Int(1)
+}
+
+pub fn append(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    let (key, tail) = (&args[1], &args[2]);
+    match ctx.shard.lookup_mut(ctx.db, key, ctx.now) {
+        None => {
+            ctx.shard.store(ctx.db, key, Value::str(tail), 0);
+            Reply::Int(tail.len() as i64)
+        }
+        Some(e) => {
+            let cur = match as_str(&e.value) {
+                Ok(s) => s,
+                Err(r) => return r,
+            };
+            let len = cur.len() + tail.len();
+            if len > MAX_BULK_LEN {
+                return err(ERR_TOO_BIG);
+            }
+            let mut v = Vec::with_capacity(len);
+            v.extend_from_slice(cur.as_bytes());
+            v.extend_from_slice(tail);
+            e.value = Value::Str(CompactBytes::from_vec(v));
+            Reply::Int(len as i64)
+        }
+    }
+}
+
+pub fn strlen(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    match ctx.shard.lookup(ctx.db, &args[1], ctx.now) {
+        None => Reply::Int(0),
+        Some(e) => match as_str(&e.value) {
+            Ok(s) => Reply::Int(s.len() as i64),
+            Err(r) => r,
+        },
+    }
+}
+
+/// Adds `by` to the integer at `key` (0 when missing), keeping its TTL.
+fn incr_by(ctx: &mut Ctx, key: &[u8], by: i64) -> Reply {
+    let cur = match ctx.shard.lookup_mut(ctx.db, key, ctx.now) {
+        None => None,
+        Some(e) => match as_str(&e.value) {
+            Ok(s) => match parse_i64(s.as_bytes()) {
+                Some(n) => Some(n),
+                None => return err(ERR_NOT_INT),
+            },
+            Err(r) => return r,
+        },
+    };
+    let Some(n) = cur.unwrap_or(0).checked_add(by) else {
+        return err(ERR_OVERFLOW);
+    };
+    let text = n.to_string();
+    match ctx.shard.lookup_mut(ctx.db, key, ctx.now) {
+        Some(e) => e.value = Value::str(text.as_bytes()),
+        None => {
+            ctx.shard.store(ctx.db, key, Value::str(text.as_bytes()), 0);
+        }
+    }
+    Reply::Int(n)
+}
+
+pub fn incr(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    incr_by(ctx, &args[1], 1)
+}
+
+pub fn decr(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    incr_by(ctx, &args[1], -1)
+}
+
+pub fn incrby(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    match int_arg(&args[2]) {
+        Ok(by) => incr_by(ctx, &args[1], by),
+        Err(e) => e,
+    }
+}
+
+pub fn decrby(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    match int_arg(&args[2]) {
+        Ok(i64::MIN) => err("ERR decrement would overflow"),
+        Ok(by) => incr_by(ctx, &args[1], -by),
+        Err(e) => e,
+    }
+}
+
+pub fn incrbyfloat(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    let key = &args[1];
+    let by = match float_arg(&args[2]) {
+        Ok(v) => v,
+        Err(e) => return e,
+    };
+    let cur = match ctx.shard.lookup_mut(ctx.db, key, ctx.now) {
+        None => 0.0,
+        Some(e) => match as_str(&e.value) {
+            Ok(s) => match parse_f64(s.as_bytes()) {
+                Some(v) => v,
+                None => return err(ERR_NOT_FLOAT),
+            },
+            Err(r) => return r,
+        },
+    };
+    let n = cur + by;
+    if n.is_nan() || n.is_infinite() {
+        return err("ERR increment would produce NaN or Infinity");
+    }
+    let text = format_double(n);
+    match ctx.shard.lookup_mut(ctx.db, key, ctx.now) {
+        Some(e) => e.value = Value::str(text.as_bytes()),
+        None => {
+            ctx.shard.store(ctx.db, key, Value::str(text.as_bytes()), 0);
+        }
+    }
+    Reply::Bulk(Bytes::from(text))
+}
+
+/// GETRANGE / SUBSTR with Redis 7's index rules.
+pub fn getrange(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    let (start, end) = match (int_arg(&args[2]), int_arg(&args[3])) {
+        (Ok(s), Ok(e)) => (s, e),
+        (Err(e), _) | (_, Err(e)) => return e,
+    };
+    let v = match read(ctx, &args[1]) {
+        Ok(Some(v)) => v,
+        Ok(None) => return Reply::bulk(Bytes::new()),
+        Err(e) => return e,
+    };
+    Reply::Bulk(slice_range(&v, start, end))
+}
+
+/// The bytes between inclusive indices `start` and `end` (negative from the end).
+pub fn slice_range(v: &Bytes, mut start: i64, mut end: i64) -> Bytes {
+    let len = v.len() as i64;
+    if start < 0 && end < 0 && start > end {
+        return Bytes::new();
+    }
+    if start < 0 {
+        start += len;
+    }
+    if end < 0 {
+        end += len;
+    }
+    start = start.max(0);
+    end = end.max(0);
+    if end >= len {
+        end = len - 1;
+    }
+    if len == 0 || start > end {
+        return Bytes::new();
+    }
+    v.slice(start as usize..=end as usize)
+}
+
+pub fn setrange(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    let (key, val) = (&args[1], &args[3]);
+    let offset = match int_arg(&args[2]) {
+        Ok(o) if o < 0 => return err("ERR offset is out of range"),
+        Ok(o) => o as usize,
+        Err(e) => return e,
+    };
+    let cur: Option<Vec<u8>> = match ctx.shard.lookup_mut(ctx.db, key, ctx.now) {
+        None => None,
+        Some(e) => match as_str(&e.value) {
+            Ok(s) => Some(s.as_bytes().to_vec()),
+            Err(r) => return r,
+        },
+    };
+    if val.is_empty() {
+        return Reply::Int(cur.map(|c| c.len()).unwrap_or(0) as i64);
+    }
+    if offset.saturating_add(val.len()) > MAX_BULK_LEN {
+        return err(ERR_TOO_BIG);
+    }
+    let exists = cur.is_some();
+    let mut buf = cur.unwrap_or_default();
+    if buf.len() < offset + val.len() {
+        buf.resize(offset + val.len(), 0);
+    }
+    buf[offset..offset + val.len()].copy_from_slice(val);
+    let len = buf.len();
+    let value = Value::Str(CompactBytes::from_vec(buf));
+    match ctx.shard.lookup_mut(ctx.db, key, ctx.now) {
+        Some(e) if exists => e.value = value,
+        _ => {
+            ctx.shard.store(ctx.db, key, value, 0);
+        }
+    }
+    Reply::Int(len as i64)
+}
+
+/// LCS options.
+#[derive(Default, Clone, Copy, Debug)]
+pub struct LcsOpts {
+    pub len: bool,
+    pub idx: bool,
+    pub minmatchlen: u64,
+    pub withmatchlen: bool,
+}
+
+/// Parses LCS options (everything after the two keys).
+pub fn lcs_opts(args: &[Bytes]) -> Result<LcsOpts, Reply> {
+    let mut o = LcsOpts::default();
+    let mut i = 3;
+    while i < args.len() {
+        let a = &args[i];
+        if is(a, "LEN") {
+            o.len = true;
+        } else if is(a, "IDX") {
+            o.idx = true;
+        } else if is(a, "WITHMATCHLEN") {
+            o.withmatchlen = true;
+        } else if is(a, "MINMATCHLEN") && i + 1 < args.len() {
+            let v = int_arg(&args[i + 1])?;
+            o.minmatchlen = v.max(0) as u64;
+            i += 1;
+        } else {
+            return Err(err(ERR_SYNTAX));
+        }
+        i += 1;
+    }
+    if o.len && o.idx {
+        return Err(err(
+            "ERR If you want both the length and indexes, please just use IDX.",
+        ));
+    }
+    Ok(o)
+}
+
+/// LCS when both keys live on this shard.
+pub fn lcs(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    let opts = match lcs_opts(args) {
+        Ok(o) => o,
+        Err(e) => return e,
+    };
+    let mut vals = Vec::with_capacity(2);
+    for k in &args[1..3] {
+        match ctx.shard.lookup(ctx.db, k, ctx.now) {
+            None => vals.push(Bytes::new()),
+            Some(e) => match as_str(&e.value) {
+                Ok(s) => vals.push(s.to_bytes()),
+                Err(_) => return err("ERR The specified keys must contain string values"),
+            },
+        }
+    }
+    lcs_compute(&vals[0], &vals[1], opts)
+}
+
+/// The longest common subsequence of `a` and `b`, answered as LCS's options ask.
+pub fn lcs_compute(a: &[u8], b: &[u8], o: LcsOpts) -> Reply {
+    let (alen, blen) = (a.len(), b.len());
+    let cells = (alen as u128 + 1) * (blen as u128 + 1);
+    if cells * 4 > MAX_BULK_LEN as u128 {
+        return err("ERR Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len");
+    }
+    let w = blen + 1;
+    let mut dp = vec![0u32; (alen + 1) * w];
+    for i in 1..=alen {
+        for j in 1..=blen {
+            dp[i * w + j] = if a[i - 1] == b[j - 1] {
+                dp[(i - 1) * w + j - 1] + 1
+            } else {
+                dp[(i - 1) * w + j].max(dp[i * w + j - 1])
+            };
+        }
+    }
+    let total = dp[alen * w + blen] as usize;
+    if o.len {
+        return Reply::Int(total as i64);
+    }
+    // Walk back from the end, collecting the subsequence and the matching ranges.
+    let mut out = vec![0u8; total];
+    let mut matches = Vec::new();
+    let (mut i, mut j, mut idx) = (alen, blen, total);
+    let unset = alen;
+    let (mut a_start, mut a_end, mut b_start, mut b_end) = (unset, 0usize, 0usize, 0usize);
+    while i > 0 && j > 0 {
+        let mut emit = false;
+        if a[i - 1] == b[j - 1] {
+            out[idx - 1] = a[i - 1];
+            if a_start == unset {
+                a_start = i - 1;
+                a_end = i - 1;
+                b_start = j - 1;
+                b_end = j - 1;
+            } else if a_start == i && b_start == j {
+                a_start -= 1;
+                b_start -= 1;
+            } else {
+                emit = true;
+            }
+            if a_start == 0 || b_start == 0 {
+                emit = true;
+            }
+            idx -= 1;
+            i -= 1;
+            j -= 1;
+        } else {
+            if dp[(i - 1) * w + j] > dp[i * w + j - 1] {
+                i -= 1;
+            } else {
+                j -= 1;
+            }
+            if a_start != unset {
+                emit = true;
+            }
+        }
+        if emit {
+            let mlen = (a_end - a_start + 1) as u64;
+            if o.minmatchlen == 0 || mlen >= o.minmatchlen {
+                let mut m = vec![
+                    Reply::Array(vec![Reply::Int(a_start as i64), Reply::Int(a_end as i64)]),
+                    Reply::Array(vec![Reply::Int(b_start as i64), Reply::Int(b_end as i64)]),
+                ];
+                if o.withmatchlen {
+                    m.push(Reply::Int(mlen as i64));
+                }
+                matches.push(Reply::Array(m));
+            }
+            a_start = unset;
+        }
+    }
+    if o.idx {
+        return Reply::Map(vec![
+            (Reply::bulk_str("matches"), Reply::Array(matches)),
+            (Reply::bulk_str("len"), Reply::Int(total as i64)),
+        ]);
+    }
+    Reply::Bulk(Bytes::from(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lcs_like_redis() {
+        let r = lcs_compute(b"ohmytext", b"mynewtext", LcsOpts::default());
+        assert_eq!(r, Reply::bulk_str("mytext"));
+        let r = lcs_compute(b"ohmytext", b"mynewtext", LcsOpts { len: true, ..Default::default() });
+        assert_eq!(r, Reply::Int(6));
+        let r = lcs_compute(
+            b"ohmytext",
+            b"mynewtext",
+            LcsOpts { idx: true, minmatchlen: 4, withmatchlen: true, ..Default::default() },
+        );
+        let expect = Reply::Map(vec![
+            (
+                Reply::bulk_str("matches"),
+                Reply::Array(vec![Reply::Array(vec![
+                    Reply::Array(vec![Reply::Int(4), Reply::Int(7)]),
+                    Reply::Array(vec![Reply::Int(5), Reply::Int(8)]),
+                    Reply::Int(4),
+                ])]),
+            ),
+            (Reply::bulk_str("len"), Reply::Int(6)),
+        ]);
+        assert_eq!(r, expect);
+        let r = lcs_compute(b"", b"abc", LcsOpts::default());
+        assert_eq!(r, Reply::bulk(Bytes::new()));
+    }
+
+    #[test]
+    fn ranges() {
+        let v = Bytes::from_static(b"This is a string");
+        assert_eq!(&slice_range(&v, 0, 3)[..], b"This");
+        assert_eq!(&slice_range(&v, -3, -1)[..], b"ing");
+        assert_eq!(&slice_range(&v, 0, -1)[..], b"This is a string");
+        assert_eq!(&slice_range(&v, 10, 100)[..], b"string");
+        assert_eq!(&slice_range(&v, 5, 3)[..], b"");
+        assert_eq!(&slice_range(&v, -1, -5)[..], b"");
+        assert_eq!(&slice_range(&Bytes::new(), 0, -1)[..], b"");
+    }
+}

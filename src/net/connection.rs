@@ -1,0 +1,363 @@
+//! One client connection, for its whole life on one core.
+//!
+//! Each read is parsed into as many requests as it holds. Commands for the local shard run
+//! inline at once; commands for other shards are grouped per shard and each group travels as one
+//! message (Dragonfly's "squashing"), all groups in flight together. Per key, order is kept
+//! (a key always maps to one group); commands that are not single-shard (SELECT, multi-key,
+//! fan-out) are barriers: everything before them completes first. Replies are written in
+//! request order in one write.
+//!
+//! A protocol error gets `-ERR Protocol error: ...` and the connection closes; nothing a client
+//! sends can panic the server.
+
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+use bytes::{Bytes, BytesMut};
+use futures_lite::{AsyncReadExt, AsyncWriteExt};
+use glommio::net::TcpStream;
+use tracing::debug;
+
+use crate::cmd::args::{err, ERR_NOAUTH, ERR_OOM};
+use crate::cmd::{self, Ctx, Exec, Merge, ShardFn, Spec};
+use crate::protocol::{Parsed, Reply, RequestParser};
+use crate::server::{txn, ClientInfo, Core};
+use crate::shard::{now_ms, shard_of};
+
+/// Requests parsed from one read before they are executed (bounds memory per connection).
+const MAX_BATCH: usize = 1024;
+const READ_CHUNK: usize = 64 * 1024;
+
+/// Per-connection protocol state, read and changed by connection commands.
+pub struct ConnState {
+    pub id: u64,
+    pub db: usize,
+    pub resp3: bool,
+    pub authed: bool,
+    pub close_after_reply: bool,
+    pub info: Arc<ClientInfo>,
+}
+
+/// Serves a connection until the client leaves or breaks the protocol.
+pub async fn serve(core: Rc<Core>, mut stream: TcpStream) {
+    let _ = stream.set_nodelay(true);
+    let global = core.global.clone();
+    let id = global.next_client_id();
+    let addr = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
+    let laddr = stream.local_addr().map(|a| a.to_string()).unwrap_or_default();
+    let fd = {
+        use std::os::unix::io::AsRawFd;
+        stream.as_raw_fd()
+    };
+    let info = Arc::new(ClientInfo {
+        id,
+        addr,
+        laddr,
+        fd,
+        created_ms: global.uptime_ms(),
+        last_cmd_ms: global.uptime_ms().into(),
+        db: 0.into(),
+        resp: 2.into(),
+        name: Mutex::new(String::new()),
+        lib_name: Mutex::new(String::new()),
+        lib_ver: Mutex::new(String::new()),
+        last_cmd: u32::MAX.into(),
+        killed: false.into(),
+    });
+    global.register(info.clone());
+    global.total_connections.fetch_add(1, Ordering::Relaxed);
+    let mut conn = ConnState {
+        id,
+        db: 0,
+        resp3: false,
+        authed: global.settings.requirepass().is_empty(),
+        close_after_reply: false,
+        info: info.clone(),
+    };
+    if let Err(e) = conn_loop(&core, &mut conn, &mut stream).await {
+        debug!(client = id, "connection closed: {e}");
+    }
+    global.unregister(id);
+    let _ = stream.close().await;
+}
+
+async fn conn_loop(core: &Rc<Core>, conn: &mut ConnState, stream: &mut TcpStream) -> std::io::Result<()> {
+    let mut inbuf = BytesMut::with_capacity(16 * 1024);
+    let mut rbuf = vec![0u8; READ_CHUNK];
+    let mut out: Vec<u8> = Vec::with_capacity(16 * 1024);
+    let mut parser = RequestParser::new();
+    loop {
+        let n = stream.read(&mut rbuf).await?;
+        if n == 0 || conn.info.killed.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        inbuf.extend_from_slice(&rbuf[..n]);
+        loop {
+            let mut reqs = Vec::new();
+            let mut proto_err = None;
+            while reqs.len() < MAX_BATCH {
+                match parser.parse(&inbuf) {
+                    Ok(Parsed::Request(frame, used)) => {
+                        let bytes: Bytes = inbuf.split_to(used).freeze();
+                        if !frame.is_empty() {
+                            reqs.push(frame.into_args(&bytes));
+                        }
+                    }
+                    Ok(Parsed::Incomplete) => break,
+                    Err(e) => {
+                        proto_err = Some(e);
+                        break;
+                    }
+                }
+            }
+            let more = reqs.len() == MAX_BATCH;
+            if !reqs.is_empty() {
+                execute_batch(core, conn, reqs, &mut out).await;
+            }
+            if let Some(e) = &proto_err {
+                Reply::Error(format!("ERR {e}")).encode(conn.resp3, &mut out);
+                conn.close_after_reply = true;
+            }
+            if !out.is_empty() {
+                stream.write_all(&out).await?;
+                out.clear();
+                if out.capacity() > 1 << 20 {
+                    out.shrink_to(16 * 1024);
+                }
+            }
+            if conn.close_after_reply {
+                return Ok(());
+            }
+            if !more {
+                break;
+            }
+        }
+        if inbuf.capacity() > 1 << 20 && inbuf.len() < 16 * 1024 && !parser.in_progress() {
+            // A big request passed; give its memory back.
+            inbuf = BytesMut::from(&inbuf[..]);
+        }
+    }
+}
+
+/// How one request will run.
+enum Route {
+    /// Answer known without running anything (errors).
+    Reply(Reply),
+    /// Single-shard command for `shard`.
+    Keyed(usize, ShardFn),
+    /// Anything else: runs on this core after all earlier requests completed.
+    Barrier(&'static Spec),
+}
+
+fn route(core: &Core, conn: &ConnState, args: &[Bytes], oom: &mut Option<bool>) -> Route {
+    let Some(spec) = cmd::lookup(&args[0]) else {
+        return Route::Reply(cmd::unknown_command(args));
+    };
+    if !spec.arity_ok(args.len()) {
+        return Route::Reply(cmd::wrong_args(spec.name));
+    }
+    if !conn.authed && !spec.has(cmd::NOAUTH) {
+        return Route::Reply(err(ERR_NOAUTH));
+    }
+    if spec.has(cmd::DENYOOM) {
+        let over = *oom.get_or_insert_with(|| {
+            let max = core.global.settings.maxmemory();
+            max > 0 && crate::memory::used_memory() > max
+        });
+        if over {
+            return Route::Reply(err(ERR_OOM));
+        }
+    }
+    let idx = (spec as *const Spec as usize - cmd::TABLE.as_ptr() as usize) / std::mem::size_of::<Spec>();
+    conn.info.last_cmd.store(idx as u32, Ordering::Relaxed);
+    match spec.exec {
+        Exec::Shard(f) => {
+            let n = core.global.shards();
+            let mut keys = spec.key_indices(args.len()).map(|i| shard_of(&args[i], n));
+            let first = keys.next().unwrap_or(core.id);
+            if keys.all(|s| s == first) {
+                Route::Keyed(first, f)
+            } else {
+                Route::Barrier(spec)
+            }
+        }
+        Exec::Split(f, group, _) => {
+            if (args.len() - 1) % group != 0 {
+                return Route::Reply(cmd::wrong_args(spec.name));
+            }
+            let n = core.global.shards();
+            let first = shard_of(&args[1], n);
+            if spec.key_indices(args.len()).all(|i| shard_of(&args[i], n) == first) {
+                Route::Keyed(first, f)
+            } else {
+                Route::Barrier(spec)
+            }
+        }
+        Exec::Conn => Route::Barrier(spec),
+    }
+}
+
+/// Runs a batch of requests and appends their replies, in order, to `out`.
+async fn execute_batch(core: &Rc<Core>, conn: &mut ConnState, reqs: Vec<Vec<Bytes>>, out: &mut Vec<u8>) {
+    let n = reqs.len();
+    conn.info.last_cmd_ms.store(core.global.uptime_ms(), Ordering::Relaxed);
+    core.shard.borrow_mut().stats.commands += n as u64;
+    let mut replies: Vec<Option<Reply>> = vec![None; n];
+    // Remote groups: shard -> (request index, function, args).
+    let mut groups: Vec<Vec<(usize, ShardFn, Vec<Bytes>)>> = Vec::new();
+    let mut oom = None;
+    for (i, args) in reqs.into_iter().enumerate() {
+        match route(core, conn, &args, &mut oom) {
+            Route::Reply(r) => replies[i] = Some(r),
+            Route::Keyed(s, f) if s == core.id => {
+                if core.gate.is_locked() {
+                    flush_groups(core, conn.db, &mut groups, &mut replies).await;
+                    core.gate.opened().await;
+                }
+                let mut shard = core.shard.borrow_mut();
+                let mut ctx = Ctx {
+                    shard: &mut shard,
+                    db: conn.db,
+                    now: now_ms(),
+                };
+                replies[i] = Some(f(&mut ctx, &args));
+            }
+            Route::Keyed(s, f) => {
+                if groups.len() <= s {
+                    groups.resize_with(s + 1, Vec::new);
+                }
+                groups[s].push((i, f, args));
+            }
+            Route::Barrier(spec) => {
+                flush_groups(core, conn.db, &mut groups, &mut replies).await;
+                replies[i] = Some(run_barrier(core, conn, spec, args).await);
+            }
+        }
+        if conn.close_after_reply {
+            replies.truncate(i + 1);
+            break;
+        }
+    }
+    flush_groups(core, conn.db, &mut groups, &mut replies).await;
+    for r in replies.into_iter().flatten() {
+        r.encode(conn.resp3, out);
+    }
+}
+
+/// Sends every pending group to its shard as one message and waits for all the replies.
+async fn flush_groups(
+    core: &Rc<Core>,
+    db: usize,
+    groups: &mut [Vec<(usize, ShardFn, Vec<Bytes>)>],
+    replies: &mut [Option<Reply>],
+) {
+    let mut pending = Vec::new();
+    for (s, group) in groups.iter_mut().enumerate() {
+        if group.is_empty() {
+            continue;
+        }
+        let batch = std::mem::take(group);
+        let idx: Vec<usize> = batch.iter().map(|(i, _, _)| *i).collect();
+        let fut = core.on_shard(s, move |shard| {
+            let now = now_ms();
+            let mut ctx = Ctx { shard, db, now };
+            batch
+                .into_iter()
+                .map(|(_, f, args)| f(&mut ctx, &args))
+                .collect::<Vec<Reply>>()
+        });
+        pending.push(async move { (idx, fut.await) });
+    }
+    if pending.is_empty() {
+        return;
+    }
+    for (idx, res) in futures::future::join_all(pending).await {
+        match res {
+            Some(rs) => {
+                for (i, r) in idx.into_iter().zip(rs) {
+                    replies[i] = Some(r);
+                }
+            }
+            None => {
+                for i in idx {
+                    replies[i] = Some(err("ERR server is shutting down"));
+                }
+            }
+        }
+    }
+}
+
+/// Commands that are not one shard's: split keys, cross-shard keyed commands, connection and
+/// server commands.
+async fn run_barrier(core: &Rc<Core>, conn: &mut ConnState, spec: &'static Spec, args: Vec<Bytes>) -> Reply {
+    match spec.exec {
+        Exec::Split(f, group, merge) => run_split(core, conn.db, f, group, merge, &args).await,
+        Exec::Shard(_) => match txn::cross_shard(core, conn.db, spec.name, &args).await {
+            Some(r) => r,
+            None => err("ERR keys in request don't hash to the same shard"),
+        },
+        Exec::Conn => cmd::server::run(core, conn, spec, args).await,
+    }
+}
+
+/// A split command (MGET, DEL, EXISTS, MSET, ...) whose keys span shards.
+async fn run_split(core: &Rc<Core>, db: usize, f: ShardFn, group: usize, merge: Merge, args: &[Bytes]) -> Reply {
+    if merge == Merge::AtomicOk {
+        return txn::mset(core, db, args).await;
+    }
+    let n = core.global.shards();
+    let parts = txn::split_pairs(args, group, n);
+    let futs = parts.iter().map(|(s, part)| {
+        let part = part.clone();
+        core.on_shard(*s, move |shard| {
+            let mut ctx = Ctx {
+                shard,
+                db,
+                now: now_ms(),
+            };
+            f(&mut ctx, &part)
+        })
+    });
+    let results = futures::future::join_all(futs).await;
+    match merge {
+        Merge::Sum => {
+            let mut total = 0;
+            for r in results {
+                match r {
+                    Some(Reply::Int(v)) => total += v,
+                    Some(other) => return other,
+                    None => return err("ERR server is shutting down"),
+                }
+            }
+            Reply::Int(total)
+        }
+        _ => {
+            // Concat: put each shard's answers back at their keys' positions.
+            let mut out: Vec<Reply> = vec![Reply::Nil; (args.len() - 1) / group];
+            let mut cursor: Vec<usize> = vec![0; parts.len()];
+            let shard_idx: Vec<usize> = args[1..]
+                .chunks(group)
+                .map(|c| shard_of(&c[0], n))
+                .collect();
+            let mut per_part: Vec<Vec<Reply>> = Vec::with_capacity(parts.len());
+            for r in results {
+                match r {
+                    Some(Reply::Array(v)) => per_part.push(v),
+                    Some(other) => return other,
+                    None => return err("ERR server is shutting down"),
+                }
+            }
+            for (pos, s) in shard_idx.into_iter().enumerate() {
+                let Some(p) = parts.iter().position(|(id, _)| *id == s) else {
+                    continue;
+                };
+                if let Some(r) = per_part[p].get_mut(cursor[p]) {
+                    out[pos] = std::mem::replace(r, Reply::Nil);
+                }
+                cursor[p] += 1;
+            }
+            Reply::Array(out)
+        }
+    }
+}

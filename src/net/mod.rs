@@ -1,0 +1,3 @@
+//! Client connections: reading requests, routing them to shards, writing replies.
+
+pub mod connection;

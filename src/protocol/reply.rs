@@ -1,0 +1,234 @@
+//! Command results as values, and their RESP2/RESP3 encoding.
+//!
+//! Commands return a [`Reply`] instead of writing to a socket, so the same command code runs
+//! inline on the connection's core or on another core whose answer travels back by message.
+
+use bytes::{BufMut, Bytes};
+
+/// A command's answer, independent of the protocol version until it is encoded.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply {
+    /// `+OK`
+    Ok,
+    /// A simple string such as `+PONG` or `+string`.
+    Status(&'static str),
+    /// A simple string built at run time (e.g. TYPE of a key).
+    StatusOwned(String),
+    /// An error: the full text after `-`, starting with its code (`ERR`, `WRONGTYPE`, ...).
+    Error(String),
+    Int(i64),
+    Bulk(Bytes),
+    /// Null bulk string: `$-1` in RESP2, `_` in RESP3.
+    Nil,
+    /// Null array: `*-1` in RESP2, `_` in RESP3.
+    NilArray,
+    Array(Vec<Reply>),
+    /// A map in RESP3 (`%`), a flat array of key, value in RESP2.
+    Map(Vec<(Reply, Reply)>),
+    /// A set in RESP3 (`~`), an array in RESP2.
+    Set(Vec<Reply>),
+    /// A double in RESP3 (`,`), a bulk string in RESP2.
+    Double(f64),
+    /// A boolean in RESP3 (`#t`/`#f`), the integer 1/0 in RESP2.
+    Bool(bool),
+    /// Verbatim text in RESP3 (`=len\r\ntxt:...`), a bulk string in RESP2.
+    Verbatim(String),
+}
+
+impl Reply {
+    pub fn error(msg: impl Into<String>) -> Reply {
+        Reply::Error(msg.into())
+    }
+
+    pub fn bulk(b: impl Into<Bytes>) -> Reply {
+        Reply::Bulk(b.into())
+    }
+
+    pub fn bulk_str(s: &str) -> Reply {
+        Reply::Bulk(Bytes::copy_from_slice(s.as_bytes()))
+    }
+
+    pub fn is_error(&self) -> bool {
+        matches!(self, Reply::Error(_))
+    }
+
+    /// Appends the encoding of `self` for protocol version 2 or 3.
+    pub fn encode(&self, resp3: bool, out: &mut Vec<u8>) {
+        match self {
+            Reply::Ok => out.extend_from_slice(b"+OK\r\n"),
+            Reply::Status(s) => line(out, b'+', s.as_bytes()),
+            Reply::StatusOwned(s) => line(out, b'+', s.as_bytes()),
+            Reply::Error(e) => {
+                // A newline inside an error would break framing.
+                let clean: Vec<u8> = e
+                    .bytes()
+                    .map(|b| if b == b'\r' || b == b'\n' { b' ' } else { b })
+                    .collect();
+                line(out, b'-', &clean);
+            }
+            Reply::Int(n) => {
+                out.push(b':');
+                write_int(out, *n);
+                out.extend_from_slice(b"\r\n");
+            }
+            Reply::Bulk(b) => bulk(out, b),
+            Reply::Nil => out.extend_from_slice(if resp3 { b"_\r\n" } else { b"$-1\r\n" }),
+            Reply::NilArray => out.extend_from_slice(if resp3 { b"_\r\n" } else { b"*-1\r\n" }),
+            Reply::Array(items) => {
+                header(out, b'*', items.len());
+                for i in items {
+                    i.encode(resp3, out);
+                }
+            }
+            Reply::Set(items) => {
+                header(out, if resp3 { b'~' } else { b'*' }, items.len());
+                for i in items {
+                    i.encode(resp3, out);
+                }
+            }
+            Reply::Map(pairs) => {
+                if resp3 {
+                    header(out, b'%', pairs.len());
+                } else {
+                    header(out, b'*', pairs.len() * 2);
+                }
+                for (k, v) in pairs {
+                    k.encode(resp3, out);
+                    v.encode(resp3, out);
+                }
+            }
+            Reply::Double(d) => {
+                let s = format_double(*d);
+                if resp3 {
+                    line(out, b',', s.as_bytes());
+                } else {
+                    bulk(out, s.as_bytes());
+                }
+            }
+            Reply::Bool(b) => {
+                if resp3 {
+                    out.extend_from_slice(if *b { b"#t\r\n" } else { b"#f\r\n" });
+                } else {
+                    out.extend_from_slice(if *b { b":1\r\n" } else { b":0\r\n" });
+                }
+            }
+            Reply::Verbatim(s) => {
+                if resp3 {
+                    header(out, b'=', s.len() + 4);
+                    out.extend_from_slice(b"txt:");
+                    out.extend_from_slice(s.as_bytes());
+                    out.extend_from_slice(b"\r\n");
+                } else {
+                    bulk(out, s.as_bytes());
+                }
+            }
+        }
+    }
+
+    /// Approximate heap bytes held, for output-buffer accounting.
+    pub fn weight(&self) -> usize {
+        match self {
+            Reply::Bulk(b) => b.len() + 16,
+            Reply::Array(v) | Reply::Set(v) => v.iter().map(Reply::weight).sum::<usize>() + 16,
+            Reply::Map(v) => v.iter().map(|(a, b)| a.weight() + b.weight()).sum::<usize>() + 16,
+            Reply::Error(s) | Reply::StatusOwned(s) | Reply::Verbatim(s) => s.len() + 16,
+            _ => 16,
+        }
+    }
+}
+
+/// Formats a double the way Redis replies with one: integers without a fraction, `inf`/`-inf`,
+/// otherwise the shortest text that reads back as the same value.
+pub fn format_double(d: f64) -> String {
+    if d.is_infinite() {
+        return if d > 0.0 { "inf".into() } else { "-inf".into() };
+    }
+    if d.is_nan() {
+        return "nan".into();
+    }
+    if d == d.trunc() && d.abs() < 1e17 {
+        return format!("{}", d as i64);
+    }
+    format!("{d}")
+}
+
+fn line(out: &mut Vec<u8>, prefix: u8, body: &[u8]) {
+    out.push(prefix);
+    out.extend_from_slice(body);
+    out.extend_from_slice(b"\r\n");
+}
+
+fn header(out: &mut Vec<u8>, prefix: u8, n: usize) {
+    out.push(prefix);
+    write_int(out, n as i64);
+    out.extend_from_slice(b"\r\n");
+}
+
+fn bulk(out: &mut Vec<u8>, b: &[u8]) {
+    header(out, b'$', b.len());
+    out.reserve(b.len() + 2);
+    out.put_slice(b);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Allocation-free integer formatting (the hot path writes many lengths).
+fn write_int(out: &mut Vec<u8>, n: i64) {
+    let mut scratch = [0u8; 20];
+    let mut v = n.unsigned_abs();
+    let mut i = scratch.len();
+    loop {
+        i -= 1;
+        scratch[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    if n < 0 {
+        out.push(b'-');
+    }
+    out.extend_from_slice(&scratch[i..]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn enc(r: &Reply, resp3: bool) -> String {
+        let mut v = Vec::new();
+        r.encode(resp3, &mut v);
+        String::from_utf8(v).unwrap()
+    }
+
+    #[test]
+    fn encodings() {
+        assert_eq!(enc(&Reply::Ok, false), "+OK\r\n");
+        assert_eq!(enc(&Reply::Int(-42), false), ":-42\r\n");
+        assert_eq!(enc(&Reply::Int(i64::MIN), false), ":-9223372036854775808\r\n");
+        assert_eq!(enc(&Reply::bulk_str("hi"), false), "$2\r\nhi\r\n");
+        assert_eq!(enc(&Reply::Nil, false), "$-1\r\n");
+        assert_eq!(enc(&Reply::Nil, true), "_\r\n");
+        assert_eq!(enc(&Reply::NilArray, false), "*-1\r\n");
+        assert_eq!(
+            enc(&Reply::Map(vec![(Reply::bulk_str("a"), Reply::Int(1))]), true),
+            "%1\r\n$1\r\na\r\n:1\r\n"
+        );
+        assert_eq!(
+            enc(&Reply::Map(vec![(Reply::bulk_str("a"), Reply::Int(1))]), false),
+            "*2\r\n$1\r\na\r\n:1\r\n"
+        );
+        assert_eq!(enc(&Reply::Double(1.5), true), ",1.5\r\n");
+        assert_eq!(enc(&Reply::Double(1.5), false), "$3\r\n1.5\r\n");
+        assert_eq!(enc(&Reply::Bool(true), true), "#t\r\n");
+        assert_eq!(enc(&Reply::error("ERR x\r\ny"), false), "-ERR x  y\r\n");
+        assert_eq!(enc(&Reply::Verbatim("ab".into()), true), "=6\r\ntxt:ab\r\n");
+    }
+
+    #[test]
+    fn doubles() {
+        assert_eq!(format_double(10.6), "10.6");
+        assert_eq!(format_double(3.0), "3");
+        assert_eq!(format_double(f64::INFINITY), "inf");
+        assert_eq!(format_double(-0.5), "-0.5");
+    }
+}

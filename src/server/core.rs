@@ -1,0 +1,305 @@
+//! Per-core state ([`Core`]) and process-wide state ([`Global`]): the shard mesh, the client
+//! registry, and the gate that cross-shard transactions close while they run.
+
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, VecDeque};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use futures::channel::{mpsc, oneshot};
+
+use crate::config::Settings;
+use crate::shard::Shard;
+
+/// Work for a shard, run on its own core.
+pub type Job = Box<dyn FnOnce(&mut Shard) + Send>;
+
+/// What travels over the mesh to a core.
+pub enum Msg {
+    /// Run a job (deferred while a transaction holds the shard).
+    Run(Job),
+    /// Run a job of transaction `tx`, which holds the shard.
+    RunTx(u64, Job),
+    /// Lock the shard for transaction `tx`; ack when granted.
+    Lock(u64, oneshot::Sender<()>),
+    /// Release the shard held by `tx`.
+    Unlock(u64),
+}
+
+/// State shared by every core.
+pub struct Global {
+    pub settings: Arc<Settings>,
+    senders: Vec<mpsc::UnboundedSender<Msg>>,
+    pub clients: Mutex<BTreeMap<u64, Arc<ClientInfo>>>,
+    next_client: AtomicU64,
+    next_tx: AtomicU64,
+    pub started: Instant,
+    pub started_unix: u64,
+    pub total_connections: AtomicU64,
+    pub peak_memory: AtomicU64,
+    active_expire: AtomicBool,
+}
+
+impl Global {
+    pub fn new(settings: Arc<Settings>, senders: Vec<mpsc::UnboundedSender<Msg>>) -> Global {
+        Global {
+            settings,
+            senders,
+            clients: Mutex::new(BTreeMap::new()),
+            next_client: AtomicU64::new(1),
+            next_tx: AtomicU64::new(1),
+            started: Instant::now(),
+            started_unix: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0),
+            total_connections: AtomicU64::new(0),
+            peak_memory: AtomicU64::new(0),
+            active_expire: AtomicBool::new(true),
+        }
+    }
+
+    pub fn shards(&self) -> usize {
+        self.senders.len()
+    }
+
+    pub fn next_client_id(&self) -> u64 {
+        self.next_client.fetch_add(1, Ordering::Relaxed)
+    }
+
+    pub fn next_tx_id(&self) -> u64 {
+        self.next_tx.fetch_add(1, Ordering::Relaxed)
+    }
+
+    pub fn send(&self, shard: usize, msg: Msg) -> bool {
+        self.senders
+            .get(shard)
+            .is_some_and(|s| s.unbounded_send(msg).is_ok())
+    }
+
+    /// Refreshes the recorded memory peak; returns current use.
+    pub fn note_memory(&self) -> u64 {
+        let used = crate::memory::used_memory();
+        self.peak_memory.fetch_max(used, Ordering::Relaxed);
+        used
+    }
+
+    pub fn active_expire_enabled(&self) -> bool {
+        self.active_expire.load(Ordering::Relaxed)
+    }
+
+    pub fn set_active_expire(&self, on: bool) {
+        self.active_expire.store(on, Ordering::Relaxed);
+    }
+
+    /// Milliseconds since start (for client idle/age).
+    pub fn uptime_ms(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
+    }
+
+    pub fn register(&self, c: Arc<ClientInfo>) {
+        if let Ok(mut m) = self.clients.lock() {
+            m.insert(c.id, c);
+        }
+    }
+
+    /// Removes a client before its socket closes, so a concurrent CLIENT KILL can never shut
+    /// down a reused file descriptor.
+    pub fn unregister(&self, id: u64) {
+        if let Ok(mut m) = self.clients.lock() {
+            m.remove(&id);
+        }
+    }
+}
+
+/// What CLIENT LIST/INFO/KILL know about a connection; shared with the registry.
+pub struct ClientInfo {
+    pub id: u64,
+    pub addr: String,
+    pub laddr: String,
+    pub fd: i32,
+    pub created_ms: u64,
+    pub last_cmd_ms: AtomicU64,
+    pub db: AtomicU32,
+    pub resp: AtomicU8,
+    pub name: Mutex<String>,
+    pub lib_name: Mutex<String>,
+    pub lib_ver: Mutex<String>,
+    /// Index into the command table of the last command (u32::MAX = none yet).
+    pub last_cmd: AtomicU32,
+    pub killed: AtomicBool,
+}
+
+impl ClientInfo {
+    /// One CLIENT LIST line (without the newline), in Redis 7's field order.
+    pub fn describe(&self, now_ms: u64) -> String {
+        let get = |m: &Mutex<String>| m.lock().map(|s| s.clone()).unwrap_or_default();
+        let cmd = crate::cmd::TABLE
+            .get(self.last_cmd.load(Ordering::Relaxed) as usize)
+            .map(|s| s.name)
+            .unwrap_or("NULL");
+        format!(
+            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags=N db={} sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
+            self.id,
+            self.addr,
+            self.laddr,
+            self.fd,
+            get(&self.name),
+            now_ms.saturating_sub(self.created_ms) / 1000,
+            now_ms.saturating_sub(self.last_cmd_ms.load(Ordering::Relaxed)) / 1000,
+            self.db.load(Ordering::Relaxed),
+            cmd,
+            self.resp.load(Ordering::Relaxed),
+            get(&self.lib_name),
+            get(&self.lib_ver),
+        )
+    }
+
+    /// Makes the connection's pending read return so it closes (CLIENT KILL).
+    pub fn kill(&self) {
+        self.killed.store(true, Ordering::Relaxed);
+        // SAFETY: `fd` belongs to a socket that is still registered: connections unregister
+        // (under the registry lock held by our caller) before closing, so it is not reused.
+        // shutdown() only changes the socket's state; it touches no memory of ours.
+        unsafe {
+            libc::shutdown(self.fd, libc::SHUT_RDWR);
+        }
+    }
+}
+
+/// Closed while a cross-shard transaction holds this core's shard. Inline commands wait on it;
+/// jobs from other cores are deferred and replayed in arrival order when it opens.
+#[derive(Default)]
+pub struct Gate {
+    holder: Cell<u64>,
+    deferred: RefCell<VecDeque<Msg>>,
+    waiters: RefCell<Vec<Waker>>,
+}
+
+impl Gate {
+    pub fn is_locked(&self) -> bool {
+        self.holder.get() != 0
+    }
+
+    /// Resolves once no transaction holds the shard.
+    pub fn opened(&self) -> GateOpen<'_> {
+        GateOpen { gate: self }
+    }
+}
+
+pub struct GateOpen<'a> {
+    gate: &'a Gate,
+}
+
+impl Future for GateOpen<'_> {
+    type Output = ();
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if !self.gate.is_locked() {
+            return Poll::Ready(());
+        }
+        self.gate.waiters.borrow_mut().push(cx.waker().clone());
+        Poll::Pending
+    }
+}
+
+/// One core: its shard, the shared state, and its gate.
+pub struct Core {
+    pub id: usize,
+    pub shard: RefCell<Shard>,
+    pub global: Arc<Global>,
+    pub gate: Gate,
+}
+
+impl Core {
+    pub fn new(id: usize, shard: Shard, global: Arc<Global>) -> Core {
+        Core {
+            id,
+            shard: RefCell::new(shard),
+            global,
+            gate: Gate::default(),
+        }
+    }
+
+    /// Handles one mesh message on this core.
+    pub fn handle(&self, msg: Msg) {
+        match msg {
+            Msg::Run(job) => {
+                if self.gate.is_locked() {
+                    self.gate.deferred.borrow_mut().push_back(Msg::Run(job));
+                } else {
+                    job(&mut self.shard.borrow_mut());
+                }
+            }
+            Msg::RunTx(_, job) => job(&mut self.shard.borrow_mut()),
+            Msg::Lock(tx, ack) => {
+                if self.gate.is_locked() {
+                    self.gate.deferred.borrow_mut().push_back(Msg::Lock(tx, ack));
+                } else {
+                    self.gate.holder.set(tx);
+                    let _ = ack.send(());
+                }
+            }
+            Msg::Unlock(tx) => {
+                if self.gate.holder.get() != tx {
+                    return;
+                }
+                self.gate.holder.set(0);
+                for w in self.gate.waiters.borrow_mut().drain(..) {
+                    w.wake();
+                }
+                // Replay what waited, in order, until another transaction takes the lock.
+                while !self.gate.is_locked() {
+                    let next = self.gate.deferred.borrow_mut().pop_front();
+                    match next {
+                        Some(m) => self.handle(m),
+                        None => break,
+                    }
+                }
+            }
+        }
+    }
+
+    /// Runs `f` on shard `shard` and returns its result; inline when the shard is local.
+    /// None only if the target core is gone (shutdown).
+    pub async fn on_shard<R, F>(&self, shard: usize, f: F) -> Option<R>
+    where
+        R: Send + 'static,
+        F: FnOnce(&mut Shard) -> R + Send + 'static,
+    {
+        if shard == self.id {
+            self.gate.opened().await;
+            return Some(f(&mut self.shard.borrow_mut()));
+        }
+        let (tx, rx) = oneshot::channel();
+        let job: Job = Box::new(move |s| {
+            let _ = tx.send(f(s));
+        });
+        if !self.global.send(shard, Msg::Run(job)) {
+            return None;
+        }
+        rx.await.ok()
+    }
+
+    /// Runs `f` on every shard concurrently; results in shard order.
+    pub async fn on_all<R, F>(&self, f: F) -> Vec<R>
+    where
+        R: Send + 'static,
+        F: Fn(&mut Shard) -> R + Send + Sync + Clone + 'static,
+    {
+        let n = self.global.shards();
+        let mut pending = Vec::with_capacity(n);
+        for s in 0..n {
+            let f = f.clone();
+            pending.push(self.on_shard(s, move |sh| f(sh)));
+        }
+        futures::future::join_all(pending)
+            .await
+            .into_iter()
+            .flatten()
+            .collect()
+    }
+}

@@ -1,0 +1,200 @@
+//! Thread-per-core wiring: one glommio executor per core, each owning one [`Shard`].
+//!
+//! ```text
+//!   core 0                          core 1
+//!  ┌──────────────────────┐        ┌──────────────────────┐
+//!  │ listener (REUSEPORT) │        │ listener (REUSEPORT) │
+//!  │ connections ──┐      │  Msg   │      ┌── connections │
+//!  │               ├─inline──▶ shard 0    │               │
+//!  │               └───────┼──────▶ mesh rx ─▶ shard 1     │
+//!  │ mesh rx ◀─────────────┼───────┘      │               │
+//!  └──────────────────────┘        └──────────────────────┘
+//! ```
+//! A command for the local shard runs inline; one for another shard is boxed into a job and
+//! sent over that core's channel, and the reply comes back on a oneshot. Jobs never block: the
+//! only waiting is for a cross-shard transaction's lock ([`Gate`]), and then jobs are deferred,
+//! not blocked on. Executors park when idle (no spinning).
+
+pub mod core;
+pub mod txn;
+
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::channel::mpsc;
+use futures::StreamExt;
+use glommio::net::TcpListener;
+use glommio::{LocalExecutorBuilder, Placement};
+use tracing::{error, info, warn};
+
+use crate::config::{Flags, Settings};
+use crate::shard::Shard;
+pub use self::core::{ClientInfo, Core, Global, Msg};
+
+/// Starts every core and blocks until the server stops. Errors are start-up failures.
+pub fn run(flags: &Flags) -> Result<(), String> {
+    let settings = Arc::new(Settings::from_flags(flags));
+    let threads = settings.threads;
+    let addr: SocketAddr = format!("{}:{}", flags.bind, flags.port)
+        .parse()
+        .or_else(|_| {
+            use std::net::ToSocketAddrs;
+            (flags.bind.as_str(), flags.port)
+                .to_socket_addrs()
+                .ok()
+                .and_then(|mut a| a.next())
+                .ok_or(())
+        })
+        .map_err(|_| format!("--bind: cannot resolve '{}'", flags.bind))?;
+    // Fail early, with the flag's name, when the address cannot be bound.
+    std::net::TcpListener::bind(addr).map_err(|e| format!("--port/--bind: cannot listen on {addr}: {e}"))?;
+
+    let mut senders = Vec::with_capacity(threads);
+    let mut receivers = Vec::with_capacity(threads);
+    for _ in 0..threads {
+        let (tx, rx) = mpsc::unbounded::<Msg>();
+        senders.push(tx);
+        receivers.push(rx);
+    }
+    let global = Arc::new(Global::new(settings.clone(), senders));
+    let cpus = allowed_cpus();
+    info!(
+        version = env!("CARGO_PKG_VERSION"),
+        threads,
+        %addr,
+        maxmemory = settings.maxmemory(),
+        dbnum = settings.dbnum,
+        "Strata {} starting: {} thread(s), listening on {}, maxmemory {}",
+        env!("CARGO_PKG_VERSION"),
+        threads,
+        addr,
+        human_bytes(settings.maxmemory()),
+    );
+
+    let mut handles = Vec::with_capacity(threads);
+    for (id, rx) in receivers.into_iter().enumerate() {
+        let global = global.clone();
+        let placement = match cpus.get(id % cpus.len().max(1)) {
+            Some(&cpu) => Placement::Fixed(cpu),
+            None => Placement::Unbound,
+        };
+        let h = LocalExecutorBuilder::new(placement)
+            .name(&format!("strata-{id}"))
+            .spawn(move || async move { core_main(id, global, rx, addr).await })
+            .map_err(|e| format!("cannot start executor {id}: {e}"))?;
+        handles.push(h);
+    }
+    for h in handles {
+        match h.join() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(e),
+            Err(e) => return Err(format!("executor failed: {e}")),
+        }
+    }
+    Ok(())
+}
+
+/// Everything one core runs: its mesh receiver, its timers and its listener.
+async fn core_main(
+    id: usize,
+    global: Arc<Global>,
+    rx: mpsc::UnboundedReceiver<Msg>,
+    addr: SocketAddr,
+) -> Result<(), String> {
+    let shard = Shard::new(id, global.settings.clone());
+    let core = Rc::new(Core::new(id, shard, global.clone()));
+
+    let c = core.clone();
+    glommio::spawn_local(async move {
+        let mut rx = rx;
+        while let Some(msg) = rx.next().await {
+            c.handle(msg);
+        }
+    })
+    .detach();
+
+    let c = core.clone();
+    glommio::spawn_local(async move { background(c).await }).detach();
+
+    let listener = TcpListener::bind(addr).map_err(|e| format!("core {id}: cannot listen on {addr}: {e}"))?;
+    loop {
+        match listener.accept().await {
+            Ok(stream) => {
+                let c = core.clone();
+                glommio::spawn_local(async move {
+                    crate::net::connection::serve(c, stream).await;
+                })
+                .detach();
+            }
+            Err(e) => {
+                // Out of file descriptors and the like: back off instead of spinning.
+                warn!("core {id}: accept failed: {e}");
+                glommio::timer::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+/// Periodic per-core work at `--hz`: active expiry with a CPU budget, memory peak tracking.
+async fn background(core: Rc<Core>) {
+    loop {
+        let hz = core.global.settings.hz.load(std::sync::atomic::Ordering::Relaxed).max(1);
+        let period = Duration::from_micros(1_000_000 / hz as u64);
+        glommio::timer::sleep(period).await;
+        core.global.note_memory();
+        if !core.global.active_expire_enabled() || core.gate.is_locked() {
+            continue;
+        }
+        // A quarter of the tick at most, like Redis' slow expire cycle.
+        let budget = period / 4;
+        let reaped = core.shard.borrow_mut().active_expire(budget, hz);
+        if reaped > 0 {
+            tracing::trace!(core = core.id, reaped, "active expiry");
+        }
+    }
+}
+
+/// CPUs this process may run on (honours `taskset`), from /proc/self/status.
+fn allowed_cpus() -> Vec<usize> {
+    let list = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Cpus_allowed_list:"))
+                .map(|l| l["Cpus_allowed_list:".len()..].trim().to_string())
+        })
+        .unwrap_or_default();
+    let mut cpus = Vec::new();
+    for part in list.split(',').filter(|p| !p.is_empty()) {
+        let mut it = part.split('-');
+        let a = it.next().and_then(|v| v.trim().parse::<usize>().ok());
+        let b = it.next().and_then(|v| v.trim().parse::<usize>().ok());
+        match (a, b) {
+            (Some(a), Some(b)) => cpus.extend(a..=b),
+            (Some(a), None) => cpus.push(a),
+            _ => {}
+        }
+    }
+    if cpus.is_empty() {
+        error!("cannot read the allowed CPU list; threads will not be pinned");
+    }
+    cpus
+}
+
+/// 1.50G-style rendering used by INFO and logs.
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "K", "M", "G", "T"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u < UNITS.len() - 1 {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{n}B")
+    } else {
+        format!("{v:.2}{}", UNITS[u])
+    }
+}

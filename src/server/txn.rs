@@ -1,0 +1,278 @@
+//! Cross-shard atomicity, designed once here: a transaction takes an exclusive lock on every
+//! shard it touches, in ascending shard order (so two transactions can never wait on each other
+//! in a cycle), runs its steps on those shards, then unlocks. While a shard is locked, other
+//! cores' jobs for it are deferred (not blocked on) and its own connections wait at its gate,
+//! so nobody observes a half-done RENAME or MSET.
+//!
+//! The commands that need it today: MSET/MSETNX across shards, RENAME/RENAMENX/COPY whose two
+//! keys live on different shards. LCS across shards only reads, so it takes no locks.
+//! MULTI/EXEC will use the same locks when it lands.
+
+use std::rc::Rc;
+
+use bytes::Bytes;
+use futures::channel::oneshot;
+
+use super::core::{Core, Msg};
+use crate::cmd::args::{err, ERR_NO_KEY};
+use crate::cmd::{keys, string, Ctx, ShardFn};
+use crate::protocol::Reply;
+use crate::shard::{now_ms, shard_of, Entry, Shard};
+
+/// A held set of shard locks; dropping it without `finish` still unlocks.
+pub struct Txn {
+    core: Rc<Core>,
+    id: u64,
+    shards: Vec<usize>,
+}
+
+impl Txn {
+    /// Locks `shards` (any order, duplicates allowed) in ascending order.
+    pub async fn begin(core: &Rc<Core>, mut shards: Vec<usize>) -> Option<Txn> {
+        shards.sort_unstable();
+        shards.dedup();
+        let id = core.global.next_tx_id();
+        let txn = Txn {
+            core: core.clone(),
+            id,
+            shards: Vec::new(),
+        };
+        let mut txn = txn;
+        for s in shards {
+            let (ack, granted) = oneshot::channel();
+            if !core.global.send(s, Msg::Lock(id, ack)) {
+                return None;
+            }
+            granted.await.ok()?;
+            txn.shards.push(s);
+        }
+        Some(txn)
+    }
+
+    /// Runs `f` on `shard`, which this transaction holds.
+    pub async fn run<R, F>(&self, shard: usize, f: F) -> Option<R>
+    where
+        R: Send + 'static,
+        F: FnOnce(&mut Shard) -> R + Send + 'static,
+    {
+        let (tx, rx) = oneshot::channel();
+        let job = Box::new(move |s: &mut Shard| {
+            let _ = tx.send(f(s));
+        });
+        if !self.core.global.send(shard, Msg::RunTx(self.id, job)) {
+            return None;
+        }
+        rx.await.ok()
+    }
+}
+
+impl Drop for Txn {
+    fn drop(&mut self) {
+        for &s in &self.shards {
+            self.core.global.send(s, Msg::Unlock(self.id));
+        }
+    }
+}
+
+fn shutting_down() -> Reply {
+    err("ERR server is shutting down")
+}
+
+/// Runs one shard-side command function on a held shard.
+async fn run_fn(txn: &Txn, shard: usize, db: usize, f: ShardFn, args: Vec<Bytes>) -> Option<Reply> {
+    txn.run(shard, move |s| {
+        let mut ctx = Ctx {
+            shard: s,
+            db,
+            now: now_ms(),
+        };
+        f(&mut ctx, &args)
+    })
+    .await
+}
+
+/// Groups key/value arguments of MSET-like commands by shard: `[name, k, v, ...]` per shard.
+pub fn split_pairs(args: &[Bytes], group: usize, shards: usize) -> Vec<(usize, Vec<Bytes>)> {
+    let mut parts: Vec<(usize, Vec<Bytes>)> = Vec::new();
+    for chunk in args[1..].chunks(group) {
+        let s = shard_of(&chunk[0], shards);
+        match parts.iter_mut().find(|(id, _)| *id == s) {
+            Some((_, v)) => v.extend(chunk.iter().cloned()),
+            None => {
+                let mut v = Vec::with_capacity(1 + chunk.len());
+                v.push(args[0].clone());
+                v.extend(chunk.iter().cloned());
+                parts.push((s, v));
+            }
+        }
+    }
+    parts
+}
+
+/// MSET across shards, atomically.
+pub async fn mset(core: &Rc<Core>, db: usize, args: &[Bytes]) -> Reply {
+    let parts = split_pairs(args, 2, core.global.shards());
+    let Some(txn) = Txn::begin(core, parts.iter().map(|p| p.0).collect()).await else {
+        return shutting_down();
+    };
+    for (s, part) in parts {
+        if run_fn(&txn, s, db, string::mset, part).await.is_none() {
+            return shutting_down();
+        }
+    }
+    Reply::Ok
+}
+
+/// MSETNX across shards: all or nothing.
+pub async fn msetnx(core: &Rc<Core>, db: usize, args: &[Bytes]) -> Reply {
+    let parts = split_pairs(args, 2, core.global.shards());
+    let Some(txn) = Txn::begin(core, parts.iter().map(|p| p.0).collect()).await else {
+        return shutting_down();
+    };
+    for (s, part) in &parts {
+        let keys: Vec<Bytes> = part[1..].chunks(2).map(|c| c[0].clone()).collect();
+        let any = txn
+            .run(*s, move |sh| {
+                let now = now_ms();
+                keys.iter().any(|k| sh.contains(db, k, now))
+            })
+            .await;
+        match any {
+            Some(true) => return Reply::Int(0),
+            Some(false) => {}
+            None => return shutting_down(),
+        }
+    }
+    for (s, part) in parts {
+        if run_fn(&txn, s, db, string::mset, part).await.is_none() {
+            return shutting_down();
+        }
+    }
+    Reply::Int(1)
+}
+
+/// RENAME / RENAMENX with source and destination on different shards.
+pub async fn rename(core: &Rc<Core>, db: usize, args: &[Bytes], nx: bool) -> Reply {
+    let n = core.global.shards();
+    let (src, dst) = (args[1].clone(), args[2].clone());
+    let (ss, ds) = (shard_of(&src, n), shard_of(&dst, n));
+    let Some(txn) = Txn::begin(core, vec![ss, ds]).await else {
+        return shutting_down();
+    };
+    let k = src.clone();
+    let exists = txn.run(ss, move |s| s.contains(db, &k, now_ms())).await;
+    match exists {
+        Some(true) => {}
+        Some(false) => return err(ERR_NO_KEY),
+        None => return shutting_down(),
+    }
+    if nx {
+        let k = dst.clone();
+        match txn.run(ds, move |s| s.contains(db, &k, now_ms())).await {
+            Some(true) => return Reply::Int(0),
+            Some(false) => {}
+            None => return shutting_down(),
+        }
+    }
+    let Some(Some(entry)) = txn.run(ss, move |s| s.remove(db, &src)).await else {
+        return shutting_down();
+    };
+    if txn
+        .run(ds, move |s| {
+            s.store_entry(db, &dst, entry);
+        })
+        .await
+        .is_none()
+    {
+        return shutting_down();
+    }
+    if nx {
+        Reply::Int(1)
+    } else {
+        Reply::Ok
+    }
+}
+
+/// COPY with source and destination on different shards.
+pub async fn copy(core: &Rc<Core>, db: usize, args: &[Bytes]) -> Reply {
+    let n = core.global.shards();
+    let (src, dst) = (args[1].clone(), args[2].clone());
+    let (ss, ds) = (shard_of(&src, n), shard_of(&dst, n));
+    let opts_args = args.to_vec();
+    // Options are validated on the destination shard, which knows the db count.
+    let opts = core
+        .on_shard(ds, move |s| {
+            let ctx = Ctx { shard: s, db, now: 0 };
+            keys::copy_opts(&ctx, &opts_args)
+        })
+        .await;
+    let (dst_db, replace) = match opts {
+        Some(Ok(o)) => o,
+        Some(Err(e)) => return e,
+        None => return shutting_down(),
+    };
+    let Some(txn) = Txn::begin(core, vec![ss, ds]).await else {
+        return shutting_down();
+    };
+    let entry: Option<Option<Entry>> = txn
+        .run(ss, move |s| s.lookup_mut(db, &src, now_ms()).map(|e| e.clone()))
+        .await;
+    let entry = match entry {
+        Some(Some(e)) => e,
+        Some(None) => return Reply::Int(0),
+        None => return shutting_down(),
+    };
+    let done = txn
+        .run(ds, move |s| {
+            let now = now_ms();
+            if s.contains(dst_db, &dst, now) {
+                if !replace {
+                    return false;
+                }
+                s.remove(dst_db, &dst);
+            }
+            s.store(dst_db, &dst, entry.value, entry.expire_at);
+            true
+        })
+        .await;
+    match done {
+        Some(ok) => Reply::Int(ok as i64),
+        None => shutting_down(),
+    }
+}
+
+/// LCS with the two keys on different shards: read both values, compute here.
+pub async fn lcs(core: &Rc<Core>, db: usize, args: &[Bytes]) -> Reply {
+    let opts = match string::lcs_opts(args) {
+        Ok(o) => o,
+        Err(e) => return e,
+    };
+    let n = core.global.shards();
+    let mut vals = Vec::with_capacity(2);
+    for k in [args[1].clone(), args[2].clone()] {
+        let v = core
+            .on_shard(shard_of(&k, n), move |s| match s.lookup(db, &k, now_ms()) {
+                None => Ok(Bytes::new()),
+                Some(e) => string::as_str(&e.value).map(|v| v.to_bytes()),
+            })
+            .await;
+        match v {
+            Some(Ok(v)) => vals.push(v),
+            Some(Err(_)) => return err("ERR The specified keys must contain string values"),
+            None => return shutting_down(),
+        }
+    }
+    string::lcs_compute(&vals[0], &vals[1], opts)
+}
+
+/// Dispatches a keyed command whose keys span shards; None if it may not span shards.
+pub async fn cross_shard(core: &Rc<Core>, db: usize, name: &str, args: &[Bytes]) -> Option<Reply> {
+    Some(match name {
+        "rename" => rename(core, db, args, false).await,
+        "renamenx" => rename(core, db, args, true).await,
+        "copy" => copy(core, db, args).await,
+        "msetnx" => msetnx(core, db, args).await,
+        "lcs" => lcs(core, db, args).await,
+        _ => return None,
+    })
+}

@@ -1,0 +1,549 @@
+//! Dashtable: the per-shard, per-db hash table (Dragonfly's design, written for Strata).
+//!
+//! ```text
+//!  directory (2^global_depth entries, indexed by the hash's top bits)
+//!   ├─▶ segment (local depth d): 56 regular buckets + 4 stash buckets, 14 slots each
+//!   └─▶ ...                     every bucket: 14 one-byte fingerprints, a version, the slots
+//! ```
+//! A key's *home* bucket comes from the hash's middle bits; it lives in its home bucket, the next
+//! one, or a stash bucket. A full segment splits in two by the next hash bit (extendible hashing),
+//! touching only that segment and, when its depth equals the global depth, doubling the
+//! directory. Growth is therefore incremental: no rehash of the whole table ever happens.
+//!
+//! SCAN's cursor is (home bucket, 32-bit hash prefix). A split only moves an entry between
+//! segments that cover adjacent prefix ranges, never to another home bucket, so a scan that walks
+//! home buckets in order and prefixes upward returns every key present for the whole scan exactly
+//! once, however much the table grows meanwhile. The table never shrinks, so ranges never merge.
+//!
+//! Lookups, inserts and removals never allocate except when a split creates a segment.
+
+use super::entry::CompactBytes;
+
+pub const BUCKETS: usize = 56;
+pub const STASH: usize = 4;
+pub const SLOTS: usize = 14;
+const ALL: usize = BUCKETS + STASH;
+
+/// 64-bit table hash of a key; must be the same function everywhere the table hashes keys.
+#[inline]
+pub fn hash(key: &[u8]) -> u64 {
+    xxhash_rust::xxh3::xxh3_64_with_seed(key, 0x5EED_DA5E)
+}
+
+#[inline]
+fn fingerprint(h: u64) -> u8 {
+    h as u8
+}
+
+#[inline]
+fn home(h: u64) -> usize {
+    ((h >> 8) as u32 as usize) % BUCKETS
+}
+
+struct Bucket<V> {
+    fps: [u8; SLOTS],
+    used: u16,
+    version: u64,
+    slots: [Option<(CompactBytes, V)>; SLOTS],
+}
+
+impl<V> Bucket<V> {
+    fn new() -> Self {
+        Bucket {
+            fps: [0; SLOTS],
+            used: 0,
+            version: 0,
+            slots: std::array::from_fn(|_| None),
+        }
+    }
+
+    #[inline]
+    fn find(&self, fp: u8, key: &[u8]) -> Option<usize> {
+        let mut mask = self.used;
+        while mask != 0 {
+            let i = mask.trailing_zeros() as usize;
+            mask &= mask - 1;
+            if self.fps[i] == fp {
+                if let Some((k, _)) = &self.slots[i] {
+                    if k.as_bytes() == key {
+                        return Some(i);
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    #[inline]
+    fn free_slot(&self) -> Option<usize> {
+        let free = !self.used & ((1u16 << SLOTS) - 1);
+        (free != 0).then(|| free.trailing_zeros() as usize)
+    }
+
+    fn put(&mut self, i: usize, fp: u8, key: CompactBytes, val: V) {
+        self.fps[i] = fp;
+        self.used |= 1 << i;
+        self.slots[i] = Some((key, val));
+    }
+
+    fn take(&mut self, i: usize) -> Option<(CompactBytes, V)> {
+        self.used &= !(1 << i);
+        self.slots[i].take()
+    }
+}
+
+struct Segment<V> {
+    depth: u32,
+    buckets: Vec<Bucket<V>>,
+}
+
+impl<V> Segment<V> {
+    fn new(depth: u32) -> Self {
+        Segment {
+            depth,
+            buckets: (0..ALL).map(|_| Bucket::new()).collect(),
+        }
+    }
+
+    /// Buckets where a key with home bucket `h` may live: home, its neighbour, then the stash.
+    #[inline]
+    fn probe(h: usize) -> [usize; 2 + STASH] {
+        [h, (h + 1) % BUCKETS, BUCKETS, BUCKETS + 1, BUCKETS + 2, BUCKETS + 3]
+    }
+}
+
+/// Position of an entry: (segment, bucket, slot).
+type Pos = (usize, usize, usize);
+
+/// The table. `V` is the per-key payload; keys are stored as [`CompactBytes`].
+pub struct Dashtable<V> {
+    dir: Vec<u32>,
+    global_depth: u32,
+    segs: Vec<Segment<V>>,
+    len: usize,
+    /// Version stamped on buckets a mutation touches (snapshots compare against it).
+    epoch: u64,
+}
+
+impl<V> Default for Dashtable<V> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<V> Dashtable<V> {
+    /// An empty table; the first segment is allocated on the first insert.
+    pub fn new() -> Self {
+        Dashtable {
+            dir: Vec::new(),
+            global_depth: 0,
+            segs: Vec::new(),
+            len: 0,
+            epoch: 1,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn segments(&self) -> usize {
+        self.segs.len()
+    }
+
+    /// Slots the table can hold before its next split.
+    pub fn capacity(&self) -> usize {
+        self.segs.len() * ALL * SLOTS
+    }
+
+    /// Bytes the table structure itself occupies (directory plus all buckets).
+    pub fn table_bytes(&self) -> usize {
+        self.dir.capacity() * 4
+            + self.segs.len() * (ALL * std::mem::size_of::<Bucket<V>>() + 32)
+    }
+
+    pub fn set_epoch(&mut self, epoch: u64) {
+        self.epoch = epoch;
+    }
+
+    /// Version of the bucket at `pos` (used by point-in-time snapshots).
+    pub fn bucket_version(&self, seg: usize, bucket: usize) -> u64 {
+        self.segs[seg].buckets[bucket].version
+    }
+
+    #[inline]
+    fn seg_of(&self, h: u64) -> usize {
+        if self.global_depth == 0 {
+            self.dir[0] as usize
+        } else {
+            self.dir[(h >> (64 - self.global_depth)) as usize] as usize
+        }
+    }
+
+    #[inline]
+    fn find(&self, key: &[u8], h: u64) -> Option<Pos> {
+        if self.segs.is_empty() {
+            return None;
+        }
+        let s = self.seg_of(h);
+        let seg = &self.segs[s];
+        let fp = fingerprint(h);
+        for b in Segment::<V>::probe(home(h)) {
+            if let Some(i) = seg.buckets[b].find(fp, key) {
+                return Some((s, b, i));
+            }
+        }
+        None
+    }
+
+    pub fn get(&self, key: &[u8], h: u64) -> Option<&V> {
+        let (s, b, i) = self.find(key, h)?;
+        self.segs[s].buckets[b].slots[i].as_ref().map(|(_, v)| v)
+    }
+
+    /// Mutable access; stamps the bucket's version because the caller may change the value.
+    pub fn get_mut(&mut self, key: &[u8], h: u64) -> Option<&mut V> {
+        let (s, b, i) = self.find(key, h)?;
+        let bucket = &mut self.segs[s].buckets[b];
+        bucket.version = self.epoch;
+        bucket.slots[i].as_mut().map(|(_, v)| v)
+    }
+
+    /// Inserts or replaces; returns the previous value.
+    pub fn insert(&mut self, key: &[u8], h: u64, val: V) -> Option<V> {
+        if let Some((s, b, i)) = self.find(key, h) {
+            let bucket = &mut self.segs[s].buckets[b];
+            bucket.version = self.epoch;
+            let slot = bucket.slots[i].as_mut()?;
+            return Some(std::mem::replace(&mut slot.1, val));
+        }
+        self.insert_new(CompactBytes::new(key), h, val);
+        None
+    }
+
+    /// Inserts a key known to be absent.
+    fn insert_new(&mut self, key: CompactBytes, h: u64, val: V) {
+        if self.segs.is_empty() {
+            self.segs.push(Segment::new(0));
+            self.dir = vec![0];
+        }
+        let fp = fingerprint(h);
+        loop {
+            let s = self.seg_of(h);
+            let seg = &mut self.segs[s];
+            let probe = Segment::<V>::probe(home(h));
+            // Prefer the emptier of home and neighbour, then the stash.
+            let (a, b) = (probe[0], probe[1]);
+            let order = if seg.buckets[b].used.count_ones() < seg.buckets[a].used.count_ones() {
+                [b, a]
+            } else {
+                [a, b]
+            };
+            let target = order
+                .into_iter()
+                .chain(probe[2..].iter().copied())
+                .find_map(|bk| seg.buckets[bk].free_slot().map(|i| (bk, i)));
+            if let Some((bk, i)) = target {
+                let bucket = &mut seg.buckets[bk];
+                bucket.version = self.epoch;
+                bucket.put(i, fp, key, val);
+                self.len += 1;
+                return;
+            }
+            self.split(s, h);
+        }
+    }
+
+    /// Splits segment `s` (which `h` maps to) by its next hash bit.
+    fn split(&mut self, s: usize, h: u64) {
+        let d = self.segs[s].depth;
+        if d == self.global_depth {
+            let mut dir = Vec::with_capacity(self.dir.len() * 2);
+            for &e in &self.dir {
+                dir.push(e);
+                dir.push(e);
+            }
+            self.dir = dir;
+            self.global_depth += 1;
+        }
+        let gd = self.global_depth;
+        let new_id = self.segs.len() as u32;
+        let mut fresh = Segment::new(d + 1);
+        self.segs[s].depth = d + 1;
+        // Entries whose bit (63 - d) is set move, to the same bucket and slot: that position was
+        // valid for them before, so it is in the new segment too.
+        let bit = 1u64 << (63 - d);
+        let epoch = self.epoch;
+        let old = &mut self.segs[s];
+        for (bi, bucket) in old.buckets.iter_mut().enumerate() {
+            let mut mask = bucket.used;
+            while mask != 0 {
+                let i = mask.trailing_zeros() as usize;
+                mask &= mask - 1;
+                let moves = bucket.slots[i]
+                    .as_ref()
+                    .is_some_and(|(k, _)| hash(k.as_bytes()) & bit != 0);
+                if moves {
+                    let fp = bucket.fps[i];
+                    if let Some((k, v)) = bucket.take(i) {
+                        bucket.version = epoch;
+                        let nb = &mut fresh.buckets[bi];
+                        nb.put(i, fp, k, v);
+                        nb.version = epoch;
+                    }
+                }
+            }
+        }
+        self.segs.push(fresh);
+        // The directory range of the old segment is aligned and 2^(gd-d) long; its upper half
+        // now points at the new segment.
+        let span = 1usize << (gd - d);
+        let start = ((h >> (64 - gd)) as usize) & !(span - 1);
+        for e in &mut self.dir[start + span / 2..start + span] {
+            *e = new_id;
+        }
+    }
+
+    pub fn remove(&mut self, key: &[u8], h: u64) -> Option<(CompactBytes, V)> {
+        let (s, b, i) = self.find(key, h)?;
+        let bucket = &mut self.segs[s].buckets[b];
+        bucket.version = self.epoch;
+        let out = bucket.take(i);
+        if out.is_some() {
+            self.len -= 1;
+        }
+        out
+    }
+
+    /// Drops every entry and the segments.
+    pub fn clear(&mut self) {
+        self.segs.clear();
+        self.dir.clear();
+        self.global_depth = 0;
+        self.len = 0;
+    }
+
+    /// One SCAN step from `cursor`: calls `f` for every entry whose home bucket and prefix range
+    /// the cursor names, and returns the next cursor (0 when the walk is complete).
+    pub fn scan_step(&self, cursor: u64, mut f: impl FnMut(&CompactBytes, &V)) -> u64 {
+        let b = (cursor >> 32) as usize;
+        let p = cursor & 0xffff_ffff;
+        if self.segs.is_empty() || b >= BUCKETS {
+            return 0;
+        }
+        let s = if self.global_depth == 0 {
+            self.dir[0] as usize
+        } else {
+            self.dir[(p >> (32 - self.global_depth)) as usize] as usize
+        };
+        let seg = &self.segs[s];
+        for bk in Segment::<V>::probe(b) {
+            let bucket = &seg.buckets[bk];
+            let mut mask = bucket.used;
+            while mask != 0 {
+                let i = mask.trailing_zeros() as usize;
+                mask &= mask - 1;
+                if let Some((k, v)) = &bucket.slots[i] {
+                    let kh = hash(k.as_bytes());
+                    if home(kh) == b {
+                        f(k, v);
+                    }
+                }
+            }
+        }
+        let d = seg.depth;
+        let size = 1u64 << (32 - d);
+        let next_p = (p & !(size - 1)) + size;
+        if next_p < (1u64 << 32) {
+            ((b as u64) << 32) | next_p
+        } else if b + 1 < BUCKETS {
+            (b as u64 + 1) << 32
+        } else {
+            0
+        }
+    }
+
+    /// Every entry, in physical order.
+    pub fn iter(&self) -> impl Iterator<Item = (&CompactBytes, &V)> {
+        self.segs.iter().flat_map(|s| {
+            s.buckets
+                .iter()
+                .flat_map(|b| b.slots.iter().filter_map(|e| e.as_ref().map(|(k, v)| (k, v))))
+        })
+    }
+
+    /// Visits up to `max_buckets` buckets from `cursor` (segment, bucket), calling `f` on each
+    /// entry; entries for which `f` returns true are removed and handed to `on_remove`. Returns
+    /// the number visited buckets; `cursor` wraps to (0, 0) after the last bucket.
+    pub fn sweep(
+        &mut self,
+        cursor: &mut (usize, usize),
+        max_buckets: usize,
+        mut f: impl FnMut(&CompactBytes, &mut V) -> bool,
+        mut on_remove: impl FnMut(CompactBytes, V),
+    ) -> usize {
+        let mut visited = 0;
+        while visited < max_buckets && !self.segs.is_empty() {
+            if cursor.0 >= self.segs.len() {
+                *cursor = (0, 0);
+                break;
+            }
+            let bucket = &mut self.segs[cursor.0].buckets[cursor.1];
+            let mut mask = bucket.used;
+            while mask != 0 {
+                let i = mask.trailing_zeros() as usize;
+                mask &= mask - 1;
+                let remove = match bucket.slots[i].as_mut() {
+                    Some((k, v)) => f(k, v),
+                    None => false,
+                };
+                if remove {
+                    bucket.version = self.epoch;
+                    if let Some((k, v)) = bucket.take(i) {
+                        self.len -= 1;
+                        on_remove(k, v);
+                    }
+                }
+            }
+            visited += 1;
+            cursor.1 += 1;
+            if cursor.1 == ALL {
+                *cursor = (cursor.0 + 1, 0);
+            }
+        }
+        visited
+    }
+
+    /// A random entry (uniform over occupied buckets' slots, good enough for RANDOMKEY).
+    pub fn random(&self, mut rnd: impl FnMut(usize) -> usize) -> Option<(&CompactBytes, &V)> {
+        if self.len == 0 {
+            return None;
+        }
+        for _ in 0..64 {
+            let seg = &self.segs[rnd(self.segs.len())];
+            let bucket = &seg.buckets[rnd(ALL)];
+            if bucket.used == 0 {
+                continue;
+            }
+            let n = bucket.used.count_ones() as usize;
+            let pick = rnd(n);
+            let mut mask = bucket.used;
+            for _ in 0..pick {
+                mask &= mask - 1;
+            }
+            let i = mask.trailing_zeros() as usize;
+            if let Some((k, v)) = &bucket.slots[i] {
+                return Some((k, v));
+            }
+        }
+        self.iter().nth(rnd(self.len))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::{HashMap, HashSet};
+
+    fn key(i: usize) -> Vec<u8> {
+        format!("key:{i}").into_bytes()
+    }
+
+    #[test]
+    fn insert_get_remove_through_splits() {
+        let mut t: Dashtable<usize> = Dashtable::new();
+        let n = 50_000;
+        for i in 0..n {
+            let k = key(i);
+            assert_eq!(t.insert(&k, hash(&k), i), None);
+        }
+        assert_eq!(t.len(), n);
+        assert!(t.segments() > 1);
+        for i in 0..n {
+            let k = key(i);
+            assert_eq!(t.get(&k, hash(&k)), Some(&i), "key {i}");
+        }
+        let k = key(7);
+        assert_eq!(t.insert(&k, hash(&k), 70), Some(7));
+        for i in (0..n).step_by(2) {
+            let k = key(i);
+            assert!(t.remove(&k, hash(&k)).is_some());
+        }
+        assert_eq!(t.len(), n / 2);
+        for i in 0..n {
+            let k = key(i);
+            assert_eq!(t.get(&k, hash(&k)).is_some(), i % 2 == 1);
+        }
+        assert_eq!(t.iter().count(), n / 2);
+        // Load factor stays reasonable.
+        assert!(t.capacity() < n * 4, "capacity {}", t.capacity());
+    }
+
+    #[test]
+    fn scan_returns_each_key_once_while_growing() {
+        let mut t: Dashtable<()> = Dashtable::new();
+        for i in 0..5000 {
+            let k = key(i);
+            t.insert(&k, hash(&k), ());
+        }
+        let mut seen: HashMap<Vec<u8>, usize> = HashMap::new();
+        let mut cursor = 0;
+        let mut extra = 5000;
+        loop {
+            cursor = t.scan_step(cursor, |k, _| {
+                *seen.entry(k.as_bytes().to_vec()).or_default() += 1;
+            });
+            // Grow the table during the scan.
+            for _ in 0..40 {
+                let k = key(extra);
+                t.insert(&k, hash(&k), ());
+                extra += 1;
+            }
+            if cursor == 0 {
+                break;
+            }
+        }
+        for i in 0..5000 {
+            assert_eq!(seen.get(&key(i)), Some(&1), "key {i}");
+        }
+        let all: HashSet<_> = seen.keys().collect();
+        assert!(all.len() >= 5000);
+    }
+
+    #[test]
+    fn sweep_removes_selected() {
+        let mut t: Dashtable<usize> = Dashtable::new();
+        for i in 0..3000 {
+            let k = key(i);
+            t.insert(&k, hash(&k), i);
+        }
+        let mut cursor = (0, 0);
+        let mut removed = 0;
+        loop {
+            t.sweep(&mut cursor, 7, |_, v| *v % 3 == 0, |_, _| removed += 1);
+            if cursor == (0, 0) {
+                break;
+            }
+        }
+        assert_eq!(removed, 1000);
+        assert_eq!(t.len(), 2000);
+    }
+
+    #[test]
+    fn random_finds_entries() {
+        let mut t: Dashtable<usize> = Dashtable::new();
+        assert!(t.random(|n| n / 2).is_none());
+        let k = key(1);
+        t.insert(&k, hash(&k), 1);
+        let mut x = 12345usize;
+        let got = t.random(|n| {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+            (x >> 33) % n
+        });
+        assert_eq!(got.map(|(_, v)| *v), Some(1));
+    }
+}

@@ -1,0 +1,298 @@
+//! A shard: the slice of the keyspace one core owns (`hash(key) % threads`), with one
+//! [`Dashtable`] per logical db. Only its own core ever touches it, so nothing here locks.
+//!
+//! Every key access goes through [`Shard::lookup`] / [`Shard::lookup_mut`], which apply lazy
+//! expiry; [`Shard::active_expire`] reaps keys nobody reads, with bounded work per tick.
+
+pub mod dashtable;
+pub mod entry;
+
+use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+use crate::config::Settings;
+pub use dashtable::{hash, Dashtable};
+pub use entry::{CompactBytes, Entry, Value};
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// Which shard owns `key`: only the `{hashtag}` part counts when present, so related keys can be
+/// kept together for multi-key commands.
+pub fn shard_of(key: &[u8], shards: usize) -> usize {
+    if shards <= 1 {
+        return 0;
+    }
+    let tag = hashtag(key);
+    (xxhash_rust::xxh3::xxh3_64_with_seed(tag, 0x57A7_A5EE) % shards as u64) as usize
+}
+
+/// The part of a key that decides its shard: the text inside the first non-empty `{...}`.
+pub fn hashtag(key: &[u8]) -> &[u8] {
+    if let Some(open) = key.iter().position(|&b| b == b'{') {
+        if let Some(len) = key[open + 1..].iter().position(|&b| b == b'}') {
+            if len > 0 {
+                return &key[open + 1..open + 1 + len];
+            }
+        }
+    }
+    key
+}
+
+/// One logical database inside a shard.
+#[derive(Default)]
+pub struct Db {
+    pub table: Dashtable<Entry>,
+    /// Keys with a TTL (approximate: recounted on every full expiry sweep).
+    pub volatile: usize,
+    expire_cursor: (usize, usize),
+    volatile_seen: usize,
+}
+
+/// Counters reported by INFO stats.
+#[derive(Default, Clone, Debug)]
+pub struct ShardStats {
+    pub keyspace_hits: u64,
+    pub keyspace_misses: u64,
+    pub expired_keys: u64,
+    pub commands: u64,
+}
+
+pub struct Shard {
+    pub id: usize,
+    pub dbs: Vec<Db>,
+    pub stats: ShardStats,
+    pub settings: Arc<Settings>,
+    rng: SmallRng,
+    started: Instant,
+}
+
+impl Shard {
+    pub fn new(id: usize, settings: Arc<Settings>) -> Shard {
+        let dbs = (0..settings.dbnum).map(|_| Db::default()).collect();
+        Shard {
+            id,
+            dbs,
+            stats: ShardStats::default(),
+            settings,
+            rng: SmallRng::seed_from_u64(0x5eed ^ id as u64),
+            started: Instant::now(),
+        }
+    }
+
+    /// The 24-bit seconds clock stored in entries for IDLETIME.
+    pub fn clock(&self) -> u32 {
+        (self.started.elapsed().as_secs() as u32) & 0xff_ffff
+    }
+
+    pub fn rand_u32(&mut self) -> u32 {
+        self.rng.gen()
+    }
+
+    pub fn rand_below(&mut self, n: usize) -> usize {
+        if n == 0 {
+            0
+        } else {
+            self.rng.gen_range(0..n)
+        }
+    }
+
+    /// Looks a key up for reading: expired keys are deleted and reported missing; hits and
+    /// misses are counted and the entry's access metadata refreshed.
+    pub fn lookup(&mut self, db: usize, key: &[u8], now: u64) -> Option<&mut Entry> {
+        let found = self.lookup_mut(db, key, now).is_some();
+        if !found {
+            self.stats.keyspace_misses += 1;
+            return None;
+        }
+        self.stats.keyspace_hits += 1;
+        let (clock, r) = (self.clock(), self.rand_u32());
+        let e = self.lookup_mut(db, key, now)?;
+        e.touch(clock, r);
+        Some(e)
+    }
+
+    /// Looks a key up for writing (no hit/miss counting); expired keys are deleted first.
+    pub fn lookup_mut(&mut self, db: usize, key: &[u8], now: u64) -> Option<&mut Entry> {
+        let h = hash(key);
+        let expired = self.dbs[db].table.get(key, h)?.is_expired(now);
+        if expired {
+            self.remove(db, key);
+            self.stats.expired_keys += 1;
+            return None;
+        }
+        self.dbs[db].table.get_mut(key, h)
+    }
+
+    /// True when the key exists and is not expired (no metadata update).
+    pub fn contains(&mut self, db: usize, key: &[u8], now: u64) -> bool {
+        self.lookup_mut(db, key, now).is_some()
+    }
+
+    /// Stores `value` under `key` with absolute expiry `expire_at` (0 = none), replacing any
+    /// previous value; returns the previous entry.
+    pub fn store(&mut self, db: usize, key: &[u8], value: Value, expire_at: u64) -> Option<Entry> {
+        let entry = Entry::new(value, expire_at, self.clock());
+        self.store_entry(db, key, entry)
+    }
+
+    pub fn store_entry(&mut self, db: usize, key: &[u8], entry: Entry) -> Option<Entry> {
+        let d = &mut self.dbs[db];
+        if entry.expire_at != 0 {
+            d.volatile += 1;
+        }
+        let old = d.table.insert(key, hash(key), entry);
+        if let Some(o) = &old {
+            if o.expire_at != 0 {
+                d.volatile = d.volatile.saturating_sub(1);
+            }
+        }
+        old
+    }
+
+    /// Removes a key (expired or not); returns its entry.
+    pub fn remove(&mut self, db: usize, key: &[u8]) -> Option<Entry> {
+        let d = &mut self.dbs[db];
+        let (_, e) = d.table.remove(key, hash(key))?;
+        if e.expire_at != 0 {
+            d.volatile = d.volatile.saturating_sub(1);
+        }
+        Some(e)
+    }
+
+    /// Sets or clears (0) the expiry of an existing key; false when the key is missing.
+    pub fn set_expire(&mut self, db: usize, key: &[u8], at: u64, now: u64) -> bool {
+        let Some(e) = self.lookup_mut(db, key, now) else {
+            return false;
+        };
+        let was = e.expire_at;
+        e.expire_at = at;
+        let d = &mut self.dbs[db];
+        match (was != 0, at != 0) {
+            (false, true) => d.volatile += 1,
+            (true, false) => d.volatile = d.volatile.saturating_sub(1),
+            _ => {}
+        }
+        true
+    }
+
+    pub fn flush_db(&mut self, db: usize) {
+        let d = &mut self.dbs[db];
+        d.table.clear();
+        d.volatile = 0;
+        d.expire_cursor = (0, 0);
+    }
+
+    pub fn key_count(&self) -> usize {
+        self.dbs.iter().map(|d| d.table.len()).sum()
+    }
+
+    /// One active-expiry tick: sweeps each db holding TTL keys for at most `budget`, visiting
+    /// at least enough buckets that a whole table is covered about once a second, and going on
+    /// while more than a tenth of the TTL keys seen were expired. Returns keys reaped.
+    pub fn active_expire(&mut self, budget: std::time::Duration, hz: u32) -> usize {
+        let start = Instant::now();
+        let now = now_ms();
+        let mut reaped = 0;
+        for db in &mut self.dbs {
+            if db.volatile == 0 || db.table.is_empty() {
+                continue;
+            }
+            let total_buckets = db.table.segments() * (dashtable::BUCKETS + dashtable::STASH);
+            let step = (total_buckets / hz.max(1) as usize).max(64);
+            loop {
+                let (mut seen, mut gone) = (0usize, 0usize);
+                let mut volatile_seen = 0usize;
+                let before = db.expire_cursor;
+                db.table.sweep(
+                    &mut db.expire_cursor,
+                    step,
+                    |_, e| {
+                        if e.expire_at != 0 {
+                            seen += 1;
+                            if e.expire_at <= now {
+                                gone += 1;
+                                return true;
+                            }
+                            volatile_seen += 1;
+                        }
+                        false
+                    },
+                    |_, _| {},
+                );
+                db.volatile_seen += volatile_seen;
+                db.volatile = db.volatile.saturating_sub(gone);
+                reaped += gone;
+                let wrapped = db.expire_cursor == (0, 0) || db.expire_cursor < before;
+                if wrapped {
+                    // A full pass: the count of TTL keys still present is now known.
+                    db.volatile = db.volatile_seen;
+                    db.volatile_seen = 0;
+                    break;
+                }
+                if seen == 0 || gone * 10 < seen || start.elapsed() >= budget {
+                    break;
+                }
+            }
+        }
+        self.stats.expired_keys += reaped as u64;
+        reaped
+    }
+
+    /// Bytes held by keys, values and tables of this shard (for INFO and MEMORY USAGE).
+    pub fn dataset_bytes(&self) -> usize {
+        self.dbs.iter().map(|d| d.table.table_bytes()).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Flags, Settings};
+    use clap::Parser;
+
+    fn shard() -> Shard {
+        let f = Flags::try_parse_from(["strata"]).unwrap();
+        Shard::new(0, Arc::new(Settings::from_flags(&f)))
+    }
+
+    #[test]
+    fn hashtags() {
+        assert_eq!(hashtag(b"{user1}.name"), b"user1");
+        assert_eq!(hashtag(b"foo{}bar"), b"foo{}bar");
+        assert_eq!(hashtag(b"foo{bar"), b"foo{bar");
+        assert_eq!(shard_of(b"{a}x", 7), shard_of(b"{a}y", 7));
+    }
+
+    #[test]
+    fn lazy_and_active_expiry() {
+        let mut s = shard();
+        let now = now_ms();
+        for i in 0..2000 {
+            let k = format!("k{i}");
+            let at = if i % 2 == 0 { now - 1 } else { 0 };
+            s.store(0, k.as_bytes(), Value::str(b"v"), at);
+        }
+        assert_eq!(s.dbs[0].volatile, 1000);
+        assert!(s.lookup(0, b"k0", now).is_none());
+        assert!(s.lookup(0, b"k1", now).is_some());
+        let mut total = 1;
+        for _ in 0..200 {
+            total += s.active_expire(std::time::Duration::from_millis(5), 100);
+            if s.dbs[0].table.len() == 1000 {
+                break;
+            }
+        }
+        assert_eq!(total, 1000);
+        assert_eq!(s.dbs[0].table.len(), 1000);
+        assert_eq!(s.dbs[0].volatile, 0);
+    }
+}
