@@ -40,11 +40,19 @@ pub struct Flags {
     pub hz: u32,
 
     /// Maximum number of keys KEYS may return before it fails.
-    #[arg(long = "keys_output_limit", alias = "keys-output-limit", default_value_t = 8192)]
+    #[arg(
+        long = "keys_output_limit",
+        alias = "keys-output-limit",
+        default_value_t = 8192
+    )]
     pub keys_output_limit: u64,
 
     /// Worker threads, one shard each, pinned one per core; 0 = one per available core.
-    #[arg(long = "proactor_threads", alias = "proactor-threads", default_value_t = 0)]
+    #[arg(
+        long = "proactor_threads",
+        alias = "proactor-threads",
+        default_value_t = 0
+    )]
     pub proactor_threads: usize,
 
     /// Read more flags from FILE (lines of `--name=value`; `#` starts a comment).
@@ -164,7 +172,10 @@ impl Settings {
             ("dbnum", self.dbnum.to_string()),
             ("proactor_threads", self.threads.to_string()),
             ("maxmemory-policy", "noeviction".to_string()),
-            ("proto-max-bulk-len", crate::protocol::MAX_BULK_LEN.to_string()),
+            (
+                "proto-max-bulk-len",
+                crate::protocol::MAX_BULK_LEN.to_string(),
+            ),
             ("save", String::new()),
             ("appendonly", "no".to_string()),
         ];
@@ -181,7 +192,8 @@ impl Settings {
         };
         match name.to_ascii_lowercase().as_str() {
             "maxmemory" => {
-                let v = parse_memory(value).ok_or_else(|| bad("argument must be a memory value"))?;
+                let v =
+                    parse_memory(value).ok_or_else(|| bad("argument must be a memory value"))?;
                 self.maxmemory.store(v, Ordering::Relaxed);
             }
             "hz" => {
@@ -203,7 +215,11 @@ impl Settings {
             }
             "maxmemory-policy" if value.eq_ignore_ascii_case("noeviction") => {}
             "save" | "appendonly" if value.is_empty() || value == "no" => {}
-            _ => return Err(format!("ERR Unknown option or number of arguments for CONFIG SET - '{name}'")),
+            _ => {
+                return Err(format!(
+                    "ERR Unknown option or number of arguments for CONFIG SET - '{name}'"
+                ))
+            }
         }
         Ok(())
     }

@@ -11,13 +11,23 @@ fn main() {
         Err(e) => {
             // clap's text already explains (and covers --help / --version).
             eprint!("{e}");
-            let code = if e.contains("Usage") && !e.contains("error:") { 0 } else { 2 };
+            let code = if e.contains("Usage") && !e.contains("error:") {
+                0
+            } else {
+                2
+            };
             std::process::exit(code);
         }
     };
     let filter = tracing_subscriber::EnvFilter::try_new(&flags.log_level)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt().with_env_filter(filter).with_target(false).init();
+    use std::io::IsTerminal;
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_target(false)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_writer(std::io::stderr)
+        .init();
     if let Err(e) = strata::server::run(&flags) {
         tracing::error!("{e}");
         eprintln!("strata: {e}");

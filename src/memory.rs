@@ -80,7 +80,12 @@ unsafe impl GlobalAlloc for CountingAlloc {
 
 /// Bytes currently allocated by the whole process (0 when the counting allocator is not installed).
 pub fn used_memory() -> u64 {
-    let total: i64 = COUNTERS.iter().map(|c| c.0.load(Ordering::Relaxed)).sum();
+    // Only counters some thread has claimed can be non-zero.
+    let used = NEXT_SLOT.load(Ordering::Relaxed).min(SLOTS);
+    let total: i64 = COUNTERS[..used.max(1)]
+        .iter()
+        .map(|c| c.0.load(Ordering::Relaxed))
+        .sum();
     total.max(0) as u64
 }
 

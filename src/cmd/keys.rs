@@ -23,7 +23,12 @@ pub fn del(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
 /// EXISTS part: a key named twice counts twice.
 pub fn exists(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     let now = ctx.now;
-    Reply::Int(args[1..].iter().filter(|k| ctx.shard.contains(ctx.db, k, now)).count() as i64)
+    Reply::Int(
+        args[1..]
+            .iter()
+            .filter(|k| ctx.shard.contains(ctx.db, k, now))
+            .count() as i64,
+    )
 }
 
 pub fn touch(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
@@ -79,7 +84,9 @@ fn expire_cond(args: &[Bytes]) -> Result<ExpireCond, Reply> {
         ));
     }
     if c.gt && c.lt {
-        return Err(err("ERR GT and LT options at the same time are not compatible"));
+        return Err(err(
+            "ERR GT and LT options at the same time are not compatible",
+        ));
     }
     Ok(c)
 }
@@ -253,7 +260,11 @@ pub fn copy(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
         Ok(o) => o,
         Err(e) => return e,
     };
-    let Some(e) = ctx.shard.lookup_mut(ctx.db, &args[1], ctx.now).map(|e| e.clone()) else {
+    let Some(e) = ctx
+        .shard
+        .lookup_mut(ctx.db, &args[1], ctx.now)
+        .map(|e| e.clone())
+    else {
         return Reply::Int(0);
     };
     if ctx.shard.contains(db, &args[2], ctx.now) {
@@ -315,7 +326,12 @@ pub fn object(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
             "HELP",
             "    Print this help.",
         ];
-        return Reply::Array(lines.iter().map(|l| Reply::StatusOwned(l.to_string())).collect());
+        return Reply::Array(
+            lines
+                .iter()
+                .map(|l| Reply::StatusOwned(l.to_string()))
+                .collect(),
+        );
     }
     if !matches!(sub.as_str(), "encoding" | "freq" | "idletime" | "refcount") {
         return Reply::Error(format!(

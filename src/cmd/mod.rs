@@ -226,8 +226,19 @@ pub static TABLE: &[Spec] = &[
 
 /// Finds a command by name, case-insensitively.
 pub fn lookup(name: &[u8]) -> Option<&'static Spec> {
-    static INDEX: OnceLock<HashMap<&'static str, &'static Spec>> = OnceLock::new();
-    let index = INDEX.get_or_init(|| TABLE.iter().map(|s| (s.name, s)).collect());
+    lookup_indexed(name).map(|(_, s)| s)
+}
+
+/// Finds a command and its position in [`TABLE`].
+pub fn lookup_indexed(name: &[u8]) -> Option<(u32, &'static Spec)> {
+    static INDEX: OnceLock<HashMap<&'static str, (u32, &'static Spec)>> = OnceLock::new();
+    let index = INDEX.get_or_init(|| {
+        TABLE
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.name, (i as u32, s)))
+            .collect()
+    });
     if name.len() > 32 {
         return None;
     }
@@ -235,7 +246,9 @@ pub fn lookup(name: &[u8]) -> Option<&'static Spec> {
     let lower = &mut buf[..name.len()];
     lower.copy_from_slice(name);
     lower.make_ascii_lowercase();
-    std::str::from_utf8(lower).ok().and_then(|n| index.get(n).copied())
+    std::str::from_utf8(lower)
+        .ok()
+        .and_then(|n| index.get(n).copied())
 }
 
 /// Redis' reply to a command it does not know.
@@ -263,7 +276,9 @@ fn truncate(s: &str, n: usize) -> &str {
 }
 
 pub fn wrong_args(name: &str) -> Reply {
-    Reply::Error(format!("ERR wrong number of arguments for '{name}' command"))
+    Reply::Error(format!(
+        "ERR wrong number of arguments for '{name}' command"
+    ))
 }
 
 #[cfg(test)]

@@ -16,7 +16,12 @@ use crate::server::{human_bytes, Core};
 use crate::shard::{now_ms, shard_of, Shard, ShardStats, Value};
 
 /// Runs a connection/server command.
-pub async fn run(core: &Rc<Core>, conn: &mut ConnState, spec: &'static Spec, args: Vec<Bytes>) -> Reply {
+pub async fn run(
+    core: &Rc<Core>,
+    conn: &mut ConnState,
+    spec: &'static Spec,
+    args: Vec<Bytes>,
+) -> Reply {
     let db = conn.db;
     match spec.name {
         "ping" => ping(conn, &args),
@@ -329,7 +334,7 @@ fn client_kill(core: &Core, conn: &mut ConnState, args: &[Bytes]) -> Reply {
             err("ERR No such client")
         };
     }
-    if args.len() < 4 || (args.len() - 2) % 2 != 0 {
+    if args.len() < 4 || !(args.len() - 2).is_multiple_of(2) {
         return err(ERR_SYNTAX);
     }
     let (mut id, mut addr, mut laddr, mut skipme) = (None, None, None, true);
@@ -380,7 +385,12 @@ fn client_kill(core: &Core, conn: &mut ConnState, args: &[Bytes]) -> Reply {
 }
 
 /// Kills matching clients; the calling connection closes after its reply instead.
-fn kill_where(core: &Core, conn: &mut ConnState, pred: impl Fn(&crate::server::ClientInfo) -> bool, skipme: bool) -> usize {
+fn kill_where(
+    core: &Core,
+    conn: &mut ConnState,
+    pred: impl Fn(&crate::server::ClientInfo) -> bool,
+    skipme: bool,
+) -> usize {
     let mut n = 0;
     if let Ok(m) = core.global.clients.lock() {
         for c in m.values() {
@@ -432,13 +442,18 @@ async fn swapdb(core: &Rc<Core>, args: &[Bytes]) -> Reply {
     if a < 0 || a >= n || b < 0 || b >= n {
         return err(ERR_DB_RANGE);
     }
-    core.on_all(move |s| s.dbs.swap(a as usize, b as usize)).await;
+    core.on_all(move |s| s.dbs.swap(a as usize, b as usize))
+        .await;
     Reply::Ok
 }
 
 async fn keys(core: &Rc<Core>, db: usize, args: &[Bytes]) -> Reply {
     let pattern = args[1].clone();
-    let limit = core.global.settings.keys_output_limit.load(Ordering::Relaxed) as usize;
+    let limit = core
+        .global
+        .settings
+        .keys_output_limit
+        .load(Ordering::Relaxed) as usize;
     let parts = core
         .on_all(move |s| {
             let now = now_ms();
@@ -446,7 +461,10 @@ async fn keys(core: &Rc<Core>, db: usize, args: &[Bytes]) -> Reply {
             s.dbs[db]
                 .table
                 .iter()
-                .filter(|(k, e)| !e.is_expired(now) && (all || crate::glob::matches(&pattern, k.as_bytes(), false)))
+                .filter(|(k, e)| {
+                    !e.is_expired(now)
+                        && (all || crate::glob::matches(&pattern, k.as_bytes(), false))
+                })
                 .take(limit)
                 .map(|(k, _)| k.to_bytes())
                 .collect::<Vec<Bytes>>()
@@ -467,7 +485,10 @@ async fn keys(core: &Rc<Core>, db: usize, args: &[Bytes]) -> Reply {
 const SCAN_SHARD_SHIFT: u32 = 38;
 
 async fn scan(core: &Rc<Core>, db: usize, args: &[Bytes]) -> Reply {
-    let Some(mut cursor) = std::str::from_utf8(&args[1]).ok().and_then(|s| s.parse::<u64>().ok()) else {
+    let Some(mut cursor) = std::str::from_utf8(&args[1])
+        .ok()
+        .and_then(|s| s.parse::<u64>().ok())
+    else {
         return err("ERR invalid cursor");
     };
     let (mut pattern, mut count, mut type_) = (None, 10usize, None);
@@ -570,7 +591,9 @@ async fn randomkey(core: &Rc<Core>, db: usize) -> Reply {
                         sh.dbs[db]
                             .table
                             .random(|m| {
-                                seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                                seed = seed
+                                    .wrapping_mul(6364136223846793005)
+                                    .wrapping_add(1442695040888963407);
                                 (seed >> 17) % m.max(1)
                             })
                             .map(|(k, e)| (k.to_bytes(), e.is_expired(now)))
@@ -615,7 +638,9 @@ async fn info(core: &Rc<Core>, args: &[Bytes]) -> Reply {
         .map(|a| String::from_utf8_lossy(a).to_ascii_lowercase())
         .collect();
     let everything = sections.is_empty()
-        || sections.iter().any(|s| s == "all" || s == "everything" || s == "default");
+        || sections
+            .iter()
+            .any(|s| s == "all" || s == "everything" || s == "default");
     let want = |name: &str| everything || sections.iter().any(|s| s == name);
     let g = &core.global;
     let mut total = ShardStats::default();
@@ -661,7 +686,10 @@ async fn info(core: &Rc<Core>, args: &[Bytes]) -> Reply {
     }
     if want("clients") {
         let n = g.clients.lock().map(|m| m.len()).unwrap_or(0);
-        section("Clients", format!("connected_clients:{n}\r\nblocked_clients:0\r\n"));
+        section(
+            "Clients",
+            format!("connected_clients:{n}\r\nblocked_clients:0\r\n"),
+        );
     }
     if want("memory") {
         let used = g.note_memory();
@@ -703,7 +731,10 @@ async fn info(core: &Rc<Core>, args: &[Bytes]) -> Reply {
         );
     }
     if want("replication") {
-        section("Replication", "role:master\r\nconnected_slaves:0\r\n".to_string());
+        section(
+            "Replication",
+            "role:master\r\nconnected_slaves:0\r\n".to_string(),
+        );
     }
     if want("cpu") {
         let (user, sys) = cpu_times();
@@ -758,9 +789,12 @@ async fn config(core: &Rc<Core>, args: &[Bytes]) -> Reply {
                     .collect(),
             )
         }
-        "set" if args.len() >= 4 && args.len() % 2 == 0 => {
+        "set" if args.len() >= 4 && args.len().is_multiple_of(2) => {
             for pair in args[2..].chunks(2) {
-                let (k, v) = (String::from_utf8_lossy(&pair[0]), String::from_utf8_lossy(&pair[1]));
+                let (k, v) = (
+                    String::from_utf8_lossy(&pair[0]),
+                    String::from_utf8_lossy(&pair[1]),
+                );
                 if let Err(e) = settings.set(&k, &v) {
                     return Reply::Error(e);
                 }
@@ -805,7 +839,11 @@ fn command_info(s: &Spec) -> Reply {
         Reply::Int(s.arity as i64),
         Reply::Set(s.flag_names().into_iter().map(Reply::Status).collect()),
         Reply::Int(s.first_key.max(0) as i64),
-        Reply::Int(if s.first_key > 0 { s.last_key as i64 } else { 0 }),
+        Reply::Int(if s.first_key > 0 {
+            s.last_key as i64
+        } else {
+            0
+        }),
         Reply::Int(if s.first_key > 0 { s.step as i64 } else { 0 }),
         Reply::Set(vec![]),
         Reply::Set(vec![]),
@@ -836,7 +874,11 @@ fn command(args: &[Bytes]) -> Reply {
             Reply::Array(
                 args[2..]
                     .iter()
-                    .map(|n| super::lookup(n).map(command_info).unwrap_or(Reply::NilArray))
+                    .map(|n| {
+                        super::lookup(n)
+                            .map(command_info)
+                            .unwrap_or(Reply::NilArray)
+                    })
                     .collect(),
             )
         }
@@ -925,7 +967,10 @@ async fn debug(core: &Rc<Core>, conn: &ConnState, args: &[Bytes]) -> Reply {
             let Some(count) = parse_i64(&args[2]).filter(|&c| c >= 0) else {
                 return err(ERR_NOT_INT);
             };
-            let prefix = args.get(3).cloned().unwrap_or_else(|| Bytes::from_static(b"key"));
+            let prefix = args
+                .get(3)
+                .cloned()
+                .unwrap_or_else(|| Bytes::from_static(b"key"));
             let size = match args.get(4).map(|a| parse_i64(a)) {
                 None => None,
                 Some(Some(s)) if s >= 0 => Some(s as usize),
@@ -954,7 +999,9 @@ async fn debug(core: &Rc<Core>, conn: &ConnState, args: &[Bytes]) -> Reply {
             Reply::Ok
         }
         "sleep" if args.len() == 3 => {
-            let Some(secs) = crate::cmd::args::parse_f64(&args[2]).filter(|s| *s >= 0.0 && s.is_finite()) else {
+            let Some(secs) =
+                crate::cmd::args::parse_f64(&args[2]).filter(|s| *s >= 0.0 && s.is_finite())
+            else {
                 return err(ERR_NOT_FLOAT);
             };
             glommio::timer::sleep(std::time::Duration::from_secs_f64(secs)).await;

@@ -49,7 +49,13 @@ enum Ttl {
 }
 
 /// Turns an EX/PX/EXAT/PXAT argument into an absolute ms time, with Redis' checks.
-fn expire_at(ctx: &Ctx, unit_ms: i64, absolute: bool, arg: &Bytes, cmd: &str) -> Result<u64, Reply> {
+fn expire_at(
+    ctx: &Ctx,
+    unit_ms: i64,
+    absolute: bool,
+    arg: &Bytes,
+    cmd: &str,
+) -> Result<u64, Reply> {
     let invalid = || Reply::Error(format!("ERR invalid expire time in '{cmd}' command"));
     let v = int_arg(arg)?;
     if v <= 0 {
@@ -82,8 +88,15 @@ pub fn set(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
         } else if is(a, "KEEPTTL") && !ttl_given {
             ttl_given = true;
             ttl = Ttl::Keep;
-        } else if !ttl_given && has_next && (is(a, "EX") || is(a, "PX") || is(a, "EXAT") || is(a, "PXAT")) {
-            let unit = if is(a, "EX") || is(a, "EXAT") { 1000 } else { 1 };
+        } else if !ttl_given
+            && has_next
+            && (is(a, "EX") || is(a, "PX") || is(a, "EXAT") || is(a, "PXAT"))
+        {
+            let unit = if is(a, "EX") || is(a, "EXAT") {
+                1000
+            } else {
+                1
+            };
             let absolute = is(a, "EXAT") || is(a, "PXAT");
             match expire_at(ctx, unit, absolute, &args[i + 1], "set") {
                 Ok(at) => ttl = Ttl::At(at),
@@ -199,7 +212,11 @@ pub fn getex(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
             && i + 1 < args.len()
             && (is(a, "EX") || is(a, "PX") || is(a, "EXAT") || is(a, "PXAT"))
         {
-            let unit = if is(a, "EX") || is(a, "EXAT") { 1000 } else { 1 };
+            let unit = if is(a, "EX") || is(a, "EXAT") {
+                1000
+            } else {
+                1
+            };
             let absolute = is(a, "EXAT") || is(a, "PXAT");
             match expire_at(ctx, unit, absolute, &args[i + 1], "getex") {
                 Ok(at) => ttl = Some(Ttl::At(at)),
@@ -249,7 +266,7 @@ pub fn mget(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
 
 /// MSET part: `[mset, k, v, k, v...]`.
 pub fn mset(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
-    if args.len() % 2 == 0 {
+    if args.len().is_multiple_of(2) {
         return super::wrong_args("mset");
     }
     for pair in args[1..].chunks_exact(2) {
@@ -260,11 +277,14 @@ pub fn mset(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
 
 /// MSETNX when all keys live on this shard (the cross-shard form runs in `server::txn`).
 pub fn msetnx(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
-    if args.len() % 2 == 0 {
+    if args.len().is_multiple_of(2) {
         return super::wrong_args("msetnx");
     }
     let now = ctx.now;
-    if args[1..].chunks_exact(2).any(|p| ctx.shard.contains(ctx.db, &p[0], now)) {
+    if args[1..]
+        .chunks_exact(2)
+        .any(|p| ctx.shard.contains(ctx.db, &p[0], now))
+    {
         return Reply::Int(0);
     }
     mset(ctx, args);
@@ -606,12 +626,24 @@ mod tests {
     fn lcs_like_redis() {
         let r = lcs_compute(b"ohmytext", b"mynewtext", LcsOpts::default());
         assert_eq!(r, Reply::bulk_str("mytext"));
-        let r = lcs_compute(b"ohmytext", b"mynewtext", LcsOpts { len: true, ..Default::default() });
+        let r = lcs_compute(
+            b"ohmytext",
+            b"mynewtext",
+            LcsOpts {
+                len: true,
+                ..Default::default()
+            },
+        );
         assert_eq!(r, Reply::Int(6));
         let r = lcs_compute(
             b"ohmytext",
             b"mynewtext",
-            LcsOpts { idx: true, minmatchlen: 4, withmatchlen: true, ..Default::default() },
+            LcsOpts {
+                idx: true,
+                minmatchlen: 4,
+                withmatchlen: true,
+                ..Default::default()
+            },
         );
         let expect = Reply::Map(vec![
             (

@@ -44,8 +44,14 @@ pub async fn serve(core: Rc<Core>, mut stream: TcpStream) {
     let _ = stream.set_nodelay(true);
     let global = core.global.clone();
     let id = global.next_client_id();
-    let addr = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
-    let laddr = stream.local_addr().map(|a| a.to_string()).unwrap_or_default();
+    let addr = stream
+        .peer_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_default();
+    let laddr = stream
+        .local_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_default();
     let fd = {
         use std::os::unix::io::AsRawFd;
         stream.as_raw_fd()
@@ -82,7 +88,11 @@ pub async fn serve(core: Rc<Core>, mut stream: TcpStream) {
     let _ = stream.close().await;
 }
 
-async fn conn_loop(core: &Rc<Core>, conn: &mut ConnState, stream: &mut TcpStream) -> std::io::Result<()> {
+async fn conn_loop(
+    core: &Rc<Core>,
+    conn: &mut ConnState,
+    stream: &mut TcpStream,
+) -> std::io::Result<()> {
     let mut inbuf = BytesMut::with_capacity(16 * 1024);
     let mut rbuf = vec![0u8; READ_CHUNK];
     let mut out: Vec<u8> = Vec::with_capacity(16 * 1024);
@@ -151,7 +161,7 @@ enum Route {
 }
 
 fn route(core: &Core, conn: &ConnState, args: &[Bytes], oom: &mut Option<bool>) -> Route {
-    let Some(spec) = cmd::lookup(&args[0]) else {
+    let Some((idx, spec)) = cmd::lookup_indexed(&args[0]) else {
         return Route::Reply(cmd::unknown_command(args));
     };
     if !spec.arity_ok(args.len()) {
@@ -169,8 +179,7 @@ fn route(core: &Core, conn: &ConnState, args: &[Bytes], oom: &mut Option<bool>) 
             return Route::Reply(err(ERR_OOM));
         }
     }
-    let idx = (spec as *const Spec as usize - cmd::TABLE.as_ptr() as usize) / std::mem::size_of::<Spec>();
-    conn.info.last_cmd.store(idx as u32, Ordering::Relaxed);
+    conn.info.last_cmd.store(idx, Ordering::Relaxed);
     match spec.exec {
         Exec::Shard(f) => {
             let n = core.global.shards();
@@ -183,12 +192,15 @@ fn route(core: &Core, conn: &ConnState, args: &[Bytes], oom: &mut Option<bool>) 
             }
         }
         Exec::Split(f, group, _) => {
-            if (args.len() - 1) % group != 0 {
+            if !(args.len() - 1).is_multiple_of(group) {
                 return Route::Reply(cmd::wrong_args(spec.name));
             }
             let n = core.global.shards();
             let first = shard_of(&args[1], n);
-            if spec.key_indices(args.len()).all(|i| shard_of(&args[i], n) == first) {
+            if spec
+                .key_indices(args.len())
+                .all(|i| shard_of(&args[i], n) == first)
+            {
                 Route::Keyed(first, f)
             } else {
                 Route::Barrier(spec)
@@ -199,9 +211,16 @@ fn route(core: &Core, conn: &ConnState, args: &[Bytes], oom: &mut Option<bool>) 
 }
 
 /// Runs a batch of requests and appends their replies, in order, to `out`.
-async fn execute_batch(core: &Rc<Core>, conn: &mut ConnState, reqs: Vec<Vec<Bytes>>, out: &mut Vec<u8>) {
+async fn execute_batch(
+    core: &Rc<Core>,
+    conn: &mut ConnState,
+    reqs: Vec<Vec<Bytes>>,
+    out: &mut Vec<u8>,
+) {
     let n = reqs.len();
-    conn.info.last_cmd_ms.store(core.global.uptime_ms(), Ordering::Relaxed);
+    conn.info
+        .last_cmd_ms
+        .store(core.global.uptime_ms(), Ordering::Relaxed);
     core.shard.borrow_mut().stats.commands += n as u64;
     let mut replies: Vec<Option<Reply>> = vec![None; n];
     // Remote groups: shard -> (request index, function, args).
@@ -290,7 +309,12 @@ async fn flush_groups(
 
 /// Commands that are not one shard's: split keys, cross-shard keyed commands, connection and
 /// server commands.
-async fn run_barrier(core: &Rc<Core>, conn: &mut ConnState, spec: &'static Spec, args: Vec<Bytes>) -> Reply {
+async fn run_barrier(
+    core: &Rc<Core>,
+    conn: &mut ConnState,
+    spec: &'static Spec,
+    args: Vec<Bytes>,
+) -> Reply {
     match spec.exec {
         Exec::Split(f, group, merge) => run_split(core, conn.db, f, group, merge, &args).await,
         Exec::Shard(_) => match txn::cross_shard(core, conn.db, spec.name, &args).await {
@@ -302,7 +326,14 @@ async fn run_barrier(core: &Rc<Core>, conn: &mut ConnState, spec: &'static Spec,
 }
 
 /// A split command (MGET, DEL, EXISTS, MSET, ...) whose keys span shards.
-async fn run_split(core: &Rc<Core>, db: usize, f: ShardFn, group: usize, merge: Merge, args: &[Bytes]) -> Reply {
+async fn run_split(
+    core: &Rc<Core>,
+    db: usize,
+    f: ShardFn,
+    group: usize,
+    merge: Merge,
+    args: &[Bytes],
+) -> Reply {
     if merge == Merge::AtomicOk {
         return txn::mset(core, db, args).await;
     }

@@ -130,7 +130,12 @@ impl Reply {
         match self {
             Reply::Bulk(b) => b.len() + 16,
             Reply::Array(v) | Reply::Set(v) => v.iter().map(Reply::weight).sum::<usize>() + 16,
-            Reply::Map(v) => v.iter().map(|(a, b)| a.weight() + b.weight()).sum::<usize>() + 16,
+            Reply::Map(v) => {
+                v.iter()
+                    .map(|(a, b)| a.weight() + b.weight())
+                    .sum::<usize>()
+                    + 16
+            }
             Reply::Error(s) | Reply::StatusOwned(s) | Reply::Verbatim(s) => s.len() + 16,
             _ => 16,
         }
@@ -204,17 +209,26 @@ mod tests {
     fn encodings() {
         assert_eq!(enc(&Reply::Ok, false), "+OK\r\n");
         assert_eq!(enc(&Reply::Int(-42), false), ":-42\r\n");
-        assert_eq!(enc(&Reply::Int(i64::MIN), false), ":-9223372036854775808\r\n");
+        assert_eq!(
+            enc(&Reply::Int(i64::MIN), false),
+            ":-9223372036854775808\r\n"
+        );
         assert_eq!(enc(&Reply::bulk_str("hi"), false), "$2\r\nhi\r\n");
         assert_eq!(enc(&Reply::Nil, false), "$-1\r\n");
         assert_eq!(enc(&Reply::Nil, true), "_\r\n");
         assert_eq!(enc(&Reply::NilArray, false), "*-1\r\n");
         assert_eq!(
-            enc(&Reply::Map(vec![(Reply::bulk_str("a"), Reply::Int(1))]), true),
+            enc(
+                &Reply::Map(vec![(Reply::bulk_str("a"), Reply::Int(1))]),
+                true
+            ),
             "%1\r\n$1\r\na\r\n:1\r\n"
         );
         assert_eq!(
-            enc(&Reply::Map(vec![(Reply::bulk_str("a"), Reply::Int(1))]), false),
+            enc(
+                &Reply::Map(vec![(Reply::bulk_str("a"), Reply::Int(1))]),
+                false
+            ),
             "*2\r\n$1\r\na\r\n:1\r\n"
         );
         assert_eq!(enc(&Reply::Double(1.5), true), ",1.5\r\n");

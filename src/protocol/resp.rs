@@ -88,7 +88,9 @@ impl RequestParser {
             Some(b'*') => {
                 let Some(end) = find_crlf(buf, 1) else {
                     if buf.len() > MAX_INLINE_LEN {
-                        return Err(ParseError("Protocol error: too big mbulk count string".into()));
+                        return Err(ParseError(
+                            "Protocol error: too big mbulk count string".into(),
+                        ));
                     }
                     return Ok(Parsed::Incomplete);
                 };
@@ -124,7 +126,9 @@ impl RequestParser {
             }
             let Some(end) = find_crlf(buf, pos + 1) else {
                 if buf.len() - pos > MAX_INLINE_LEN {
-                    return Err(ParseError("Protocol error: too big bulk count string".into()));
+                    return Err(ParseError(
+                        "Protocol error: too big bulk count string".into(),
+                    ));
                 }
                 self.partial = Some(p);
                 return Ok(Parsed::Incomplete);
@@ -213,7 +217,8 @@ fn parse_inline(buf: &[u8]) -> Result<Parsed, ParseError> {
     } else {
         &buf[..nl]
     };
-    let args = split_args(line).ok_or_else(|| ParseError("Protocol error: unbalanced quotes in request".into()))?;
+    let args = split_args(line)
+        .ok_or_else(|| ParseError("Protocol error: unbalanced quotes in request".into()))?;
     Ok(Parsed::Request(Frame::Inline(args), consumed))
 }
 
@@ -309,7 +314,9 @@ mod tests {
         let b = Bytes::copy_from_slice(s);
         match parse_request(&b) {
             Ok((args, used)) => Ok(Some((
-                args.iter().map(|a| String::from_utf8_lossy(a).into_owned()).collect(),
+                args.iter()
+                    .map(|a| String::from_utf8_lossy(a).into_owned())
+                    .collect(),
                 used,
             ))),
             Err(None) => Ok(None),
@@ -323,7 +330,10 @@ mod tests {
 
     #[test]
     fn multibulk() {
-        assert_eq!(req(b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\nextra"), args(&["GET", "k"], 20));
+        assert_eq!(
+            req(b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\nextra"),
+            args(&["GET", "k"], 20)
+        );
         assert_eq!(req(b"*2\r\n$3\r\nGET\r\n$1\r\n"), Ok(None));
         assert_eq!(req(b"*2\r"), Ok(None));
         assert_eq!(req(b"*0\r\n"), args(&[], 4));
@@ -335,7 +345,11 @@ mod tests {
         let full = b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$5\r\nhello\r\n";
         let mut p = RequestParser::new();
         for cut in 1..full.len() {
-            assert_eq!(p.parse(&full[..cut]).unwrap(), Parsed::Incomplete, "cut {cut}");
+            assert_eq!(
+                p.parse(&full[..cut]).unwrap(),
+                Parsed::Incomplete,
+                "cut {cut}"
+            );
         }
         match p.parse(full).unwrap() {
             Parsed::Request(f, used) => {
@@ -351,11 +365,20 @@ mod tests {
     fn multibulk_errors() {
         let e = |s: &[u8]| req(s).unwrap_err();
         assert_eq!(e(b"*x\r\n"), "Protocol error: invalid multibulk length");
-        assert_eq!(e(b"*1048577\r\n"), "Protocol error: invalid multibulk length");
-        assert_eq!(e(b"*1\r\n$536870913\r\n"), "Protocol error: invalid bulk length");
+        assert_eq!(
+            e(b"*1048577\r\n"),
+            "Protocol error: invalid multibulk length"
+        );
+        assert_eq!(
+            e(b"*1\r\n$536870913\r\n"),
+            "Protocol error: invalid bulk length"
+        );
         assert_eq!(e(b"*1\r\n$-1\r\n"), "Protocol error: invalid bulk length");
         assert_eq!(e(b"*1\r\n:1\r\n"), "Protocol error: expected '$', got ':'");
-        assert_eq!(e(b"*1\r\n$1\r\nab\r\n"), "Protocol error: invalid bulk format");
+        assert_eq!(
+            e(b"*1\r\n$1\r\nab\r\n"),
+            "Protocol error: invalid bulk format"
+        );
         let long = vec![b'1'; MAX_INLINE_LEN + 10];
         let mut mb = b"*".to_vec();
         mb.extend_from_slice(&long);
@@ -368,10 +391,16 @@ mod tests {
     #[test]
     fn inline() {
         assert_eq!(req(b"PING\r\n"), args(&["PING"], 6));
-        assert_eq!(req(b"set k \"a b\\n\" 'c'\n"), args(&["set", "k", "a b\n", "c"], 18));
+        assert_eq!(
+            req(b"set k \"a b\\n\" 'c'\n"),
+            args(&["set", "k", "a b\n", "c"], 18)
+        );
         assert_eq!(req(b"\r\n"), args(&[], 2));
         assert_eq!(req(b"PING"), Ok(None));
-        assert_eq!(req(b"set \"k\r\n").unwrap_err(), "Protocol error: unbalanced quotes in request");
+        assert_eq!(
+            req(b"set \"k\r\n").unwrap_err(),
+            "Protocol error: unbalanced quotes in request"
+        );
         assert_eq!(req(b"echo \"\\x41\\x4a\"\r\n"), args(&["echo", "AJ"], 17));
     }
 }

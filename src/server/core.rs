@@ -237,7 +237,10 @@ impl Core {
             Msg::RunTx(_, job) => job(&mut self.shard.borrow_mut()),
             Msg::Lock(tx, ack) => {
                 if self.gate.is_locked() {
-                    self.gate.deferred.borrow_mut().push_back(Msg::Lock(tx, ack));
+                    self.gate
+                        .deferred
+                        .borrow_mut()
+                        .push_back(Msg::Lock(tx, ack));
                 } else {
                     self.gate.holder.set(tx);
                     let _ = ack.send(());

@@ -29,9 +29,12 @@ use glommio::net::TcpListener;
 use glommio::{LocalExecutorBuilder, Placement};
 use tracing::{error, info, warn};
 
+pub use self::core::{ClientInfo, Core, Global, Msg};
 use crate::config::{Flags, Settings};
 use crate::shard::Shard;
-pub use self::core::{ClientInfo, Core, Global, Msg};
+
+/// Bytes of io_uring-registered buffers per core (glommio's default is 10 MiB).
+const IO_MEMORY: usize = 1 << 20;
 
 /// Starts every core and blocks until the server stops. Errors are start-up failures.
 pub fn run(flags: &Flags) -> Result<(), String> {
@@ -48,8 +51,7 @@ pub fn run(flags: &Flags) -> Result<(), String> {
                 .ok_or(())
         })
         .map_err(|_| format!("--bind: cannot resolve '{}'", flags.bind))?;
-    // Fail early, with the flag's name, when the address cannot be bound.
-    std::net::TcpListener::bind(addr).map_err(|e| format!("--port/--bind: cannot listen on {addr}: {e}"))?;
+    check_bindable(addr).map_err(|e| format!("--port/--bind: cannot listen on {addr}: {e}"))?;
 
     let mut senders = Vec::with_capacity(threads);
     let mut receivers = Vec::with_capacity(threads);
@@ -82,6 +84,8 @@ pub fn run(flags: &Flags) -> Result<(), String> {
         };
         let h = LocalExecutorBuilder::new(placement)
             .name(&format!("strata-{id}"))
+            // Registered I/O buffers count against maxmemory; the network path needs few.
+            .io_memory(IO_MEMORY)
             .spawn(move || async move { core_main(id, global, rx, addr).await })
             .map_err(|e| format!("cannot start executor {id}: {e}"))?;
         handles.push(h);
@@ -118,7 +122,14 @@ async fn core_main(
     let c = core.clone();
     glommio::spawn_local(async move { background(c).await }).detach();
 
-    let listener = TcpListener::bind(addr).map_err(|e| format!("core {id}: cannot listen on {addr}: {e}"))?;
+    let listener = match TcpListener::bind(addr) {
+        Ok(l) => l,
+        Err(e) => {
+            // Other cores would go on serving a partial server; stop the process instead.
+            error!("core {id}: cannot listen on {addr}: {e}");
+            std::process::exit(1);
+        }
+    };
     loop {
         match listener.accept().await {
             Ok(stream) => {
@@ -140,7 +151,12 @@ async fn core_main(
 /// Periodic per-core work at `--hz`: active expiry with a CPU budget, memory peak tracking.
 async fn background(core: Rc<Core>) {
     loop {
-        let hz = core.global.settings.hz.load(std::sync::atomic::Ordering::Relaxed).max(1);
+        let hz = core
+            .global
+            .settings
+            .hz
+            .load(std::sync::atomic::Ordering::Relaxed)
+            .max(1);
         let period = Duration::from_micros(1_000_000 / hz as u64);
         glommio::timer::sleep(period).await;
         core.global.note_memory();
@@ -154,6 +170,17 @@ async fn background(core: Rc<Core>) {
             tracing::trace!(core = core.id, reaped, "active expiry");
         }
     }
+}
+
+/// Fails when another process listens on `addr`. SO_REUSEADDR lets old TIME_WAIT connections
+/// pass; no SO_REUSEPORT, so even a listener that has it (another Strata) makes this fail.
+fn check_bindable(addr: SocketAddr) -> std::io::Result<()> {
+    use socket2::{Domain, Socket, Type};
+    let s = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
+    s.set_reuse_address(true)?;
+    s.bind(&addr.into())?;
+    s.listen(1)?;
+    Ok(())
 }
 
 /// CPUs this process may run on (honours `taskset`), from /proc/self/status.

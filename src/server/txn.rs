@@ -202,7 +202,11 @@ pub async fn copy(core: &Rc<Core>, db: usize, args: &[Bytes]) -> Reply {
     // Options are validated on the destination shard, which knows the db count.
     let opts = core
         .on_shard(ds, move |s| {
-            let ctx = Ctx { shard: s, db, now: 0 };
+            let ctx = Ctx {
+                shard: s,
+                db,
+                now: 0,
+            };
             keys::copy_opts(&ctx, &opts_args)
         })
         .await;
@@ -215,7 +219,9 @@ pub async fn copy(core: &Rc<Core>, db: usize, args: &[Bytes]) -> Reply {
         return shutting_down();
     };
     let entry: Option<Option<Entry>> = txn
-        .run(ss, move |s| s.lookup_mut(db, &src, now_ms()).map(|e| e.clone()))
+        .run(ss, move |s| {
+            s.lookup_mut(db, &src, now_ms()).map(|e| e.clone())
+        })
         .await;
     let entry = match entry {
         Some(Some(e)) => e,

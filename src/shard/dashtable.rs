@@ -108,7 +108,14 @@ impl<V> Segment<V> {
     /// Buckets where a key with home bucket `h` may live: home, its neighbour, then the stash.
     #[inline]
     fn probe(h: usize) -> [usize; 2 + STASH] {
-        [h, (h + 1) % BUCKETS, BUCKETS, BUCKETS + 1, BUCKETS + 2, BUCKETS + 3]
+        [
+            h,
+            (h + 1) % BUCKETS,
+            BUCKETS,
+            BUCKETS + 1,
+            BUCKETS + 2,
+            BUCKETS + 3,
+        ]
     }
 }
 
@@ -162,8 +169,7 @@ impl<V> Dashtable<V> {
 
     /// Bytes the table structure itself occupies (directory plus all buckets).
     pub fn table_bytes(&self) -> usize {
-        self.dir.capacity() * 4
-            + self.segs.len() * (ALL * std::mem::size_of::<Bucket<V>>() + 32)
+        self.dir.capacity() * 4 + self.segs.len() * (ALL * std::mem::size_of::<Bucket<V>>() + 32)
     }
 
     pub fn set_epoch(&mut self, epoch: u64) {
@@ -370,9 +376,11 @@ impl<V> Dashtable<V> {
     /// Every entry, in physical order.
     pub fn iter(&self) -> impl Iterator<Item = (&CompactBytes, &V)> {
         self.segs.iter().flat_map(|s| {
-            s.buckets
-                .iter()
-                .flat_map(|b| b.slots.iter().filter_map(|e| e.as_ref().map(|(k, v)| (k, v))))
+            s.buckets.iter().flat_map(|b| {
+                b.slots
+                    .iter()
+                    .filter_map(|e| e.as_ref().map(|(k, v)| (k, v)))
+            })
         })
     }
 
