@@ -226,6 +226,9 @@ async fn execute_batch(
     // Remote groups: shard -> (request index, function, args).
     let mut groups: Vec<Vec<(usize, ShardFn, Vec<Bytes>)>> = Vec::new();
     let mut oom = None;
+    // One clock read per batch: commands of one batch see the same time, like Redis' per-call
+    // snapshot.
+    let now = now_ms();
     for (i, args) in reqs.into_iter().enumerate() {
         match route(core, conn, &args, &mut oom) {
             Route::Reply(r) => replies[i] = Some(r),
@@ -238,7 +241,7 @@ async fn execute_batch(
                 let mut ctx = Ctx {
                     shard: &mut shard,
                     db: conn.db,
-                    now: now_ms(),
+                    now,
                 };
                 replies[i] = Some(f(&mut ctx, &args));
             }

@@ -160,6 +160,7 @@ async fn background(core: Rc<Core>) {
         let period = Duration::from_micros(1_000_000 / hz as u64);
         glommio::timer::sleep(period).await;
         core.global.note_memory();
+        core.shard.borrow_mut().tick_clock();
         if !core.global.active_expire_enabled() || core.gate.is_locked() {
             continue;
         }

@@ -119,8 +119,8 @@ impl<V> Segment<V> {
     }
 }
 
-/// Position of an entry: (segment, bucket, slot).
-type Pos = (usize, usize, usize);
+/// Where an entry sits: (segment, bucket, slot). Valid until the table is next modified.
+pub type Pos = (usize, usize, usize);
 
 /// The table. `V` is the per-key payload; keys are stored as [`CompactBytes`].
 pub struct Dashtable<V> {
@@ -190,8 +190,9 @@ impl<V> Dashtable<V> {
         }
     }
 
+    /// Finds `key` (with hash `h`); the position stays valid until the next mutation.
     #[inline]
-    fn find(&self, key: &[u8], h: u64) -> Option<Pos> {
+    pub fn find(&self, key: &[u8], h: u64) -> Option<Pos> {
         if self.segs.is_empty() {
             return None;
         }
@@ -204,6 +205,29 @@ impl<V> Dashtable<V> {
             }
         }
         None
+    }
+
+    /// The value at a position returned by [`Dashtable::find`].
+    pub fn at(&self, (s, b, i): Pos) -> Option<&V> {
+        self.segs[s].buckets[b].slots[i].as_ref().map(|(_, v)| v)
+    }
+
+    /// Mutable value at a position; stamps the bucket's version.
+    pub fn at_mut(&mut self, (s, b, i): Pos) -> Option<&mut V> {
+        let bucket = &mut self.segs[s].buckets[b];
+        bucket.version = self.epoch;
+        bucket.slots[i].as_mut().map(|(_, v)| v)
+    }
+
+    /// Removes the entry at a position.
+    pub fn remove_at(&mut self, (s, b, i): Pos) -> Option<(CompactBytes, V)> {
+        let bucket = &mut self.segs[s].buckets[b];
+        bucket.version = self.epoch;
+        let out = bucket.take(i);
+        if out.is_some() {
+            self.len -= 1;
+        }
+        out
     }
 
     pub fn get(&self, key: &[u8], h: u64) -> Option<&V> {
@@ -315,14 +339,8 @@ impl<V> Dashtable<V> {
     }
 
     pub fn remove(&mut self, key: &[u8], h: u64) -> Option<(CompactBytes, V)> {
-        let (s, b, i) = self.find(key, h)?;
-        let bucket = &mut self.segs[s].buckets[b];
-        bucket.version = self.epoch;
-        let out = bucket.take(i);
-        if out.is_some() {
-            self.len -= 1;
-        }
-        out
+        let pos = self.find(key, h)?;
+        self.remove_at(pos)
     }
 
     /// Drops every entry and the segments.

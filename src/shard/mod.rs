@@ -73,6 +73,8 @@ pub struct Shard {
     pub settings: Arc<Settings>,
     rng: SmallRng,
     started: Instant,
+    /// Seconds since start, refreshed by the background tick (entries store it for IDLETIME).
+    clock: u32,
 }
 
 impl Shard {
@@ -85,12 +87,18 @@ impl Shard {
             settings,
             rng: SmallRng::seed_from_u64(0x5eed ^ id as u64),
             started: Instant::now(),
+            clock: 0,
         }
     }
 
     /// The 24-bit seconds clock stored in entries for IDLETIME.
     pub fn clock(&self) -> u32 {
-        (self.started.elapsed().as_secs() as u32) & 0xff_ffff
+        self.clock
+    }
+
+    /// Refreshes the clock (called from the background tick, so lookups need no time call).
+    pub fn tick_clock(&mut self) {
+        self.clock = (self.started.elapsed().as_secs() as u32) & 0xff_ffff;
     }
 
     pub fn rand_u32(&mut self) -> u32 {
@@ -108,28 +116,41 @@ impl Shard {
     /// Looks a key up for reading: expired keys are deleted and reported missing; hits and
     /// misses are counted and the entry's access metadata refreshed.
     pub fn lookup(&mut self, db: usize, key: &[u8], now: u64) -> Option<&mut Entry> {
-        let found = self.lookup_mut(db, key, now).is_some();
-        if !found {
-            self.stats.keyspace_misses += 1;
-            return None;
+        let (clock, r) = (self.clock, self.rng.gen::<u32>());
+        match self.find_live(db, key, now) {
+            None => {
+                self.stats.keyspace_misses += 1;
+                None
+            }
+            Some(pos) => {
+                self.stats.keyspace_hits += 1;
+                let e = self.dbs[db].table.at_mut(pos)?;
+                e.touch(clock, r);
+                Some(e)
+            }
         }
-        self.stats.keyspace_hits += 1;
-        let (clock, r) = (self.clock(), self.rand_u32());
-        let e = self.lookup_mut(db, key, now)?;
-        e.touch(clock, r);
-        Some(e)
     }
 
     /// Looks a key up for writing (no hit/miss counting); expired keys are deleted first.
     pub fn lookup_mut(&mut self, db: usize, key: &[u8], now: u64) -> Option<&mut Entry> {
-        let h = hash(key);
-        let expired = self.dbs[db].table.get(key, h)?.is_expired(now);
-        if expired {
-            self.remove(db, key);
-            self.stats.expired_keys += 1;
-            return None;
+        let pos = self.find_live(db, key, now)?;
+        self.dbs[db].table.at_mut(pos)
+    }
+
+    /// Position of a live (not expired) key; an expired one is removed on the way.
+    fn find_live(&mut self, db: usize, key: &[u8], now: u64) -> Option<dashtable::Pos> {
+        let d = &mut self.dbs[db];
+        let pos = d.table.find(key, hash(key))?;
+        if !d.table.at(pos)?.is_expired(now) {
+            return Some(pos);
         }
-        self.dbs[db].table.get_mut(key, h)
+        if let Some((_, e)) = d.table.remove_at(pos) {
+            if e.expire_at != 0 {
+                d.volatile = d.volatile.saturating_sub(1);
+            }
+        }
+        self.stats.expired_keys += 1;
+        None
     }
 
     /// True when the key exists and is not expired (no metadata update).
