@@ -185,23 +185,10 @@ fn find_crlf(buf: &[u8], from: usize) -> Option<usize> {
     None
 }
 
-/// Parses a length line as Redis' string2ll does (optional '-', digits only, no overflow).
+/// Parses a length line as Redis' string2ll does: optional '-', digits with no leading zero
+/// (a lone "0" aside), no overflow.
 fn parse_len(digits: &[u8]) -> Option<i64> {
-    let (neg, rest) = match digits.split_first() {
-        Some((b'-', rest)) => (true, rest),
-        _ => (false, digits),
-    };
-    if rest.is_empty() || rest.len() > 19 {
-        return None;
-    }
-    let mut v: i64 = 0;
-    for &d in rest {
-        if !d.is_ascii_digit() {
-            return None;
-        }
-        v = v.checked_mul(10)?.checked_add((d - b'0') as i64)?;
-    }
-    Some(if neg { -v } else { v })
+    crate::protocol::string2ll(digits)
 }
 
 fn parse_inline(buf: &[u8]) -> Result<Parsed, ParseError> {
@@ -228,7 +215,7 @@ pub fn split_args(line: &[u8]) -> Option<Vec<Bytes>> {
     let mut out = Vec::new();
     let mut i = 0;
     loop {
-        while i < line.len() && line[i].is_ascii_whitespace() {
+        while i < line.len() && is_space(line[i]) {
             i += 1;
         }
         if i >= line.len() {
@@ -258,7 +245,7 @@ pub fn split_args(line: &[u8]) -> Option<Vec<Bytes>> {
                     });
                 } else if c == b'"' {
                     // A closing quote must be followed by a space or the end.
-                    if i + 1 < line.len() && !line[i + 1].is_ascii_whitespace() {
+                    if i + 1 < line.len() && !is_space(line[i + 1]) {
                         return None;
                     }
                     inq = false;
@@ -274,7 +261,7 @@ pub fn split_args(line: &[u8]) -> Option<Vec<Bytes>> {
                     i += 1;
                     cur.push(b'\'');
                 } else if c == b'\'' {
-                    if i + 1 < line.len() && !line[i + 1].is_ascii_whitespace() {
+                    if i + 1 < line.len() && !is_space(line[i + 1]) {
                         return None;
                     }
                     insq = false;
@@ -287,7 +274,7 @@ pub fn split_args(line: &[u8]) -> Option<Vec<Bytes>> {
             } else {
                 match line.get(i) {
                     None => break,
-                    Some(c) if c.is_ascii_whitespace() => break,
+                    Some(&c) if is_space(c) => break,
                     Some(b'"') => inq = true,
                     Some(b'\'') => insq = true,
                     Some(&c) => cur.push(c),
@@ -300,6 +287,11 @@ pub fn split_args(line: &[u8]) -> Option<Vec<Bytes>> {
         }
         out.push(Bytes::from(cur));
     }
+}
+
+/// C's isspace(), which Redis' inline splitting uses (includes \v and \f).
+fn is_space(c: u8) -> bool {
+    matches!(c, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c)
 }
 
 fn hex(c: u8) -> Option<u8> {
