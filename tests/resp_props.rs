@@ -109,8 +109,11 @@ enum End {
     Error(String),
 }
 
+/// Every request pulled from a buffer (args, bytes used) and how the buffer ended.
+type Extracted = (Vec<(Vec<Bytes>, usize)>, End);
+
 /// All requests in `buf`, one-shot parse after one-shot parse, and how the buffer ended.
-fn one_shot_all(buf: &[u8]) -> Result<(Vec<(Vec<Bytes>, usize)>, End), TestCaseError> {
+fn one_shot_all(buf: &[u8]) -> Result<Extracted, TestCaseError> {
     let mut reqs = Vec::new();
     let mut pos = 0;
     loop {
@@ -161,10 +164,7 @@ fn chunked_first(buf: &[u8], sizes: &[usize]) -> Result<Outcome, TestCaseError> 
 /// All requests as the connection loop finds them: bytes arrive in chunks and are appended to
 /// one buffer; one parser is called until it says Incomplete; a request's bytes are split off the
 /// front of the buffer.
-fn chunked_all(
-    buf: &[u8],
-    sizes: &[usize],
-) -> Result<(Vec<(Vec<Bytes>, usize)>, End), TestCaseError> {
+fn chunked_all(buf: &[u8], sizes: &[usize]) -> Result<Extracted, TestCaseError> {
     let mut parser = RequestParser::new();
     let mut inbuf = BytesMut::new();
     let mut reqs = Vec::new();
