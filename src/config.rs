@@ -149,6 +149,12 @@ impl Settings {
         self.maxmemory.load(Ordering::Relaxed)
     }
 
+    /// Whether the eviction policy tracks access frequency (OBJECT FREQ) rather than idle time.
+    /// Only `noeviction` exists until cache mode lands, so this is false.
+    pub fn lfu_policy(&self) -> bool {
+        false
+    }
+
     pub fn requirepass(&self) -> String {
         self.requirepass
             .read()

@@ -6,7 +6,7 @@ use bytes::Bytes;
 use super::args::*;
 use super::Ctx;
 use crate::protocol::Reply;
-use crate::shard::Value;
+use crate::shard::{Entry, Value};
 
 /// DEL / UNLINK part: keys removed.
 pub fn del(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
@@ -93,12 +93,13 @@ fn expire_cond(args: &[Bytes]) -> Result<ExpireCond, Reply> {
 
 /// Shared body of EXPIRE, PEXPIRE, EXPIREAT and PEXPIREAT.
 fn expire_generic(ctx: &mut Ctx, args: &[Bytes], unit_ms: i64, absolute: bool, cmd: &str) -> Reply {
-    let v = match int_arg(&args[2]) {
-        Ok(v) => v,
-        Err(e) => return e,
-    };
+    // Options first, then the time, as Redis checks them.
     let cond = match expire_cond(&args[3..]) {
         Ok(c) => c,
+        Err(e) => return e,
+    };
+    let v = match int_arg(&args[2]) {
+        Ok(v) => v,
         Err(e) => return e,
     };
     let invalid = || Reply::Error(format!("ERR invalid expire time in '{cmd}' command"));
@@ -345,14 +346,18 @@ pub fn object(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
         ));
     }
     let clock = ctx.shard.clock();
+    let lfu = ctx.shard.settings.lfu_policy();
     let Some(e) = ctx.shard.lookup_mut(ctx.db, &args[2], ctx.now) else {
         return Reply::Nil;
     };
     match sub.as_str() {
         "encoding" => Reply::bulk_str(match &e.value {
+            Value::Str(_) if e.flags & Entry::RAW != 0 => "raw",
             Value::Str(s) => string_encoding(s.as_bytes()),
         }),
+        "freq" if !lfu => err("ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust."),
         "freq" => Reply::Int(e.freq() as i64),
+        "idletime" if lfu => err("ERR An LRU maxmemory policy is not selected, no idle time is tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust."),
         "idletime" => Reply::Int(e.idle_seconds(clock) as i64),
         _ => Reply::Int(1),
     }

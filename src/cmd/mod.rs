@@ -251,21 +251,25 @@ pub fn lookup_indexed(name: &[u8]) -> Option<(u32, &'static Spec)> {
         .and_then(|n| index.get(n).copied())
 }
 
-/// Redis' reply to a command it does not know.
+/// Redis' reply to a command it does not know: the name cut at 128 characters, then the
+/// arguments quoted until their text reaches 128 characters in all.
 pub fn unknown_command(args: &[Bytes]) -> Reply {
     let name = String::from_utf8_lossy(args.first().map(|b| &b[..]).unwrap_or(b""));
-    let mut msg = format!(
-        "ERR unknown command '{}', with args beginning with: ",
-        truncate(&name, 128)
-    );
+    let mut listed = String::new();
     for a in args.iter().skip(1) {
-        let a = String::from_utf8_lossy(a);
-        msg.push_str(&format!("'{}' ", truncate(&a, 128)));
-        if msg.len() > 512 {
+        if listed.len() >= 128 {
             break;
         }
+        let room = 128 - listed.len();
+        let a = &a[..a.len().min(room)];
+        listed.push('\'');
+        listed.push_str(&String::from_utf8_lossy(a));
+        listed.push_str("' ");
     }
-    Reply::Error(msg)
+    Reply::Error(format!(
+        "ERR unknown command '{}', with args beginning with: {listed}",
+        truncate(&name, 128)
+    ))
 }
 
 fn truncate(s: &str, n: usize) -> &str {

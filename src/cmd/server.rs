@@ -392,21 +392,22 @@ fn kill_where(
     skipme: bool,
 ) -> usize {
     let mut n = 0;
-    if let Ok(m) = core.global.clients.lock() {
-        for c in m.values() {
-            if !pred(c) {
-                continue;
-            }
-            if c.id == conn.id {
-                if skipme {
-                    continue;
-                }
-                conn.close_after_reply = true;
-            } else {
-                c.kill();
+    if let Ok(mut m) = core.global.clients.lock() {
+        // Killed clients leave the registry at once (as Redis frees them at once), so they no
+        // longer show in CLIENT LIST and a second KILL finds nothing.
+        m.retain(|_, c| {
+            if !pred(c) || (c.id == conn.id && skipme) {
+                return true;
             }
             n += 1;
-        }
+            if c.id == conn.id {
+                conn.close_after_reply = true;
+                true
+            } else {
+                c.kill();
+                false
+            }
+        });
     }
     n
 }
@@ -481,14 +482,26 @@ async fn keys(core: &Rc<Core>, db: usize, args: &[Bytes]) -> Reply {
     Reply::Array(out)
 }
 
+/// Parses a cursor as Redis does with strtoul: digits with an optional sign (a negative value
+/// wraps around), nothing else, no overflow.
+fn parse_cursor(b: &[u8]) -> Option<u64> {
+    let (neg, digits) = match b.first() {
+        Some(b'-') => (true, &b[1..]),
+        Some(b'+') => (false, &b[1..]),
+        _ => (false, b),
+    };
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let v: u64 = std::str::from_utf8(digits).ok()?.parse().ok()?;
+    Some(if neg { v.wrapping_neg() } else { v })
+}
+
 /// Bits of a SCAN cursor below the shard index.
 const SCAN_SHARD_SHIFT: u32 = 38;
 
 async fn scan(core: &Rc<Core>, db: usize, args: &[Bytes]) -> Reply {
-    let Some(mut cursor) = std::str::from_utf8(&args[1])
-        .ok()
-        .and_then(|s| s.parse::<u64>().ok())
-    else {
+    let Some(mut cursor) = parse_cursor(&args[1]) else {
         return err("ERR invalid cursor");
     };
     let (mut pattern, mut count, mut type_) = (None, 10usize, None);
@@ -527,12 +540,14 @@ async fn scan(core: &Rc<Core>, db: usize, args: &[Bytes]) -> Reply {
             .on_shard(shard as usize, move |s| {
                 let now = now_ms();
                 let mut found = Vec::new();
+                let mut expired = Vec::new();
                 let mut visited = 0;
                 let mut c = local;
                 loop {
                     c = s.dbs[db].table.scan_step(c, |k, e| {
                         visited += 1;
                         if e.is_expired(now) {
+                            expired.push(k.to_bytes());
                             return;
                         }
                         if let Some(p) = &pattern {
@@ -550,6 +565,10 @@ async fn scan(core: &Rc<Core>, db: usize, args: &[Bytes]) -> Reply {
                     if c == 0 || visited >= want {
                         break;
                     }
+                }
+                // Like Redis, SCAN deletes the expired keys it walks past.
+                for k in expired {
+                    let _ = s.lookup_mut(db, &k, now);
                 }
                 (c, found)
             })
@@ -874,11 +893,7 @@ fn command(args: &[Bytes]) -> Reply {
             Reply::Array(
                 args[2..]
                     .iter()
-                    .map(|n| {
-                        super::lookup(n)
-                            .map(command_info)
-                            .unwrap_or(Reply::NilArray)
-                    })
+                    .map(|n| super::lookup(n).map(command_info).unwrap_or(Reply::Nil))
                     .collect(),
             )
         }
@@ -965,7 +980,7 @@ async fn debug(core: &Rc<Core>, conn: &ConnState, args: &[Bytes]) -> Reply {
     match sub.as_str() {
         "populate" if (3..=5).contains(&args.len()) => {
             let Some(count) = parse_i64(&args[2]).filter(|&c| c >= 0) else {
-                return err(ERR_NOT_INT);
+                return err("ERR value is out of range, must be positive");
             };
             let prefix = args
                 .get(3)

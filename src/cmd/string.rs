@@ -8,7 +8,6 @@ use bytes::Bytes;
 
 use super::args::*;
 use super::Ctx;
-use crate::protocol::reply::format_double;
 use crate::protocol::{Reply, MAX_BULK_LEN};
 use crate::shard::{CompactBytes, Entry, Value};
 
@@ -37,23 +36,57 @@ pub fn get(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     }
 }
 
-/// When a SET-like command's key should expire.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Ttl {
-    /// Remove any TTL.
-    None,
-    /// Keep the current TTL (KEEPTTL).
-    Keep,
-    /// Absolute time in ms.
-    At(u64),
+/// Options of SET and GETEX, parsed as Redis does: an option may repeat, conflicting ones are
+/// a syntax error, and the expiry value is checked only after every option parsed.
+#[derive(Default)]
+struct ExtOpts<'a> {
+    nx: bool,
+    xx: bool,
+    get: bool,
+    keepttl: bool,
+    persist: bool,
+    /// (unit in ms, absolute, raw value) of EX/PX/EXAT/PXAT.
+    expire: Option<(i64, bool, &'a Bytes)>,
 }
 
-/// Turns an EX/PX/EXAT/PXAT argument into an absolute ms time, with Redis' checks.
+fn parse_ext<'a>(args: &'a [Bytes], start: usize, is_set: bool) -> Result<ExtOpts<'a>, Reply> {
+    let mut o = ExtOpts::default();
+    let mut kind: Option<&str> = None;
+    let mut j = start;
+    while j < args.len() {
+        let a = &args[j];
+        let next = args.get(j + 1);
+        let exp_kind = ["EX", "PX", "EXAT", "PXAT"].into_iter().find(|k| is(a, k));
+        if is_set && is(a, "NX") && !o.xx {
+            o.nx = true;
+        } else if is_set && is(a, "XX") && !o.nx {
+            o.xx = true;
+        } else if is_set && is(a, "GET") {
+            o.get = true;
+        } else if is_set && is(a, "KEEPTTL") && kind.is_none() {
+            o.keepttl = true;
+        } else if !is_set && is(a, "PERSIST") && kind.is_none() {
+            o.persist = true;
+        } else if let (Some(k), Some(v)) = (exp_kind, next) {
+            if o.keepttl || o.persist || kind.is_some_and(|prev| prev != k) {
+                return Err(err(ERR_SYNTAX));
+            }
+            kind = Some(k);
+            let unit = if k == "EX" || k == "EXAT" { 1000 } else { 1 };
+            o.expire = Some((unit, k.ends_with("AT"), v));
+            j += 1;
+        } else {
+            return Err(err(ERR_SYNTAX));
+        }
+        j += 1;
+    }
+    Ok(o)
+}
+
+/// The absolute expiry (ms) an EX/PX/EXAT/PXAT value asks for, with Redis' checks.
 fn expire_at(
     ctx: &Ctx,
-    unit_ms: i64,
-    absolute: bool,
-    arg: &Bytes,
+    (unit_ms, absolute, arg): (i64, bool, &Bytes),
     cmd: &str,
 ) -> Result<u64, Reply> {
     let invalid = || Reply::Error(format!("ERR invalid expire time in '{cmd}' command"));
@@ -72,43 +105,14 @@ fn expire_at(
 
 pub fn set(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     let (key, val) = (&args[1], &args[2]);
-    let (mut nx, mut xx, mut want_get) = (false, false, false);
-    let mut ttl = Ttl::None;
-    let mut ttl_given = false;
-    let mut i = 3;
-    while i < args.len() {
-        let a = &args[i];
-        let has_next = i + 1 < args.len();
-        if is(a, "NX") && !xx {
-            nx = true;
-        } else if is(a, "XX") && !nx {
-            xx = true;
-        } else if is(a, "GET") {
-            want_get = true;
-        } else if is(a, "KEEPTTL") && !ttl_given {
-            ttl_given = true;
-            ttl = Ttl::Keep;
-        } else if !ttl_given
-            && has_next
-            && (is(a, "EX") || is(a, "PX") || is(a, "EXAT") || is(a, "PXAT"))
-        {
-            let unit = if is(a, "EX") || is(a, "EXAT") {
-                1000
-            } else {
-                1
-            };
-            let absolute = is(a, "EXAT") || is(a, "PXAT");
-            match expire_at(ctx, unit, absolute, &args[i + 1], "set") {
-                Ok(at) => ttl = Ttl::At(at),
-                Err(e) => return e,
-            }
-            ttl_given = true;
-            i += 1;
-        } else {
-            return err(ERR_SYNTAX);
-        }
-        i += 1;
-    }
+    let o = match parse_ext(args, 3, true) {
+        Ok(o) => o,
+        Err(e) => return e,
+    };
+    let at = match o.expire.map(|e| expire_at(ctx, e, "set")).transpose() {
+        Ok(at) => at,
+        Err(e) => return e,
+    };
     if val.len() > MAX_BULK_LEN {
         return err(ERR_TOO_BIG);
     }
@@ -117,7 +121,7 @@ pub fn set(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
         None => (None, 0),
         Some(e) => {
             let ttl = e.expire_at;
-            if want_get {
+            if o.get {
                 match as_str(&e.value) {
                     Ok(s) => (Some(Some(s.to_bytes())), ttl),
                     Err(e) => return e,
@@ -128,12 +132,12 @@ pub fn set(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
         }
     };
     let exists = old.is_some();
-    let ok = !(nx && exists || xx && !exists);
+    let ok = !(o.nx && exists || o.xx && !exists);
     if ok {
-        let at = match ttl {
-            Ttl::None => 0,
-            Ttl::Keep => old_ttl,
-            Ttl::At(at) => at,
+        let at = match at {
+            Some(at) => at,
+            None if o.keepttl => old_ttl,
+            None => 0,
         };
         if at != 0 && at <= ctx.now {
             // Already expired: Redis deletes instead of storing.
@@ -142,7 +146,7 @@ pub fn set(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
             ctx.shard.store(ctx.db, key, Value::str(val), at);
         }
     }
-    if want_get {
+    if o.get {
         return match old {
             Some(Some(v)) => Reply::Bulk(v),
             _ => Reply::Nil,
@@ -164,7 +168,7 @@ pub fn setnx(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
 }
 
 fn set_with_ttl(ctx: &mut Ctx, args: &[Bytes], unit_ms: i64, cmd: &str) -> Reply {
-    let at = match expire_at(ctx, unit_ms, false, &args[2], cmd) {
+    let at = match expire_at(ctx, (unit_ms, false, &args[2]), cmd) {
         Ok(at) => at,
         Err(e) => return e,
     };
@@ -202,48 +206,31 @@ pub fn getdel(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
 
 pub fn getex(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     let key = &args[1];
-    let mut ttl: Option<Ttl> = None;
-    let mut i = 2;
-    while i < args.len() {
-        let a = &args[i];
-        if is(a, "PERSIST") && ttl.is_none() {
-            ttl = Some(Ttl::None);
-        } else if ttl.is_none()
-            && i + 1 < args.len()
-            && (is(a, "EX") || is(a, "PX") || is(a, "EXAT") || is(a, "PXAT"))
-        {
-            let unit = if is(a, "EX") || is(a, "EXAT") {
-                1000
-            } else {
-                1
-            };
-            let absolute = is(a, "EXAT") || is(a, "PXAT");
-            match expire_at(ctx, unit, absolute, &args[i + 1], "getex") {
-                Ok(at) => ttl = Some(Ttl::At(at)),
-                Err(e) => return e,
-            }
-            i += 1;
-        } else {
-            return err(ERR_SYNTAX);
-        }
-        i += 1;
-    }
+    let o = match parse_ext(args, 2, false) {
+        Ok(o) => o,
+        Err(e) => return e,
+    };
     let v = match read(ctx, key) {
         Ok(Some(v)) => v,
         Ok(None) => return Reply::Nil,
         Err(e) => return e,
     };
-    match ttl {
-        Some(Ttl::At(at)) if at <= ctx.now => {
+    // Redis checks the expiry value only once the key is known to exist.
+    let at = match o.expire.map(|e| expire_at(ctx, e, "getex")).transpose() {
+        Ok(at) => at,
+        Err(e) => return e,
+    };
+    match at {
+        Some(at) if at <= ctx.now => {
             ctx.shard.remove(ctx.db, key);
         }
-        Some(Ttl::At(at)) => {
+        Some(at) => {
             ctx.shard.set_expire(ctx.db, key, at, ctx.now);
         }
-        Some(Ttl::None) => {
+        None if o.persist => {
             ctx.shard.set_expire(ctx.db, key, 0, ctx.now);
         }
-        _ => {}
+        None => {}
     }
     Reply::Bulk(v)
 }
@@ -311,6 +298,7 @@ pub fn append(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
             v.extend_from_slice(cur.as_bytes());
             v.extend_from_slice(tail);
             e.value = Value::Str(CompactBytes::from_vec(v));
+            e.flags |= Entry::RAW;
             Reply::Int(len as i64)
         }
     }
@@ -374,31 +362,68 @@ pub fn decrby(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     }
 }
 
+extern "C" {
+    fn strata_incrbyfloat(
+        cur: *const u8,
+        cur_len: usize,
+        incr: *const u8,
+        incr_len: usize,
+        out: *mut u8,
+        out_cap: usize,
+        out_len: *mut usize,
+    ) -> i32;
+}
+
+/// `cur + incr` in `long double`, formatted as Redis does; Err is the reply to give.
+fn add_long_double(cur: Option<&[u8]>, incr: &[u8]) -> Result<Vec<u8>, Reply> {
+    let mut out = vec![0u8; 5 * 1024 + 64];
+    let mut len = 0usize;
+    let (cp, cl) = match cur {
+        Some(c) => (c.as_ptr(), c.len()),
+        None => (std::ptr::null(), 0),
+    };
+    // SAFETY: every pointer is valid for the length passed with it (`cur` may be null, which
+    // the C side checks), `out` has `out.len()` writable bytes, and the function keeps none of
+    // them after returning.
+    let rc = unsafe {
+        strata_incrbyfloat(
+            cp,
+            cl,
+            incr.as_ptr(),
+            incr.len(),
+            out.as_mut_ptr(),
+            out.len(),
+            &mut len,
+        )
+    };
+    match rc {
+        0 => {
+            out.truncate(len.min(out.len()));
+            Ok(out)
+        }
+        1 | 2 => Err(err(ERR_NOT_FLOAT)),
+        3 => Err(err("ERR increment would produce NaN or Infinity")),
+        _ => Err(err(ERR_TOO_BIG)),
+    }
+}
+
 pub fn incrbyfloat(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     let key = &args[1];
-    let by = match float_arg(&args[2]) {
-        Ok(v) => v,
-        Err(e) => return e,
-    };
-    let cur = match ctx.shard.lookup_mut(ctx.db, key, ctx.now) {
-        None => 0.0,
+    let cur: Option<Vec<u8>> = match ctx.shard.lookup_mut(ctx.db, key, ctx.now) {
+        None => None,
         Some(e) => match as_str(&e.value) {
-            Ok(s) => match parse_f64(s.as_bytes()) {
-                Some(v) => v,
-                None => return err(ERR_NOT_FLOAT),
-            },
+            Ok(s) => Some(s.as_bytes().to_vec()),
             Err(r) => return r,
         },
     };
-    let n = cur + by;
-    if n.is_nan() || n.is_infinite() {
-        return err("ERR increment would produce NaN or Infinity");
-    }
-    let text = format_double(n);
+    let text = match add_long_double(cur.as_deref(), &args[2]) {
+        Ok(t) => t,
+        Err(e) => return e,
+    };
     match ctx.shard.lookup_mut(ctx.db, key, ctx.now) {
-        Some(e) => e.value = Value::str(text.as_bytes()),
+        Some(e) => e.value = Value::str(&text),
         None => {
-            ctx.shard.store(ctx.db, key, Value::str(text.as_bytes()), 0);
+            ctx.shard.store(ctx.db, key, Value::str(&text), 0);
         }
     }
     Reply::Bulk(Bytes::from(text))
@@ -474,6 +499,9 @@ pub fn setrange(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
         _ => {
             ctx.shard.store(ctx.db, key, value, 0);
         }
+    }
+    if let Some(e) = ctx.shard.lookup_mut(ctx.db, key, ctx.now) {
+        e.flags |= Entry::RAW;
     }
     Reply::Int(len as i64)
 }
@@ -659,6 +687,26 @@ mod tests {
         assert_eq!(r, expect);
         let r = lcs_compute(b"", b"abc", LcsOpts::default());
         assert_eq!(r, Reply::bulk(Bytes::new()));
+    }
+
+    #[test]
+    fn long_double_sums_like_redis() {
+        let add = |a: Option<&str>, b: &str| {
+            add_long_double(a.map(str::as_bytes), b.as_bytes())
+                .map(|v| String::from_utf8(v).unwrap())
+        };
+        assert_eq!(add(Some("0.1"), "0.2").unwrap(), "0.3");
+        assert_eq!(add(Some("10.50"), "0.1").unwrap(), "10.6");
+        assert_eq!(add(Some("5.0e3"), "2.0e2").unwrap(), "5200");
+        assert_eq!(add(None, "-0").unwrap(), "0");
+        assert_eq!(add(Some("1e308"), "1e308").unwrap().len(), 309);
+        assert_eq!(add(Some("abc"), "1").unwrap_err(), err(ERR_NOT_FLOAT));
+        assert_eq!(add(Some("1"), " 1").unwrap_err(), err(ERR_NOT_FLOAT));
+        assert_eq!(add(Some("1"), "nan").unwrap_err(), err(ERR_NOT_FLOAT));
+        assert_eq!(
+            add(Some("inf"), "-inf").unwrap_err(),
+            err("ERR increment would produce NaN or Infinity")
+        );
     }
 
     #[test]

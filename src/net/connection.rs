@@ -106,7 +106,11 @@ async fn conn_loop(
         loop {
             let mut reqs = Vec::new();
             let mut proto_err = None;
-            while reqs.len() < MAX_BATCH {
+            // Unauthenticated clients are parsed one request at a time, so a pipelined AUTH
+            // lifts the stricter limits for what follows it.
+            parser.set_unauthenticated(!conn.authed);
+            let max_batch = if conn.authed { MAX_BATCH } else { 1 };
+            while reqs.len() < max_batch {
                 match parser.parse(&inbuf) {
                     Ok(Parsed::Request(frame, used)) => {
                         let bytes: Bytes = inbuf.split_to(used).freeze();
@@ -121,7 +125,7 @@ async fn conn_loop(
                     }
                 }
             }
-            let more = reqs.len() == MAX_BATCH;
+            let more = reqs.len() == max_batch;
             if !reqs.is_empty() {
                 execute_batch(core, conn, reqs, &mut out).await;
             }
@@ -180,6 +184,10 @@ fn route(core: &Core, conn: &ConnState, args: &[Bytes], oom: &mut Option<bool>) 
         }
     }
     conn.info.last_cmd.store(idx, Ordering::Relaxed);
+    // Key/value lists (MSET, MSETNX) must come in whole groups.
+    if spec.step > 1 && spec.last_key < 0 && !(args.len() - 1).is_multiple_of(spec.step as usize) {
+        return Route::Reply(cmd::wrong_args(spec.name));
+    }
     match spec.exec {
         Exec::Shard(f) => {
             let n = core.global.shards();
@@ -223,6 +231,8 @@ async fn execute_batch(
         .store(core.global.uptime_ms(), Ordering::Relaxed);
     core.shard.borrow_mut().stats.commands += n as u64;
     let mut replies: Vec<Option<Reply>> = vec![None; n];
+    // The protocol each reply is encoded in: HELLO switches it mid-batch.
+    let mut resp3 = vec![conn.resp3; n];
     // Remote groups: shard -> (request index, function, args).
     let mut groups: Vec<Vec<(usize, ShardFn, Vec<Bytes>)>> = Vec::new();
     let mut oom = None;
@@ -256,14 +266,17 @@ async fn execute_batch(
                 replies[i] = Some(run_barrier(core, conn, spec, args).await);
             }
         }
+        resp3[i] = conn.resp3;
         if conn.close_after_reply {
             replies.truncate(i + 1);
             break;
         }
     }
     flush_groups(core, conn.db, &mut groups, &mut replies).await;
-    for r in replies.into_iter().flatten() {
-        r.encode(conn.resp3, out);
+    for (r, v3) in replies.into_iter().zip(resp3) {
+        if let Some(r) = r {
+            r.encode(v3, out);
+        }
     }
 }
 
@@ -328,7 +341,8 @@ async fn run_barrier(
     }
 }
 
-/// A split command (MGET, DEL, EXISTS, MSET, ...) whose keys span shards.
+/// A split command (MGET, DEL, EXISTS, MSET, ...) whose keys span shards: every part runs
+/// under one cross-shard transaction, so the command is atomic like in Redis.
 async fn run_split(
     core: &Rc<Core>,
     db: usize,
@@ -337,60 +351,46 @@ async fn run_split(
     merge: Merge,
     args: &[Bytes],
 ) -> Reply {
-    if merge == Merge::AtomicOk {
-        return txn::mset(core, db, args).await;
-    }
     let n = core.global.shards();
     let parts = txn::split_pairs(args, group, n);
-    let futs = parts.iter().map(|(s, part)| {
-        let part = part.clone();
-        core.on_shard(*s, move |shard| {
-            let mut ctx = Ctx {
-                shard,
-                db,
-                now: now_ms(),
-            };
-            f(&mut ctx, &part)
-        })
-    });
-    let results = futures::future::join_all(futs).await;
+    let Some(results) = txn::run_parts(core, db, f, &parts).await else {
+        return err("ERR server is shutting down");
+    };
     match merge {
+        Merge::AtomicOk => results
+            .into_iter()
+            .find(Reply::is_error)
+            .unwrap_or(Reply::Ok),
         Merge::Sum => {
             let mut total = 0;
             for r in results {
                 match r {
-                    Some(Reply::Int(v)) => total += v,
-                    Some(other) => return other,
-                    None => return err("ERR server is shutting down"),
+                    Reply::Int(v) => total += v,
+                    other => return other,
                 }
             }
             Reply::Int(total)
         }
-        _ => {
-            // Concat: put each shard's answers back at their keys' positions.
-            let mut out: Vec<Reply> = vec![Reply::Nil; (args.len() - 1) / group];
-            let mut cursor: Vec<usize> = vec![0; parts.len()];
-            let shard_idx: Vec<usize> = args[1..]
-                .chunks(group)
-                .map(|c| shard_of(&c[0], n))
-                .collect();
-            let mut per_part: Vec<Vec<Reply>> = Vec::with_capacity(parts.len());
+        Merge::Concat => {
+            // Put each shard's answers back at their keys' positions.
+            let mut per_part: Vec<std::vec::IntoIter<Reply>> = Vec::with_capacity(parts.len());
             for r in results {
                 match r {
-                    Some(Reply::Array(v)) => per_part.push(v),
-                    Some(other) => return other,
-                    None => return err("ERR server is shutting down"),
+                    Reply::Array(v) => per_part.push(v.into_iter()),
+                    other => return other,
                 }
             }
-            for (pos, s) in shard_idx.into_iter().enumerate() {
-                let Some(p) = parts.iter().position(|(id, _)| *id == s) else {
-                    continue;
-                };
-                if let Some(r) = per_part[p].get_mut(cursor[p]) {
-                    out[pos] = std::mem::replace(r, Reply::Nil);
-                }
-                cursor[p] += 1;
-            }
+            let out = args[1..]
+                .chunks(group)
+                .map(|c| {
+                    let s = shard_of(&c[0], n);
+                    parts
+                        .iter()
+                        .position(|(id, _)| *id == s)
+                        .and_then(|p| per_part[p].next())
+                        .unwrap_or(Reply::Nil)
+                })
+                .collect();
             Reply::Array(out)
         }
     }

@@ -19,6 +19,7 @@ pub mod core;
 pub mod txn;
 
 use std::net::SocketAddr;
+use std::os::unix::io::{FromRawFd, IntoRawFd, RawFd};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
@@ -51,7 +52,8 @@ pub fn run(flags: &Flags) -> Result<(), String> {
                 .ok_or(())
         })
         .map_err(|_| format!("--bind: cannot resolve '{}'", flags.bind))?;
-    check_bindable(addr).map_err(|e| format!("--port/--bind: cannot listen on {addr}: {e}"))?;
+    let listener =
+        listen(addr).map_err(|e| format!("--port/--bind: cannot listen on {addr}: {e}"))?;
 
     let mut senders = Vec::with_capacity(threads);
     let mut receivers = Vec::with_capacity(threads);
@@ -78,6 +80,10 @@ pub fn run(flags: &Flags) -> Result<(), String> {
     let mut handles = Vec::with_capacity(threads);
     for (id, rx) in receivers.into_iter().enumerate() {
         let global = global.clone();
+        let fd = listener
+            .try_clone()
+            .map_err(|e| format!("cannot share the listening socket: {e}"))?
+            .into_raw_fd();
         let placement = match cpus.get(id % cpus.len().max(1)) {
             Some(&cpu) => Placement::Fixed(cpu),
             None => Placement::Unbound,
@@ -86,7 +92,7 @@ pub fn run(flags: &Flags) -> Result<(), String> {
             .name(&format!("strata-{id}"))
             // Registered I/O buffers count against maxmemory; the network path needs few.
             .io_memory(IO_MEMORY)
-            .spawn(move || async move { core_main(id, global, rx, addr).await })
+            .spawn(move || async move { core_main(id, global, rx, fd).await })
             .map_err(|e| format!("cannot start executor {id}: {e}"))?;
         handles.push(h);
     }
@@ -105,7 +111,7 @@ async fn core_main(
     id: usize,
     global: Arc<Global>,
     rx: mpsc::UnboundedReceiver<Msg>,
-    addr: SocketAddr,
+    listen_fd: RawFd,
 ) -> Result<(), String> {
     let shard = Shard::new(id, global.settings.clone());
     let core = Rc::new(Core::new(id, shard, global.clone()));
@@ -122,14 +128,9 @@ async fn core_main(
     let c = core.clone();
     glommio::spawn_local(async move { background(c).await }).detach();
 
-    let listener = match TcpListener::bind(addr) {
-        Ok(l) => l,
-        Err(e) => {
-            // Other cores would go on serving a partial server; stop the process instead.
-            error!("core {id}: cannot listen on {addr}: {e}");
-            std::process::exit(1);
-        }
-    };
+    // SAFETY: `listen_fd` is a listening TCP socket duplicated for this core alone in `run`;
+    // ownership passes to the glommio listener, which closes it.
+    let listener = unsafe { TcpListener::from_raw_fd(listen_fd) };
     loop {
         match listener.accept().await {
             Ok(stream) => {
@@ -173,15 +174,17 @@ async fn background(core: Rc<Core>) {
     }
 }
 
-/// Fails when another process listens on `addr`. SO_REUSEADDR lets old TIME_WAIT connections
-/// pass; no SO_REUSEPORT, so even a listener that has it (another Strata) makes this fail.
-fn check_bindable(addr: SocketAddr) -> std::io::Result<()> {
+/// The one listening socket every core accepts from. SO_REUSEADDR lets old TIME_WAIT
+/// connections pass; no SO_REUSEPORT, so a second server on the same port fails to start
+/// instead of silently sharing the port.
+fn listen(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
     use socket2::{Domain, Socket, Type};
     let s = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
     s.set_reuse_address(true)?;
     s.bind(&addr.into())?;
-    s.listen(1)?;
-    Ok(())
+    s.listen(1024)?;
+    s.set_nonblocking(true)?;
+    Ok(s.into())
 }
 
 /// CPUs this process may run on (honours `taskset`), from /proc/self/status.

@@ -109,18 +109,18 @@ pub fn split_pairs(args: &[Bytes], group: usize, shards: usize) -> Vec<(usize, V
     parts
 }
 
-/// MSET across shards, atomically.
-pub async fn mset(core: &Rc<Core>, db: usize, args: &[Bytes]) -> Reply {
-    let parts = split_pairs(args, 2, core.global.shards());
-    let Some(txn) = Txn::begin(core, parts.iter().map(|p| p.0).collect()).await else {
-        return shutting_down();
-    };
-    for (s, part) in parts {
-        if run_fn(&txn, s, db, string::mset, part).await.is_none() {
-            return shutting_down();
-        }
-    }
-    Reply::Ok
+/// Runs `f` on every part (shard, args) under one transaction; replies in part order.
+pub async fn run_parts(
+    core: &Rc<Core>,
+    db: usize,
+    f: ShardFn,
+    parts: &[(usize, Vec<Bytes>)],
+) -> Option<Vec<Reply>> {
+    let txn = Txn::begin(core, parts.iter().map(|p| p.0).collect()).await?;
+    let runs = parts
+        .iter()
+        .map(|(s, part)| run_fn(&txn, *s, db, f, part.clone()));
+    futures::future::join_all(runs).await.into_iter().collect()
 }
 
 /// MSETNX across shards: all or nothing.

@@ -106,14 +106,21 @@ pub struct Entry {
     pub expire_at: u64,
     /// Bits 0..24: last access in seconds (wrapping clock); bits 24..32: logarithmic frequency.
     pub meta: u32,
+    /// [`Entry::RAW`] and later per-key flags (fits in the slot's padding).
+    pub flags: u8,
 }
 
 impl Entry {
+    /// The string was edited in place (APPEND, SETRANGE): OBJECT ENCODING says "raw", as Redis
+    /// does for a string it grew in place.
+    pub const RAW: u8 = 1;
+
     pub fn new(value: Value, expire_at: u64, clock: u32) -> Entry {
         Entry {
             value,
             expire_at,
             meta: (clock & 0xff_ffff) | (LFU_INIT << 24),
+            flags: 0,
         }
     }
 

@@ -97,9 +97,20 @@ impl Drop for Server {
     }
 }
 
+/// A port no other test of this process has been given and nothing listens on. Ports come from
+/// a per-process sequence (tests run in parallel threads, and asking the OS for port 0 can hand
+/// two threads the same port before either server binds it).
 pub fn free_port() -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").expect("bind");
-    l.local_addr().unwrap().port()
+    use std::sync::atomic::{AtomicU16, Ordering};
+    static NEXT: AtomicU16 = AtomicU16::new(0);
+    let base = 20_000 + (std::process::id() % 400) as u16 * 100;
+    loop {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = base + n % 100;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
 }
 
 /// Raw connection: send bytes, read exact replies.
