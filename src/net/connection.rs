@@ -15,9 +15,9 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use bytes::{Bytes, BytesMut};
-use futures_lite::{AsyncReadExt, AsyncWriteExt};
-use glommio::net::TcpStream;
 use tracing::debug;
+
+use super::poller::Socket;
 
 use crate::cmd::args::{err, ERR_NOAUTH, ERR_OOM};
 use crate::cmd::{self, Ctx, Exec, Merge, ShardFn, Spec};
@@ -40,27 +40,24 @@ pub struct ConnState {
 }
 
 /// Serves a connection until the client leaves or breaks the protocol.
-pub async fn serve(core: Rc<Core>, mut stream: TcpStream) {
-    let _ = stream.set_nodelay(true);
+pub async fn serve(core: Rc<Core>, stream: Socket) {
+    let sock = socket2::SockRef::from(&stream);
+    let _ = sock.set_nodelay(true);
+    let addr_of = |a: std::io::Result<socket2::SockAddr>| {
+        a.ok()
+            .and_then(|a| a.as_socket())
+            .map(|a| a.to_string())
+            .unwrap_or_default()
+    };
+    let addr = addr_of(sock.peer_addr());
+    let laddr = addr_of(sock.local_addr());
     let global = core.global.clone();
     let id = global.next_client_id();
-    let addr = stream
-        .peer_addr()
-        .map(|a| a.to_string())
-        .unwrap_or_default();
-    let laddr = stream
-        .local_addr()
-        .map(|a| a.to_string())
-        .unwrap_or_default();
-    let fd = {
-        use std::os::unix::io::AsRawFd;
-        stream.as_raw_fd()
-    };
     let info = Arc::new(ClientInfo {
         id,
         addr,
         laddr,
-        fd,
+        fd: stream.raw_fd(),
         created_ms: global.uptime_ms(),
         last_cmd_ms: global.uptime_ms().into(),
         db: 0.into(),
@@ -81,18 +78,15 @@ pub async fn serve(core: Rc<Core>, mut stream: TcpStream) {
         close_after_reply: false,
         info: info.clone(),
     };
-    if let Err(e) = conn_loop(&core, &mut conn, &mut stream).await {
+    if let Err(e) = conn_loop(&core, &mut conn, &stream).await {
         debug!(client = id, "connection closed: {e}");
     }
+    // Unregister before the socket closes (when `stream` drops), so a concurrent CLIENT KILL
+    // can never shut down a reused descriptor.
     global.unregister(id);
-    let _ = stream.close().await;
 }
 
-async fn conn_loop(
-    core: &Rc<Core>,
-    conn: &mut ConnState,
-    stream: &mut TcpStream,
-) -> std::io::Result<()> {
+async fn conn_loop(core: &Rc<Core>, conn: &mut ConnState, stream: &Socket) -> std::io::Result<()> {
     let mut inbuf = BytesMut::with_capacity(16 * 1024);
     let mut rbuf = vec![0u8; READ_CHUNK];
     let mut out: Vec<u8> = Vec::with_capacity(16 * 1024);

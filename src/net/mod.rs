@@ -1,3 +1,4 @@
 //! Client connections: reading requests, routing them to shards, writing replies.
 
 pub mod connection;
+pub mod poller;

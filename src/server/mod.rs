@@ -26,12 +26,12 @@ use std::time::Duration;
 
 use futures::channel::mpsc;
 use futures::StreamExt;
-use glommio::net::TcpListener;
 use glommio::{LocalExecutorBuilder, Placement};
 use tracing::{error, info, warn};
 
 pub use self::core::{ClientInfo, Core, Global, Msg};
 use crate::config::{Flags, Settings};
+use crate::net::poller::{accept_loop, Poller, Socket};
 use crate::shard::Shard;
 
 /// Bytes of io_uring-registered buffers per core (glommio's default is 10 MiB).
@@ -129,24 +129,31 @@ async fn core_main(
     glommio::spawn_local(async move { background(c).await }).detach();
 
     // SAFETY: `listen_fd` is a listening TCP socket duplicated for this core alone in `run`;
-    // ownership passes to the glommio listener, which closes it.
-    let listener = unsafe { TcpListener::from_raw_fd(listen_fd) };
-    loop {
-        match listener.accept().await {
-            Ok(stream) => {
+    // the std listener takes ownership and closes it.
+    let listener = unsafe { std::net::TcpListener::from_raw_fd(listen_fd) };
+    let poller = match Poller::new() {
+        Ok(p) => p,
+        Err(e) => {
+            error!("core {id}: cannot create the epoll set: {e}");
+            std::process::exit(1);
+        }
+    };
+    glommio::spawn_local(poller.clone().drive()).detach();
+    let p = poller.clone();
+    accept_loop(poller, listener, move |fd| {
+        match Socket::new(fd, p.clone()) {
+            Ok(sock) => {
                 let c = core.clone();
                 glommio::spawn_local(async move {
-                    crate::net::connection::serve(c, stream).await;
+                    crate::net::connection::serve(c, sock).await;
                 })
                 .detach();
             }
-            Err(e) => {
-                // Out of file descriptors and the like: back off instead of spinning.
-                warn!("core {id}: accept failed: {e}");
-                glommio::timer::sleep(Duration::from_millis(50)).await;
-            }
+            Err(e) => warn!("core {id}: cannot watch a new connection: {e}"),
         }
-    }
+    })
+    .await;
+    Ok(())
 }
 
 /// Periodic per-core work at `--hz`: active expiry with a CPU budget, memory peak tracking.
