@@ -231,13 +231,14 @@ pub fn lookup(name: &[u8]) -> Option<&'static Spec> {
 
 /// Finds a command and its position in [`TABLE`].
 pub fn lookup_indexed(name: &[u8]) -> Option<(u32, &'static Spec)> {
-    static INDEX: OnceLock<HashMap<&'static str, (u32, &'static Spec)>> = OnceLock::new();
+    type Index = HashMap<&'static str, (u32, &'static Spec), xxhash_rust::xxh3::Xxh3Builder>;
+    static INDEX: OnceLock<Index> = OnceLock::new();
     let index = INDEX.get_or_init(|| {
         TABLE
             .iter()
             .enumerate()
             .map(|(i, s)| (s.name, (i as u32, s)))
-            .collect()
+            .collect::<Index>()
     });
     if name.len() > 32 {
         return None;

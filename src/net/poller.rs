@@ -252,19 +252,28 @@ impl Socket {
         self.fd.as_raw_fd()
     }
 
-    /// Reads what is there (at least one byte), waiting for data; 0 means the peer closed.
-    pub async fn read(&self, buf: &mut [u8]) -> io::Result<usize> {
+    /// Reads into the spare capacity of `buf` (growing it by at least `min_room`), waiting for
+    /// data; returns the bytes added, 0 when the peer closed.
+    pub async fn read_into(&self, buf: &mut bytes::BytesMut, min_room: usize) -> io::Result<usize> {
+        use bytes::BufMut;
+        if buf.capacity() - buf.len() < min_room {
+            buf.reserve(min_room);
+        }
         loop {
-            // SAFETY: `buf` is valid for writes of `buf.len()` bytes.
+            let spare = buf.chunk_mut();
+            // SAFETY: `spare` is valid for writes of `spare.len()` bytes; recv writes at most that
+            // many and reports how many it wrote.
             let n = unsafe {
                 libc::recv(
                     self.fd.as_raw_fd(),
-                    buf.as_mut_ptr().cast(),
-                    buf.len(),
+                    spare.as_mut_ptr().cast(),
+                    spare.len(),
                     libc::MSG_DONTWAIT,
                 )
             };
             if n >= 0 {
+                // SAFETY: the kernel initialised exactly `n` bytes of the spare capacity.
+                unsafe { buf.advance_mut(n as usize) };
                 return Ok(n as usize);
             }
             let e = io::Error::last_os_error();

@@ -207,6 +207,15 @@ impl<V> Dashtable<V> {
         None
     }
 
+    /// Brings `key`'s bucket and slot into the CPU cache. Calling this for every key of a
+    /// pipelined batch before running it lets the cache misses overlap instead of queueing.
+    #[inline]
+    pub fn prefetch(&self, key: &[u8], h: u64) {
+        if let Some((s, b, i)) = self.find(key, h) {
+            std::hint::black_box(&self.segs[s].buckets[b].slots[i]);
+        }
+    }
+
     /// The value at a position returned by [`Dashtable::find`].
     pub fn at(&self, (s, b, i): Pos) -> Option<&V> {
         self.segs[s].buckets[b].slots[i].as_ref().map(|(_, v)| v)

@@ -153,6 +153,13 @@ impl Shard {
         None
     }
 
+    /// Warms the cache for `key` (see [`Dashtable::prefetch`]).
+    pub fn prefetch(&self, db: usize, key: &[u8]) {
+        if let Some(d) = self.dbs.get(db) {
+            d.table.prefetch(key, hash(key));
+        }
+    }
+
     /// True when the key exists and is not expired (no metadata update).
     pub fn contains(&mut self, db: usize, key: &[u8], now: u64) -> bool {
         self.lookup_mut(db, key, now).is_some()
