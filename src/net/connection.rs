@@ -232,12 +232,11 @@ async fn execute_batch(
     if n >= 4 {
         // Pipelined batch: touch the local keys first so their cache misses overlap.
         let shards = core.global.shards();
-        let shard = core.shard.borrow();
-        for args in reqs.iter().filter(|a| a.len() >= 2) {
-            if shards == 1 || shard_of(&args[1], shards) == core.id {
-                shard.prefetch(conn.db, &args[1]);
-            }
-        }
+        let local = reqs
+            .iter()
+            .filter(|a| a.len() >= 2 && (shards == 1 || shard_of(&a[1], shards) == core.id))
+            .map(|a| &a[1][..]);
+        core.shard.borrow().prefetch(conn.db, local);
     }
     // One clock read per batch: commands of one batch see the same time, like Redis' per-call
     // snapshot.

@@ -22,11 +22,14 @@ impl std::fmt::Display for ParseError {
     }
 }
 
+/// Byte ranges of a request's arguments; most requests have few, so they stay inline.
+pub type Ranges = smallvec::SmallVec<[(usize, usize); 4]>;
+
 /// A whole request found at the front of the buffer.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Frame {
     /// Multibulk: byte ranges of each argument inside the request's bytes (zero-copy).
-    Multi(Vec<(usize, usize)>),
+    Multi(Ranges),
     /// Inline: arguments after quote processing.
     Inline(Vec<Bytes>),
 }
@@ -70,7 +73,7 @@ pub struct RequestParser {
 #[derive(Debug)]
 struct Partial {
     remaining: usize,
-    args: Vec<(usize, usize)>,
+    args: Ranges,
     pos: usize,
 }
 
@@ -105,7 +108,7 @@ impl RequestParser {
                     .filter(|&n| n <= MAX_MULTIBULK_LEN)
                     .ok_or_else(|| ParseError("Protocol error: invalid multibulk length".into()))?;
                 if count <= 0 {
-                    return Ok(Parsed::Request(Frame::Multi(Vec::new()), end + 2));
+                    return Ok(Parsed::Request(Frame::Multi(Ranges::new()), end + 2));
                 }
                 if self.unauthenticated && count > 10 {
                     return Err(ParseError(
@@ -115,7 +118,7 @@ impl RequestParser {
                 let p = Partial {
                     remaining: count as usize,
                     // Reserve for what the buffer can hold, not what the client claims.
-                    args: Vec::with_capacity((count as usize).min(1024)),
+                    args: Ranges::with_capacity((count as usize).min(1024)),
                     pos: end + 2,
                 };
                 self.continue_multibulk(buf, p)

@@ -30,6 +30,20 @@ pub fn hash(key: &[u8]) -> u64 {
     xxhash_rust::xxh3::xxh3_64_with_seed(key, 0x5EED_DA5E)
 }
 
+/// A hint to start loading `p`'s cache line; never faults, whatever the address.
+#[inline]
+pub(crate) fn prefetch<T: ?Sized>(p: &T) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        // SAFETY: a prefetch only hints the cache; it cannot fault or change memory, and SSE is
+        // part of the x86_64 baseline.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>((p as *const T).cast::<i8>()) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
 #[inline]
 fn fingerprint(h: u64) -> u8 {
     h as u8
@@ -40,6 +54,8 @@ fn home(h: u64) -> usize {
     ((h >> 8) as u32 as usize) % BUCKETS
 }
 
+/// Header fields first (`repr(C)`), so one cache line holds the fingerprints and the mask.
+#[repr(C)]
 struct Bucket<V> {
     fps: [u8; SLOTS],
     used: u16,
@@ -207,13 +223,24 @@ impl<V> Dashtable<V> {
         None
     }
 
-    /// Brings `key`'s bucket and slot into the CPU cache. Calling this for every key of a
-    /// pipelined batch before running it lets the cache misses overlap instead of queueing.
+    /// First stage of warming the cache for a batch: starts loading the headers of `h`'s home
+    /// and neighbour buckets without waiting for them.
     #[inline]
-    pub fn prefetch(&self, key: &[u8], h: u64) {
-        if let Some((s, b, i)) = self.find(key, h) {
-            std::hint::black_box(&self.segs[s].buckets[b].slots[i]);
+    pub fn prefetch_buckets(&self, h: u64) {
+        if self.segs.is_empty() {
+            return;
         }
+        let seg = &self.segs[self.seg_of(h)];
+        let home = home(h);
+        prefetch(&seg.buckets[home].fps);
+        prefetch(&seg.buckets[(home + 1) % BUCKETS].fps);
+    }
+
+    /// Second stage: with the headers cached, loads `key`'s slot and returns its value. Run
+    /// over a whole batch after the first stage, the slot misses of different keys overlap.
+    #[inline]
+    pub fn prefetch(&self, key: &[u8], h: u64) -> Option<&V> {
+        self.find(key, h).and_then(|pos| self.at(pos))
     }
 
     /// The value at a position returned by [`Dashtable::find`].

@@ -61,6 +61,16 @@ impl CompactBytes {
         }
     }
 
+    /// Starts loading the first lines of a heap string into the cache (no wait).
+    #[inline]
+    pub fn prefetch(&self) {
+        if let CompactBytes::Heap(b) = self {
+            for line in b.chunks(64).take(4) {
+                super::dashtable::prefetch(line);
+            }
+        }
+    }
+
     pub fn to_bytes(&self) -> Bytes {
         Bytes::copy_from_slice(self.as_bytes())
     }

@@ -153,10 +153,20 @@ impl Shard {
         None
     }
 
-    /// Warms the cache for `key` (see [`Dashtable::prefetch`]).
-    pub fn prefetch(&self, db: usize, key: &[u8]) {
-        if let Some(d) = self.dbs.get(db) {
-            d.table.prefetch(key, hash(key));
+    /// Warms the cache for a batch of keys in two passes (see [`Dashtable::prefetch`]).
+    pub fn prefetch<'a>(&self, db: usize, keys: impl Iterator<Item = &'a [u8]> + Clone) {
+        let Some(d) = self.dbs.get(db) else {
+            return;
+        };
+        for k in keys.clone() {
+            d.table.prefetch_buckets(hash(k));
+        }
+        for k in keys {
+            if let Some(e) = d.table.prefetch(k, hash(k)) {
+                match &e.value {
+                    Value::Str(v) => v.prefetch(),
+                }
+            }
         }
     }
 
