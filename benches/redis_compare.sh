@@ -10,7 +10,8 @@
 #
 # Environment (all optional):
 #   N            requests per redis-benchmark run          (default 200000)
-#   N_P1, N_P16  override N for pipeline 1 / pipeline 16   (default N)
+#   N_P1, N_P16  override N for pipeline 1 / pipeline 16   (default N; N_P16 defaults
+#                to 10*N so a pipelined run lasts long enough for CPU ticks to count)
 #   ROUNDS       rounds per configuration, median reported (default 3)
 #   ONLY         "redis" or "strata" to bench just one server (default both)
 #   STRATA_PORT  first port tried for strata               (default 16379)
@@ -32,7 +33,7 @@ ROOT="$(dirname "$SCRIPT_DIR")"
 
 N="${N:-200000}"
 N_P1="${N_P1:-$N}"
-N_P16="${N_P16:-$N}"
+N_P16="${N_P16:-$((N * 10))}"
 ROUNDS="${ROUNDS:-3}"
 ONLY="${ONLY:-}"
 STRATA_PORT="${STRATA_PORT:-16379}"

@@ -327,12 +327,7 @@ pub fn object(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
             "HELP",
             "    Print this help.",
         ];
-        return Reply::Array(
-            lines
-                .iter()
-                .map(|l| Reply::StatusOwned(l.to_string()))
-                .collect(),
-        );
+        return super::server::help_reply(&lines);
     }
     if !matches!(sub.as_str(), "encoding" | "freq" | "idletime" | "refcount") {
         return Reply::Error(format!(

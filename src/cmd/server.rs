@@ -169,6 +169,16 @@ fn hello(core: &Core, conn: &mut ConnState, args: &[Bytes]) -> Reply {
     ])
 }
 
+/// A HELP subcommand's reply: one simple string per line.
+pub fn help_reply(lines: &[&str]) -> Reply {
+    Reply::Array(
+        lines
+            .iter()
+            .map(|l| Reply::StatusOwned(l.to_string()))
+            .collect(),
+    )
+}
+
 /// The Redis version Strata's replies are compatible with (clients check it for features).
 pub const REDIS_VERSION: &str = "7.2.0";
 
@@ -289,33 +299,28 @@ fn client(core: &Core, conn: &mut ConnState, args: &[Bytes]) -> Reply {
                 err(ERR_SYNTAX)
             }
         }
-        "help" => Reply::Array(
-            [
-                "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-                "GETNAME",
-                "    Return the name of the current connection.",
-                "ID",
-                "    Return the ID of the current connection.",
-                "INFO",
-                "    Return information about the current client connection.",
-                "KILL <ip:port>",
-                "    Kill connection made from <ip:port>.",
-                "KILL <option> <value> [<option> <value> [...]]",
-                "    Kill connections. Options are: ID <client-id>, ADDR <ip:port>, LADDR <ip:port>,",
-                "    USER <username>, SKIPME (YES|NO).",
-                "LIST [options ...]",
-                "    Return information about client connections. Options: TYPE normal, ID <id> [...].",
-                "SETINFO <option> <value>",
-                "    Set client meta attr. Options are: LIB-NAME, LIB-VER.",
-                "SETNAME <name>",
-                "    Assign the name <name> to the current connection.",
-                "HELP",
-                "    Print this help.",
-            ]
-            .iter()
-            .map(|s| Reply::StatusOwned(s.to_string()))
-            .collect(),
-        ),
+        "help" => help_reply(&[
+            "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "GETNAME",
+            "    Return the name of the current connection.",
+            "ID",
+            "    Return the ID of the current connection.",
+            "INFO",
+            "    Return information about the current client connection.",
+            "KILL <ip:port>",
+            "    Kill connection made from <ip:port>.",
+            "KILL <option> <value> [<option> <value> [...]]",
+            "    Kill connections. Options are: ID <client-id>, ADDR <ip:port>, LADDR <ip:port>,",
+            "    USER <username>, SKIPME (YES|NO).",
+            "LIST [options ...]",
+            "    Return information about client connections. Options: TYPE normal, ID <id> [...].",
+            "SETINFO <option> <value>",
+            "    Set client meta attr. Options are: LIB-NAME, LIB-VER.",
+            "SETNAME <name>",
+            "    Assign the name <name> to the current connection.",
+            "HELP",
+            "    Print this help.",
+        ]),
         _ => Reply::Error(format!(
             "ERR unknown subcommand '{}'. Try CLIENT HELP.",
             String::from_utf8_lossy(&args[1])
@@ -826,22 +831,17 @@ async fn config(core: &Rc<Core>, args: &[Bytes]) -> Reply {
             Reply::Ok
         }
         "rewrite" if args.len() == 2 => err("ERR The server is running without a config file"),
-        "help" => Reply::Array(
-            [
-                "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-                "GET <pattern>",
-                "    Return parameters matching the glob-like <pattern> and their values.",
-                "SET <directive> <value>",
-                "    Set the configuration <directive> to <value>.",
-                "RESETSTAT",
-                "    Reset statistics reported by the INFO command.",
-                "HELP",
-                "    Print this help.",
-            ]
-            .iter()
-            .map(|s| Reply::StatusOwned(s.to_string()))
-            .collect(),
-        ),
+        "help" => help_reply(&[
+            "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "GET <pattern>",
+            "    Return parameters matching the glob-like <pattern> and their values.",
+            "SET <directive> <value>",
+            "    Set the configuration <directive> to <value>.",
+            "RESETSTAT",
+            "    Reset statistics reported by the INFO command.",
+            "HELP",
+            "    Print this help.",
+        ]),
         "get" | "set" | "resetstat" | "rewrite" => Reply::Error(format!(
             "ERR wrong number of arguments for 'config|{sub}' command"
         )),
@@ -946,28 +946,23 @@ fn command(args: &[Bytes]) -> Reply {
             }
             Reply::Array(keys)
         }
-        "help" => Reply::Array(
-            [
-                "COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-                "(no subcommand)",
-                "    Return details about all commands.",
-                "COUNT",
-                "    Return the total number of commands in this server.",
-                "LIST",
-                "    Return a list of all commands in this server.",
-                "INFO [<command-name> ...]",
-                "    Return details about multiple commands.",
-                "DOCS [<command-name> ...]",
-                "    Return documentation details about multiple commands.",
-                "GETKEYS <full-command>",
-                "    Return the keys from a full command.",
-                "HELP",
-                "    Print this help.",
-            ]
-            .iter()
-            .map(|s| Reply::StatusOwned(s.to_string()))
-            .collect(),
-        ),
+        "help" => help_reply(&[
+            "COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "(no subcommand)",
+            "    Return details about all commands.",
+            "COUNT",
+            "    Return the total number of commands in this server.",
+            "LIST",
+            "    Return a list of all commands in this server.",
+            "INFO [<command-name> ...]",
+            "    Return details about multiple commands.",
+            "DOCS [<command-name> ...]",
+            "    Return documentation details about multiple commands.",
+            "GETKEYS <full-command>",
+            "    Return the keys from a full command.",
+            "HELP",
+            "    Print this help.",
+        ]),
         _ => Reply::Error(format!(
             "ERR unknown subcommand or wrong number of arguments for '{}'. Try COMMAND HELP.",
             String::from_utf8_lossy(&args[1])
@@ -1051,29 +1046,24 @@ async fn debug(core: &Rc<Core>, conn: &ConnState, args: &[Bytes]) -> Reply {
                 None => err(ERR_NO_KEY),
             }
         }
-        "help" => Reply::Array(
-            [
-                "DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-                "OBJECT <key>",
-                "    Show low level info about the key and associated value.",
-                "POPULATE <count> [<prefix>] [<size>]",
-                "    Create <count> string keys named key:<num>. If <prefix> is specified then",
-                "    it is used instead of the 'key' prefix. These are not propagated to",
-                "    replicas. Cluster slots are not respected so keys not belonging to the",
-                "    current node can be created in cluster mode.",
-                "SET-ACTIVE-EXPIRE <0|1>",
-                "    Setting it to 0 disables expiring keys in background when they are not",
-                "    accessed (otherwise the Redis behavior). Setting it to 1 reenables back the",
-                "    default.",
-                "SLEEP <seconds>",
-                "    Stop the server for <seconds>. Decimals allowed.",
-                "HELP",
-                "    Print this help.",
-            ]
-            .iter()
-            .map(|s| Reply::StatusOwned(s.to_string()))
-            .collect(),
-        ),
+        "help" => help_reply(&[
+            "DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "OBJECT <key>",
+            "    Show low level info about the key and associated value.",
+            "POPULATE <count> [<prefix>] [<size>]",
+            "    Create <count> string keys named key:<num>. If <prefix> is specified then",
+            "    it is used instead of the 'key' prefix. These are not propagated to",
+            "    replicas. Cluster slots are not respected so keys not belonging to the",
+            "    current node can be created in cluster mode.",
+            "SET-ACTIVE-EXPIRE <0|1>",
+            "    Setting it to 0 disables expiring keys in background when they are not",
+            "    accessed (otherwise the Redis behavior). Setting it to 1 reenables back the",
+            "    default.",
+            "SLEEP <seconds>",
+            "    Stop the server for <seconds>. Decimals allowed.",
+            "HELP",
+            "    Print this help.",
+        ]),
         _ => Reply::Error(format!(
             "ERR unknown subcommand or wrong number of arguments for '{}'. Try DEBUG HELP.",
             String::from_utf8_lossy(&args[1])
@@ -1124,8 +1114,7 @@ async fn memory(core: &Rc<Core>, db: usize, args: &[Bytes]) -> Reply {
             ])
         }
         "doctor" if args.len() == 2 => Reply::Verbatim("Hi Sam, I can't find any memory issue in your instance. I can only account for what occurs on this base.".into()),
-        "help" => Reply::Array(
-            [
+        "help" => help_reply(&[
                 "MEMORY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
                 "DOCTOR",
                 "    Return memory problems reports.",
@@ -1136,11 +1125,7 @@ async fn memory(core: &Rc<Core>, db: usize, args: &[Bytes]) -> Reply {
                 "    sampled up to <count> times (default: 5, 0 means sample all).",
                 "HELP",
                 "    Print this help.",
-            ]
-            .iter()
-            .map(|s| Reply::StatusOwned(s.to_string()))
-            .collect(),
-        ),
+            ]),
         _ => Reply::Error(format!(
             "ERR unknown subcommand or wrong number of arguments for '{}'. Try MEMORY HELP.",
             String::from_utf8_lossy(&args[1])

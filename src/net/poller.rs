@@ -19,6 +19,12 @@ use std::time::Duration;
 
 use futures_lite::AsyncReadExt;
 
+#[derive(Clone, Copy)]
+enum Dir {
+    Read,
+    Write,
+}
+
 #[derive(Default)]
 struct Slot {
     in_use: bool,
@@ -116,34 +122,30 @@ impl Poller {
 
     /// Resolves once the socket has been reported readable (consuming that report).
     pub async fn readable(&self, token: usize) {
-        poll_fn(|cx| {
-            let mut slots = self.slots.borrow_mut();
-            let Some(s) = slots.get_mut(token) else {
-                return Poll::Ready(());
-            };
-            if s.readable || !s.in_use {
-                s.readable = false;
-                Poll::Ready(())
-            } else {
-                s.read_waker = Some(cx.waker().clone());
-                Poll::Pending
-            }
-        })
-        .await
+        self.ready(token, Dir::Read).await
     }
 
     /// Resolves once the socket has been reported writable (consuming that report).
     pub async fn writable(&self, token: usize) {
+        self.ready(token, Dir::Write).await
+    }
+
+    async fn ready(&self, token: usize, dir: Dir) {
         poll_fn(|cx| {
             let mut slots = self.slots.borrow_mut();
             let Some(s) = slots.get_mut(token) else {
                 return Poll::Ready(());
             };
-            if s.writable || !s.in_use {
-                s.writable = false;
+            let in_use = s.in_use;
+            let (flag, waker) = match dir {
+                Dir::Read => (&mut s.readable, &mut s.read_waker),
+                Dir::Write => (&mut s.writable, &mut s.write_waker),
+            };
+            if *flag || !in_use {
+                *flag = false;
                 Poll::Ready(())
             } else {
-                s.write_waker = Some(cx.waker().clone());
+                *waker = Some(cx.waker().clone());
                 Poll::Pending
             }
         })
