@@ -1,0 +1,700 @@
+//! [`TierStore`]: one shard's file on local SSD, written and read with O_DIRECT through glommio's
+//! io_uring DMA files. It never blocks the shard: every I/O is awaited, and the bookkeeping in
+//! between is plain single-threaded code.
+//!
+//! - Writes come in batches: small values are packed into fresh 4 KiB pages, large ones get
+//!   extents; every page or extent carries a CRC32 (see [`crate::page`]).
+//! - Reads of the same page share one I/O (coalescing) and are checked for CRC and owner before
+//!   any byte is returned: a mismatch is an error the caller turns into a miss, never data.
+//! - Freed space goes back to the allocator and the filesystem (hole punching), but only once
+//!   no read of it is in flight.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::time::Instant;
+
+use futures::future::{FutureExt, LocalBoxFuture, Shared};
+use glommio::io::DmaFile;
+
+use crate::alloc::{ExtentAllocator, PAGE};
+use crate::page::{self, Corrupt, PageBuilder};
+
+/// Where a value lives on disk: 12 bytes, kept in RAM in place of the value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct DiskPtr {
+    /// First page (4 KiB units).
+    pub page: u32,
+    /// Entry offset inside a shared page; 0 for an extent.
+    pub offset: u16,
+    /// True for a value in a shared small page.
+    pub small: bool,
+    /// Value length in bytes (STRLEN needs no I/O).
+    pub len: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TierError {
+    Io(String),
+    Corrupt(Corrupt),
+    /// The file reached its size limit or the disk is full.
+    NoSpace,
+}
+
+impl std::fmt::Display for TierError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TierError::Io(e) => write!(f, "I/O error: {e}"),
+            TierError::Corrupt(c) => write!(f, "corrupt data on disk: {c:?}"),
+            TierError::NoSpace => write!(f, "no space left in the tier file"),
+        }
+    }
+}
+
+fn io_err(e: impl std::fmt::Display) -> TierError {
+    let text = e.to_string();
+    if text.contains("No space left") || text.contains("ENOSPC") {
+        TierError::NoSpace
+    } else {
+        TierError::Io(text)
+    }
+}
+
+/// Counters for INFO's TIERED section.
+#[derive(Clone, Debug, Default)]
+pub struct TierStats {
+    pub entries: u64,
+    pub value_bytes: u64,
+    pub reads: u64,
+    pub writes: u64,
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    pub read_errors: u64,
+    pub write_errors: u64,
+    pub pending_reads: u64,
+    pub pending_writes: u64,
+    pub coalesced_reads: u64,
+    pub small_pages: u64,
+    pub file_bytes: u64,
+    pub used_bytes: u64,
+    pub hole_bytes: u64,
+    pub capacity_bytes: u64,
+    pub full_events: u64,
+    pub read_p50_us: u64,
+    pub read_p99_us: u64,
+}
+
+/// Live entries and bytes of one small page.
+#[derive(Clone, Copy, Default)]
+struct PageLive {
+    entries: u16,
+    bytes: u32,
+}
+
+/// A small entry placed in a page being written: (item index, offset, entry bytes).
+type Member = (usize, u16, u32);
+
+type PageRead = Shared<LocalBoxFuture<'static, Result<Rc<Vec<u8>>, TierError>>>;
+
+pub struct TierStore {
+    file: Rc<DmaFile>,
+    path: PathBuf,
+    alloc: RefCell<ExtentAllocator>,
+    /// Bytes the file has been grown to.
+    file_len: Cell<u64>,
+    grow_step: u64,
+    pages: RefCell<HashMap<u32, PageLive>>,
+    inflight: RefCell<HashMap<u32, PageRead>>,
+    /// Reads in flight per first page, and frees waiting for them.
+    readers: RefCell<HashMap<u32, usize>>,
+    deferred: RefCell<Vec<(u64, u64)>>,
+    stats: RefCell<TierStats>,
+    latency: RefCell<hdrhistogram::Histogram<u64>>,
+    full: Cell<bool>,
+}
+
+impl TierStore {
+    /// Creates (replacing any old one) the file at `path`, allowed to grow to `max_bytes`.
+    pub async fn create(path: &Path, max_bytes: u64) -> Result<Rc<TierStore>, TierError> {
+        let _ = std::fs::remove_file(path);
+        // Page 0 is a header written with plain I/O first. Besides naming the file, it makes the
+        // device probe glommio runs at open read real blocks: on an empty file the probe read
+        // "succeeds" without touching the device and glommio then wrongly uses polled I/O.
+        {
+            use std::io::Write;
+            let mut f = std::fs::File::create(path)
+                .map_err(|e| TierError::Io(format!("cannot create {}: {e}", path.display())))?;
+            f.write_all(&page::file_header())
+                .and_then(|()| f.sync_all())
+                .map_err(|e| TierError::Io(format!("cannot write {}: {e}", path.display())))?;
+        }
+        let file = glommio::io::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .dma_open(path)
+            .await
+            .map_err(|e| {
+                TierError::Io(format!(
+                    "cannot open {} with O_DIRECT (the filesystem must support direct I/O): {e}",
+                    path.display()
+                ))
+            })?;
+        let capacity = (max_bytes / PAGE).max(1);
+        let latency = hdrhistogram::Histogram::new_with_bounds(1, 60_000_000, 2)
+            .map_err(|e| TierError::Io(e.to_string()))?;
+        let mut alloc = ExtentAllocator::new(capacity);
+        alloc.alloc(1); // the header page
+        Ok(Rc::new(TierStore {
+            file: Rc::new(file),
+            path: path.to_path_buf(),
+            alloc: RefCell::new(alloc),
+            file_len: Cell::new(PAGE),
+            grow_step: (max_bytes / 16).clamp(PAGE * 256, 256 << 20),
+            pages: RefCell::new(HashMap::new()),
+            inflight: RefCell::new(HashMap::new()),
+            readers: RefCell::new(HashMap::new()),
+            deferred: RefCell::new(Vec::new()),
+            stats: RefCell::new(TierStats::default()),
+            latency: RefCell::new(latency),
+            full: Cell::new(false),
+        }))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// True after a write failed for lack of space, until something is freed.
+    pub fn is_full(&self) -> bool {
+        self.full.get()
+    }
+
+    /// Makes sure the file covers `end` bytes, growing it in large steps.
+    async fn ensure_len(&self, end: u64) -> Result<(), TierError> {
+        if end <= self.file_len.get() {
+            return Ok(());
+        }
+        let cap = self.alloc.borrow().capacity_pages() * PAGE;
+        let target = (self.file_len.get() + self.grow_step)
+            .max(end)
+            .min(cap.max(end));
+        self.file
+            .pre_allocate(target, false)
+            .await
+            .map_err(io_err)?;
+        self.file_len.set(target);
+        Ok(())
+    }
+
+    async fn write_at(&self, bytes: &[u8], pos: u64) -> Result<(), TierError> {
+        self.ensure_len(pos + bytes.len() as u64).await?;
+        let mut buf = self.file.alloc_dma_buffer(bytes.len());
+        buf.as_bytes_mut().copy_from_slice(bytes);
+        self.stats.borrow_mut().pending_writes += 1;
+        let r = self.file.write_at(buf, pos).await;
+        self.stats.borrow_mut().pending_writes -= 1;
+        let n = r.map_err(io_err)?;
+        if n != bytes.len() {
+            return Err(TierError::Io(format!(
+                "short write: {n} of {} bytes",
+                bytes.len()
+            )));
+        }
+        let mut st = self.stats.borrow_mut();
+        st.writes += 1;
+        st.bytes_written += n as u64;
+        Ok(())
+    }
+
+    /// Writes a batch of (key, value); each gets a pointer or the error that stopped it. Small
+    /// values are packed into as few pages as they fit; all pages and extents go out together.
+    pub async fn write_batch(&self, items: &[(&[u8], &[u8])]) -> Vec<Result<DiskPtr, TierError>> {
+        let mut out: Vec<Option<Result<DiskPtr, TierError>>> = vec![None; items.len()];
+        // Pack small entries into pages.
+        let mut packed: Vec<(Vec<u8>, Vec<Member>)> = Vec::new();
+        let mut builder = PageBuilder::new();
+        let mut members = Vec::new();
+        let mut large = Vec::new();
+        for (i, (k, v)) in items.iter().enumerate() {
+            let size = page::ENTRY_HEADER + k.len() + v.len();
+            if size > page::SMALL_LIMIT {
+                large.push(i);
+                continue;
+            }
+            if !builder.fits(k, v) {
+                packed.push((
+                    std::mem::take(&mut builder).finish(),
+                    std::mem::take(&mut members),
+                ));
+            }
+            if let Some(off) = builder.push(k, v) {
+                members.push((i, off, size as u32));
+            }
+        }
+        if !builder.is_empty() {
+            packed.push((builder.finish(), members));
+        }
+        type Placed = Vec<(usize, Result<DiskPtr, TierError>)>;
+        let mut writes: Vec<LocalBoxFuture<'_, Placed>> = Vec::new();
+        for (bytes, members) in packed {
+            let Some(start) = self.alloc.borrow_mut().alloc(1) else {
+                self.note_full();
+                for (i, _, _) in members {
+                    out[i] = Some(Err(TierError::NoSpace));
+                }
+                continue;
+            };
+            writes.push(
+                async move {
+                    match self.write_at(&bytes, start * PAGE).await {
+                        Ok(()) => {
+                            let live = PageLive {
+                                entries: members.len() as u16,
+                                bytes: members.iter().map(|m| m.2).sum(),
+                            };
+                            self.pages.borrow_mut().insert(start as u32, live);
+                            let mut st = self.stats.borrow_mut();
+                            st.small_pages += 1;
+                            members
+                                .into_iter()
+                                .map(|(i, off, _)| {
+                                    let len = items[i].1.len() as u32;
+                                    st.entries += 1;
+                                    st.value_bytes += len as u64;
+                                    let ptr = DiskPtr {
+                                        page: start as u32,
+                                        offset: off,
+                                        small: true,
+                                        len,
+                                    };
+                                    (i, Ok(ptr))
+                                })
+                                .collect()
+                        }
+                        Err(e) => {
+                            self.write_failed(&e, start, 1);
+                            members
+                                .into_iter()
+                                .map(|(i, _, _)| (i, Err(e.clone())))
+                                .collect()
+                        }
+                    }
+                }
+                .boxed_local(),
+            );
+        }
+        for i in large {
+            let (k, v) = items[i];
+            let pages = page::extent_pages(k.len(), v.len());
+            let Some(start) = self.alloc.borrow_mut().alloc(pages) else {
+                self.note_full();
+                out[i] = Some(Err(TierError::NoSpace));
+                continue;
+            };
+            writes.push(
+                async move {
+                    let bytes = page::build_extent(k, v);
+                    let res = match self.write_at(&bytes, start * PAGE).await {
+                        Ok(()) => {
+                            let mut st = self.stats.borrow_mut();
+                            st.entries += 1;
+                            st.value_bytes += v.len() as u64;
+                            Ok(DiskPtr {
+                                page: start as u32,
+                                offset: 0,
+                                small: false,
+                                len: v.len() as u32,
+                            })
+                        }
+                        Err(e) => {
+                            self.write_failed(&e, start, pages);
+                            Err(e)
+                        }
+                    };
+                    vec![(i, res)]
+                }
+                .boxed_local(),
+            );
+        }
+        for placed in futures::future::join_all(writes).await {
+            for (i, r) in placed {
+                out[i] = Some(r);
+            }
+        }
+        out.into_iter()
+            .map(|r| r.unwrap_or(Err(TierError::Io("write not attempted".into()))))
+            .collect()
+    }
+
+    fn note_full(&self) {
+        if !self.full.replace(true) {
+            self.stats.borrow_mut().full_events += 1;
+            tracing::warn!(file = %self.path.display(), "tier file full: offloading stops until space is freed");
+        }
+    }
+
+    fn write_failed(&self, e: &TierError, start: u64, pages: u64) {
+        self.alloc.borrow_mut().free(start, pages);
+        self.stats.borrow_mut().write_errors += 1;
+        if *e == TierError::NoSpace {
+            self.note_full();
+        } else {
+            tracing::error!(file = %self.path.display(), "tier write failed: {e}");
+        }
+    }
+
+    /// Reads `key`'s value at `ptr`, sharing the I/O with concurrent reads of the same page.
+    pub async fn read(&self, key: &[u8], ptr: DiskPtr) -> Result<Vec<u8>, TierError> {
+        let started = Instant::now();
+        let pages = if ptr.small {
+            1
+        } else {
+            page::extent_pages(key.len(), ptr.len as usize)
+        };
+        *self.readers.borrow_mut().entry(ptr.page).or_insert(0) += 1;
+        let shared = {
+            let mut inflight = self.inflight.borrow_mut();
+            match inflight.get(&ptr.page) {
+                Some(f) if ptr.small => {
+                    self.stats.borrow_mut().coalesced_reads += 1;
+                    f.clone()
+                }
+                _ => {
+                    let file = self.file.clone();
+                    let (pos, len) = (ptr.page as u64 * PAGE, (pages * PAGE) as usize);
+                    let fut: LocalBoxFuture<'static, Result<Rc<Vec<u8>>, TierError>> = async move {
+                        let r = file.read_at_aligned(pos, len).await.map_err(io_err)?;
+                        if r.len() != len {
+                            return Err(TierError::Io(format!(
+                                "short read: {} of {len} bytes",
+                                r.len()
+                            )));
+                        }
+                        Ok(Rc::new(r.to_vec()))
+                    }
+                    .boxed_local();
+                    let f = fut.shared();
+                    if ptr.small {
+                        inflight.insert(ptr.page, f.clone());
+                    }
+                    self.stats.borrow_mut().pending_reads += 1;
+                    f
+                }
+            }
+        };
+        let res = shared.await;
+        if self.inflight.borrow_mut().remove(&ptr.page).is_some() || !ptr.small {
+            let mut st = self.stats.borrow_mut();
+            st.pending_reads = st.pending_reads.saturating_sub(1);
+            st.reads += 1;
+            st.bytes_read += pages * PAGE;
+        }
+        self.done_reading(ptr.page);
+        let value = res.and_then(|buf| {
+            let v = if ptr.small {
+                page::verify_page(&buf)
+                    .and_then(|()| page::page_entry(&buf, ptr.offset, key))
+                    .map(|v| v.to_vec())
+            } else {
+                page::extent_value(&buf, key).map(|v| v.to_vec())
+            };
+            v.map_err(TierError::Corrupt)
+        });
+        match &value {
+            Ok(v) if v.len() == ptr.len as usize => {
+                let us = started.elapsed().as_micros() as u64;
+                let _ = self.latency.borrow_mut().record(us.max(1));
+            }
+            Ok(_) => {
+                self.stats.borrow_mut().read_errors += 1;
+                return Err(TierError::Corrupt(Corrupt::Layout));
+            }
+            Err(e) => {
+                self.stats.borrow_mut().read_errors += 1;
+                tracing::warn!(file = %self.path.display(), page = ptr.page, "tier read failed: {e}");
+            }
+        }
+        value
+    }
+
+    fn done_reading(&self, page: u32) {
+        let mut readers = self.readers.borrow_mut();
+        let idle = match readers.get_mut(&page) {
+            Some(n) => {
+                *n -= 1;
+                *n == 0
+            }
+            None => true,
+        };
+        if idle {
+            readers.remove(&page);
+            drop(readers);
+            // Frees that waited for this page's readers can go through now.
+            let ready: Vec<(u64, u64)> = {
+                let readers = self.readers.borrow();
+                let mut deferred = self.deferred.borrow_mut();
+                let (go, stay): (Vec<_>, Vec<_>) = deferred
+                    .drain(..)
+                    .partition(|&(s, n)| !(s..s + n).any(|p| readers.contains_key(&(p as u32))));
+                *deferred = stay;
+                go
+            };
+            for (s, n) in ready {
+                self.release(s, n);
+            }
+        }
+    }
+
+    /// Frees the space of `key`'s value at `ptr` (the key is needed to size an extent).
+    pub fn free(&self, key_len: usize, ptr: DiskPtr) {
+        {
+            let mut st = self.stats.borrow_mut();
+            st.entries = st.entries.saturating_sub(1);
+            st.value_bytes = st.value_bytes.saturating_sub(ptr.len as u64);
+        }
+        let (start, pages) = if ptr.small {
+            let mut map = self.pages.borrow_mut();
+            let Some(live) = map.get_mut(&ptr.page) else {
+                return;
+            };
+            live.entries = live.entries.saturating_sub(1);
+            live.bytes = live
+                .bytes
+                .saturating_sub((page::ENTRY_HEADER + key_len) as u32 + ptr.len);
+            if live.entries > 0 {
+                return;
+            }
+            map.remove(&ptr.page);
+            let mut st = self.stats.borrow_mut();
+            st.small_pages = st.small_pages.saturating_sub(1);
+            (ptr.page as u64, 1)
+        } else {
+            (
+                ptr.page as u64,
+                page::extent_pages(key_len, ptr.len as usize),
+            )
+        };
+        let busy = {
+            let readers = self.readers.borrow();
+            (start..start + pages).any(|p| readers.contains_key(&(p as u32)))
+        };
+        if busy {
+            self.deferred.borrow_mut().push((start, pages));
+        } else {
+            self.release(start, pages);
+        }
+    }
+
+    /// Returns pages to the allocator and their blocks to the filesystem.
+    fn release(&self, start: u64, pages: u64) {
+        self.alloc.borrow_mut().free(start, pages);
+        self.full.set(false);
+        let file = self.file.clone();
+        glommio::spawn_local(async move {
+            if let Err(e) = file.deallocate(start * PAGE, pages * PAGE).await {
+                tracing::debug!("hole punch failed: {e}");
+            }
+        })
+        .detach();
+    }
+
+    /// Small pages whose live bytes fell under half a page (compaction candidates).
+    pub fn sparse_pages(&self, limit: usize) -> Vec<u32> {
+        self.pages
+            .borrow()
+            .iter()
+            .filter(|(_, l)| (l.bytes as u64) < PAGE / 2)
+            .map(|(&p, _)| p)
+            .take(limit)
+            .collect()
+    }
+
+    /// Reads a whole small page (verified) for compaction: every (offset, key, value).
+    pub async fn read_page(&self, page_no: u32) -> Result<Vec<(u16, Vec<u8>, Vec<u8>)>, TierError> {
+        *self.readers.borrow_mut().entry(page_no).or_insert(0) += 1;
+        let r = self
+            .file
+            .read_at_aligned(page_no as u64 * PAGE, PAGE as usize)
+            .await
+            .map_err(io_err);
+        self.done_reading(page_no);
+        let buf = r?;
+        page::verify_page(&buf).map_err(TierError::Corrupt)?;
+        Ok(page::page_entries(&buf)
+            .into_iter()
+            .map(|(o, k, v)| (o, k.to_vec(), v.to_vec()))
+            .collect())
+    }
+
+    pub fn stats(&self) -> TierStats {
+        let mut st = self.stats.borrow().clone();
+        let a = self.alloc.borrow();
+        st.file_bytes = self.file_len.get();
+        st.used_bytes = a.used_pages() * PAGE;
+        st.hole_bytes = a.hole_pages() * PAGE;
+        st.capacity_bytes = a.capacity_pages() * PAGE;
+        let h = self.latency.borrow();
+        st.read_p50_us = h.value_at_quantile(0.5);
+        st.read_p99_us = h.value_at_quantile(0.99);
+        st
+    }
+
+    /// Forgets every value (FLUSHALL): all space returns at once.
+    pub fn clear(&self) {
+        self.pages.borrow_mut().clear();
+        {
+            let mut a = self.alloc.borrow_mut();
+            a.reset();
+            a.alloc(1); // the header page
+        }
+        let mut st = self.stats.borrow_mut();
+        st.entries = 0;
+        st.value_bytes = 0;
+        st.small_pages = 0;
+        drop(st);
+        self.full.set(false);
+        let file = self.file.clone();
+        let len = self.file_len.get();
+        glommio::spawn_local(async move {
+            let _ = file.deallocate(PAGE, len.saturating_sub(PAGE)).await;
+        })
+        .detach();
+    }
+
+    /// Deletes the file (the tier is ephemeral).
+    pub fn remove_file(&self) {
+        if let Err(e) = std::fs::remove_file(&self.path) {
+            tracing::warn!(file = %self.path.display(), "cannot remove tier file: {e}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use glommio::LocalExecutorBuilder;
+
+    fn run<F: std::future::Future<Output = ()> + 'static>(f: impl FnOnce() -> F + Send + 'static) {
+        LocalExecutorBuilder::default()
+            .io_memory(4 << 20)
+            .spawn(move || async move { f().await })
+            .expect("executor")
+            .join()
+            .expect("join");
+    }
+
+    fn value(i: usize, len: usize) -> Vec<u8> {
+        (0..len).map(|j| (i * 31 + j) as u8).collect()
+    }
+
+    #[test]
+    fn write_read_free_reuse() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t-0000.ssd");
+        run(move || async move {
+            let st = TierStore::create(&path, 64 << 20).await.unwrap();
+            let keys: Vec<Vec<u8>> = (0..200).map(|i| format!("key:{i}").into_bytes()).collect();
+            let vals: Vec<Vec<u8>> = (0..200)
+                .map(|i| value(i, if i % 10 == 0 { 9000 } else { 100 + i }))
+                .collect();
+            let items: Vec<(&[u8], &[u8])> = keys
+                .iter()
+                .zip(&vals)
+                .map(|(k, v)| (k.as_slice(), v.as_slice()))
+                .collect();
+            let ptrs: Vec<DiskPtr> = st
+                .write_batch(&items)
+                .await
+                .into_iter()
+                .map(|r| r.unwrap())
+                .collect();
+            assert_eq!(st.stats().entries, 200);
+            // Small values share pages.
+            assert!(st.stats().small_pages < 40, "{}", st.stats().small_pages);
+            // Concurrent reads, many on the same pages.
+            let reads = keys.iter().zip(&ptrs).map(|(k, p)| st.read(k, *p));
+            let got = futures::future::join_all(reads).await;
+            for (i, g) in got.into_iter().enumerate() {
+                assert_eq!(g.unwrap(), vals[i], "value {i}");
+            }
+            assert!(st.stats().coalesced_reads > 0);
+            // A pointer read for the wrong key is refused.
+            assert_eq!(
+                st.read(b"nope", ptrs[1]).await,
+                Err(TierError::Corrupt(Corrupt::Owner))
+            );
+            let used = st.stats().used_bytes;
+            for (k, p) in keys.iter().zip(&ptrs) {
+                st.free(k.len(), *p);
+            }
+            let s = st.stats();
+            assert_eq!(s.entries, 0);
+            assert_eq!(
+                s.used_bytes, PAGE,
+                "only the header page stays (was {used})"
+            );
+            // Freed space is reused.
+            let again = st.write_batch(&items).await;
+            assert!(again.iter().all(|r| r.is_ok()));
+            assert_eq!(st.stats().used_bytes, used);
+        });
+    }
+
+    #[test]
+    fn flipped_byte_is_an_error_not_data() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t-0001.ssd");
+        let p2 = path.clone();
+        run(move || async move {
+            let st = TierStore::create(&path, 16 << 20).await.unwrap();
+            let v = value(1, 500);
+            let big = value(2, 20_000);
+            let r = st.write_batch(&[(b"a", &v), (b"b", &big)]).await;
+            let (pa, pb) = (r[0].clone().unwrap(), r[1].clone().unwrap());
+            // Flip one byte of each value through a normal file handle.
+            {
+                use std::os::unix::fs::FileExt;
+                let f = std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .open(&p2)
+                    .unwrap();
+                for (ptr, at) in [(pa, pa.offset as u64 + 10), (pb, 5000)] {
+                    let pos = ptr.page as u64 * PAGE + at;
+                    let mut b = [0u8; 1];
+                    f.read_exact_at(&mut b, pos).unwrap();
+                    b[0] ^= 0x40;
+                    f.write_all_at(&b, pos).unwrap();
+                }
+                f.sync_all().unwrap();
+            }
+            assert_eq!(
+                st.read(b"a", pa).await,
+                Err(TierError::Corrupt(Corrupt::Checksum))
+            );
+            assert_eq!(
+                st.read(b"b", pb).await,
+                Err(TierError::Corrupt(Corrupt::Checksum))
+            );
+            assert_eq!(st.stats().read_errors, 2);
+        });
+    }
+
+    #[test]
+    fn full_file_reports_no_space() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t-0002.ssd");
+        run(move || async move {
+            let st = TierStore::create(&path, 8 * PAGE).await.unwrap();
+            let big = value(3, 6 * PAGE as usize);
+            let r = st.write_batch(&[(b"x", &big), (b"y", &big)]).await;
+            assert!(r[0].is_ok());
+            assert_eq!(r[1], Err(TierError::NoSpace));
+            assert!(st.is_full());
+            st.free(1, r[0].clone().unwrap());
+            assert!(!st.is_full());
+            assert!(st.write_batch(&[(b"y", &big)]).await[0].is_ok());
+        });
+    }
+}
