@@ -6,112 +6,10 @@ mod common;
 
 use std::collections::{HashMap, HashSet};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use common::*;
 use redis::Connection;
-
-fn server() -> Server {
-    Server::start(&["--proactor_threads", "2"])
-}
-
-/// Reads one complete RESP reply (any type, nested) and returns its bytes.
-fn read_reply(raw: &mut Raw) -> Vec<u8> {
-    let mut out = Vec::new();
-    read_into(raw, &mut out);
-    out
-}
-
-fn read_into(raw: &mut Raw, out: &mut Vec<u8>) {
-    let start = out.len();
-    loop {
-        let c = raw.read_n(1)[0];
-        out.push(c);
-        if out.len() - start >= 2 && out.ends_with(b"\r\n") {
-            break;
-        }
-    }
-    let line = String::from_utf8_lossy(&out[start + 1..out.len() - 2]).into_owned();
-    let n: i64 = line.parse().unwrap_or(-1);
-    match out[start] {
-        b'$' | b'=' | b'!' if n >= 0 => out.extend(raw.read_n(n as usize + 2)),
-        b'*' | b'~' | b'>' => (0..n.max(0)).for_each(|_| read_into(raw, out)),
-        b'%' => (0..2 * n.max(0)).for_each(|_| read_into(raw, out)),
-        _ => {}
-    }
-}
-
-/// Sends `args` on a raw connection and asserts the reply bytes exactly.
-fn rt(raw: &mut Raw, args: &[&str], expect: &str) {
-    let a: Vec<&[u8]> = args.iter().map(|s| s.as_bytes()).collect();
-    raw.send(&cmd(&a));
-    let got = read_reply(raw);
-    assert_eq!(String::from_utf8_lossy(&got), expect, "reply to {args:?}");
-}
-
-fn e(msg: &str) -> String {
-    format!("-{msg}\r\n")
-}
-
-fn b(v: &str) -> String {
-    format!("${}\r\n{v}\r\n", v.len())
-}
-
-fn i(n: i64) -> String {
-    format!(":{n}\r\n")
-}
-
-const OK: &str = "+OK\r\n";
-const NIL: &str = "$-1\r\n";
-const SYNTAX: &str = "-ERR syntax error\r\n";
-const NOT_INT: &str = "-ERR value is not an integer or out of range\r\n";
-const NO_KEY: &str = "-ERR no such key\r\n";
-const SAME: &str = "-ERR source and destination objects are the same\r\n";
-const DB_RANGE: &str = "-ERR DB index is out of range\r\n";
-
-fn q<T: redis::FromRedisValue>(c: &mut Connection, args: &[&str]) -> T {
-    let mut command = redis::cmd(args[0]);
-    for a in &args[1..] {
-        command.arg(*a);
-    }
-    command
-        .query(c)
-        .unwrap_or_else(|err| panic!("{args:?} failed: {err}"))
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64
-}
-
-/// Every key a full SCAN returns (with repeats), with extra arguments such as MATCH/COUNT.
-fn scan_all(c: &mut Connection, extra: &[&str]) -> Vec<String> {
-    let mut cursor = "0".to_string();
-    let mut out = Vec::new();
-    let mut rounds = 0;
-    loop {
-        let mut command = redis::cmd("SCAN");
-        command.arg(&cursor);
-        for a in extra {
-            command.arg(*a);
-        }
-        let (next, keys): (String, Vec<String>) = command.query(c).unwrap();
-        out.extend(keys);
-        rounds += 1;
-        assert!(rounds < 100_000, "SCAN does not terminate");
-        if next == "0" {
-            return out;
-        }
-        cursor = next;
-    }
-}
-
-fn sorted(mut v: Vec<String>) -> Vec<String> {
-    v.sort();
-    v
-}
 
 // ---------------------------------------------------------------------------------------------
 // DEL / UNLINK / EXISTS / TOUCH / TYPE
@@ -139,19 +37,9 @@ fn del_unlink_exists_touch_type() {
     rt(&mut raw, &["UNLINK", "b"], &i(0));
     rt(&mut raw, &["DBSIZE"], &i(0));
     for name in ["del", "unlink", "exists", "touch", "type"] {
-        rt(
-            &mut raw,
-            &[name],
-            &e(&format!(
-                "ERR wrong number of arguments for '{name}' command"
-            )),
-        );
+        rt(&mut raw, &[name], &wrong_args(name));
     }
-    rt(
-        &mut raw,
-        &["TYPE", "a", "b"],
-        &e("ERR wrong number of arguments for 'type' command"),
-    );
+    rt(&mut raw, &["TYPE", "a", "b"], &wrong_args("type"));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -313,14 +201,7 @@ fn expire_option_errors() {
         rt(&mut raw, &[cmd, "k", "abc"], NOT_INT);
         rt(&mut raw, &[cmd, "k", "1.5"], NOT_INT);
         rt(&mut raw, &[cmd, "k", ""], NOT_INT);
-        rt(
-            &mut raw,
-            &[cmd, "k"],
-            &e(&format!(
-                "ERR wrong number of arguments for '{}' command",
-                cmd.to_lowercase()
-            )),
-        );
+        rt(&mut raw, &[cmd, "k"], &wrong_args(&cmd.to_lowercase()));
     }
     // Overflowing times.
     rt(
@@ -348,14 +229,7 @@ fn expire_option_errors() {
     rt(&mut raw, &["PEXPIREAT", "k", "9223372036854775807"], &i(1));
     rt(&mut raw, &["PEXPIRETIME", "k"], &i(i64::MAX));
     for cmd in ["TTL", "PTTL", "EXPIRETIME", "PEXPIRETIME", "PERSIST"] {
-        rt(
-            &mut raw,
-            &[cmd],
-            &e(&format!(
-                "ERR wrong number of arguments for '{}' command",
-                cmd.to_lowercase()
-            )),
-        );
+        rt(&mut raw, &[cmd], &wrong_args(&cmd.to_lowercase()));
     }
 }
 
@@ -422,15 +296,11 @@ fn rename_and_renamenx() {
     rt(&mut raw, &["EXISTS", "c"], &i(0));
     rt(&mut raw, &["GET", "d"], &b("1"));
     rt(&mut raw, &["DBSIZE"], &i(1));
-    rt(
-        &mut raw,
-        &["RENAME", "d"],
-        &e("ERR wrong number of arguments for 'rename' command"),
-    );
+    rt(&mut raw, &["RENAME", "d"], &wrong_args("rename"));
     rt(
         &mut raw,
         &["RENAMENX", "d", "e", "f"],
-        &e("ERR wrong number of arguments for 'renamenx' command"),
+        &wrong_args("renamenx"),
     );
 }
 
@@ -475,11 +345,7 @@ fn copy_with_db_and_replace() {
     rt(&mut raw, &["COPY", "d", "x", "DB"], SYNTAX);
     rt(&mut raw, &["COPY", "d", "x", "foo"], SYNTAX);
     rt(&mut raw, &["EXISTS", "x"], &i(0));
-    rt(
-        &mut raw,
-        &["COPY", "d"],
-        &e("ERR wrong number of arguments for 'copy' command"),
-    );
+    rt(&mut raw, &["COPY", "d"], &wrong_args("copy"));
 }
 
 #[test]
@@ -601,18 +467,14 @@ fn object_help_and_errors() {
     rt(
         &mut raw,
         &["OBJECT", "ENCODING"],
-        &e("ERR wrong number of arguments for 'object|encoding' command"),
+        &wrong_args("object|encoding"),
     );
     rt(
         &mut raw,
         &["OBJECT", "encoding", "a", "b"],
-        &e("ERR wrong number of arguments for 'object|encoding' command"),
+        &wrong_args("object|encoding"),
     );
-    rt(
-        &mut raw,
-        &["OBJECT"],
-        &e("ERR wrong number of arguments for 'object' command"),
-    );
+    rt(&mut raw, &["OBJECT"], &wrong_args("object"));
     rt(&mut raw, &["OBJECT", "IDLETIME", "nokey"], NIL);
     rt(&mut raw, &["OBJECT", "FREQ", "nokey"], NIL);
 }
@@ -701,6 +563,14 @@ fn check_crc(p: &[u8]) -> bool {
     p.len() >= 10 && crc64(&p[..p.len() - 8]).to_le_bytes() == p[p.len() - 8..]
 }
 
+fn set_bytes(c: &mut Connection, key: &str, v: &[u8]) {
+    let _: () = redis::cmd("SET").arg(key).arg(v).query(c).unwrap();
+}
+
+fn get_bytes(c: &mut Connection, key: &str) -> Vec<u8> {
+    redis::cmd("GET").arg(key).query(c).unwrap()
+}
+
 fn dump(c: &mut Connection, key: &str) -> Vec<u8> {
     redis::cmd("DUMP").arg(key).query(c).unwrap()
 }
@@ -770,11 +640,7 @@ fn dump_payload_is_redis_7_2_format() {
     );
     let mut raw = s.raw();
     rt(&mut raw, &["DUMP", "nokey"], NIL);
-    rt(
-        &mut raw,
-        &["DUMP"],
-        &e("ERR wrong number of arguments for 'dump' command"),
-    );
+    rt(&mut raw, &["DUMP"], &wrong_args("dump"));
 }
 
 #[test]
@@ -793,15 +659,11 @@ fn dump_restore_round_trip_and_options() {
         (0..=255u8).cycle().take(70_000).collect(),
     ];
     for (n, v) in values.iter().enumerate() {
-        let _: () = redis::cmd("SET")
-            .arg("src")
-            .arg(&v[..])
-            .query(&mut c)
-            .unwrap();
+        set_bytes(&mut c, "src", v);
         let p = dump(&mut c, "src");
         let dst = format!("dst{n}");
         restore(&mut c, &dst, 0, &p, &[]).unwrap();
-        let got: Vec<u8> = redis::cmd("GET").arg(&dst).query(&mut c).unwrap();
+        let got = get_bytes(&mut c, &dst);
         assert_eq!(&got, v, "value {n} after DUMP/RESTORE");
         let ttl: i64 = q(&mut c, &["TTL", &dst]);
         assert_eq!(ttl, -1);
@@ -905,11 +767,7 @@ fn dump_restore_round_trip_and_options() {
         &e("BUSYKEY Target key name already exists."),
     );
     rt(&mut raw, &["EXISTS", "x"], &i(0));
-    rt(
-        &mut raw,
-        &["RESTORE", "x", "0"],
-        &e("ERR wrong number of arguments for 'restore' command"),
-    );
+    rt(&mut raw, &["RESTORE", "x", "0"], &wrong_args("restore"));
 }
 
 #[test]
@@ -934,7 +792,7 @@ fn restore_payloads_made_by_real_redis() {
     for (n, (p, want)) in payloads.iter().enumerate() {
         let key = format!("r{n}");
         restore(&mut c, &key, 0, p, &[]).unwrap_or_else(|err| panic!("RESTORE {n}: {err}"));
-        let got: Vec<u8> = redis::cmd("GET").arg(&key).query(&mut c).unwrap();
+        let got = get_bytes(&mut c, &key);
         assert_eq!(&got, want, "payload {n}");
     }
 }
@@ -1021,16 +879,12 @@ fn dump_restore_cross_check_with_real_redis() {
     for (n, v) in values.iter().enumerate() {
         let key = format!("v{n}");
         // Redis -> Strata.
-        let _: () = redis::cmd("SET")
-            .arg(&key)
-            .arg(&v[..])
-            .query(&mut rc)
-            .unwrap();
+        set_bytes(&mut rc, &key, v);
         let from_redis = dump(&mut rc, &key);
         assert!(check_crc(&from_redis), "our CRC agrees with redis-server's");
         restore(&mut c, &key, 0, &from_redis, &[])
             .unwrap_or_else(|err| panic!("Strata refused redis-server's payload {n}: {err}"));
-        let got: Vec<u8> = redis::cmd("GET").arg(&key).query(&mut c).unwrap();
+        let got = get_bytes(&mut c, &key);
         assert_eq!(&got, v, "value {n} restored from redis-server's DUMP");
 
         // Strata -> Redis.
@@ -1063,7 +917,7 @@ fn dump_restore_cross_check_with_real_redis() {
         let dst = format!("back{n}");
         restore(&mut rc, &dst, 0, &from_strata, &[])
             .unwrap_or_else(|err| panic!("redis-server refused Strata's payload {n}: {err}"));
-        let got: Vec<u8> = redis::cmd("GET").arg(&dst).query(&mut rc).unwrap();
+        let got = get_bytes(&mut rc, &dst);
         assert_eq!(
             &got, v,
             "value {n} restored into redis-server from Strata's DUMP"
@@ -1118,11 +972,7 @@ fn keys_patterns() {
     let mut raw = s.raw();
     rt(&mut raw, &["KEYS", "nomatch"], "*0\r\n");
     rt(&mut raw, &["KEYS", "foo:1"], "*1\r\n$5\r\nfoo:1\r\n");
-    rt(
-        &mut raw,
-        &["KEYS"],
-        &e("ERR wrong number of arguments for 'keys' command"),
-    );
+    rt(&mut raw, &["KEYS"], &wrong_args("keys"));
     // KEYS only sees the selected db.
     rt(&mut raw, &["SELECT", "3"], OK);
     rt(&mut raw, &["KEYS", "*"], "*0\r\n");
@@ -1189,11 +1039,7 @@ fn scan_full_iteration_match_count_type() {
     rt(&mut raw, &["SCAN", "0", "COUNT", "abc"], NOT_INT);
     rt(&mut raw, &["SCAN", "0", "MATCH"], SYNTAX);
     rt(&mut raw, &["SCAN", "0", "foo", "bar"], SYNTAX);
-    rt(
-        &mut raw,
-        &["SCAN"],
-        &e("ERR wrong number of arguments for 'scan' command"),
-    );
+    rt(&mut raw, &["SCAN"], &wrong_args("scan"));
     rt(&mut raw, &["SELECT", "5"], OK);
     rt(&mut raw, &["SCAN", "0"], "*2\r\n$1\r\n0\r\n*0\r\n");
 }
@@ -1240,16 +1086,8 @@ fn randomkey_dbsize() {
     rt(&mut raw, &["SELECT", "1"], OK);
     rt(&mut raw, &["DBSIZE"], &i(0));
     rt(&mut raw, &["RANDOMKEY"], NIL);
-    rt(
-        &mut raw,
-        &["DBSIZE", "x"],
-        &e("ERR wrong number of arguments for 'dbsize' command"),
-    );
-    rt(
-        &mut raw,
-        &["RANDOMKEY", "x"],
-        &e("ERR wrong number of arguments for 'randomkey' command"),
-    );
+    rt(&mut raw, &["DBSIZE", "x"], &wrong_args("dbsize"));
+    rt(&mut raw, &["RANDOMKEY", "x"], &wrong_args("randomkey"));
 }
 
 #[test]
@@ -1326,11 +1164,7 @@ fn swapdb() {
         &["SWAPDB", "0", "b"],
         &e("ERR invalid second DB index"),
     );
-    rt(
-        &mut raw,
-        &["SWAPDB", "0"],
-        &e("ERR wrong number of arguments for 'swapdb' command"),
-    );
+    rt(&mut raw, &["SWAPDB", "0"], &wrong_args("swapdb"));
     rt(&mut raw, &["SWAPDB", "1", "0"], OK);
     rt(&mut raw, &["GET", "k"], &b("one"));
 }
@@ -1380,21 +1214,27 @@ fn lazy_expiry_on_access() {
     rt(&mut raw, &["DEBUG", "SET-ACTIVE-EXPIRE", "1"], OK);
 }
 
-#[test]
-fn active_expiry_reaps_untouched_keys() {
-    let s = server();
-    let mut c = s.client();
+/// Sets `vol:N` with PX `px` and `keep:N` without a TTL (value N) for N below `count`, in one
+/// pipeline.
+fn set_volatile_and_kept(c: &mut Connection, count: usize, px: u64) {
     let mut pipe = redis::pipe();
-    for n in 0..500 {
+    for n in 0..count {
         pipe.cmd("SET")
             .arg(format!("vol:{n}"))
             .arg(n)
             .arg("PX")
-            .arg(100)
+            .arg(px)
             .ignore();
         pipe.cmd("SET").arg(format!("keep:{n}")).arg(n).ignore();
     }
-    let _: () = pipe.query(&mut c).unwrap();
+    let _: () = pipe.query(c).unwrap();
+}
+
+#[test]
+fn active_expiry_reaps_untouched_keys() {
+    let s = server();
+    let mut c = s.client();
+    set_volatile_and_kept(&mut c, 500, 100);
     let set_at = Instant::now();
     std::thread::sleep(Duration::from_millis(1500));
     assert!(set_at.elapsed() >= Duration::from_millis(1500));
@@ -1419,17 +1259,7 @@ fn keys_and_scan_never_return_expired_keys() {
     let s = server();
     let mut c = s.client();
     let _: () = q(&mut c, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);
-    let mut pipe = redis::pipe();
-    for n in 0..300 {
-        pipe.cmd("SET")
-            .arg(format!("vol:{n}"))
-            .arg(n)
-            .arg("PX")
-            .arg(40)
-            .ignore();
-        pipe.cmd("SET").arg(format!("keep:{n}")).arg(n).ignore();
-    }
-    let _: () = pipe.query(&mut c).unwrap();
+    set_volatile_and_kept(&mut c, 300, 40);
     std::thread::sleep(Duration::from_millis(80));
     // Still in the table, since nothing reaped them...
     let n: i64 = q(&mut c, &["DBSIZE"]);
@@ -1464,17 +1294,7 @@ fn scan_deletes_the_expired_keys_it_meets() {
     let s = server();
     let mut c = s.client();
     let _: () = q(&mut c, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);
-    let mut pipe = redis::pipe();
-    for n in 0..100 {
-        pipe.cmd("SET")
-            .arg(format!("vol:{n}"))
-            .arg(n)
-            .arg("PX")
-            .arg(30)
-            .ignore();
-        pipe.cmd("SET").arg(format!("keep:{n}")).arg(n).ignore();
-    }
-    let _: () = pipe.query(&mut c).unwrap();
+    set_volatile_and_kept(&mut c, 100, 30);
     std::thread::sleep(Duration::from_millis(60));
     let n: i64 = q(&mut c, &["DBSIZE"]);
     assert_eq!(n, 200);

@@ -7,83 +7,11 @@ mod common;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::thread;
+use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use common::*;
 use redis::Connection;
-
-fn server(threads: usize) -> Server {
-    Server::start(&["--proactor_threads", &threads.to_string()])
-}
-
-/// Reads one complete RESP reply (any type, nested) and returns its bytes.
-fn read_reply(raw: &mut Raw) -> Vec<u8> {
-    let mut out = Vec::new();
-    read_into(raw, &mut out);
-    out
-}
-
-fn read_into(raw: &mut Raw, out: &mut Vec<u8>) {
-    let start = out.len();
-    loop {
-        let c = raw.read_n(1)[0];
-        out.push(c);
-        if out.len() - start >= 2 && out.ends_with(b"\r\n") {
-            break;
-        }
-    }
-    let line = String::from_utf8_lossy(&out[start + 1..out.len() - 2]).into_owned();
-    let n: i64 = line.parse().unwrap_or(-1);
-    match out[start] {
-        b'$' | b'=' | b'!' if n >= 0 => out.extend(raw.read_n(n as usize + 2)),
-        b'*' | b'~' | b'>' => (0..n.max(0)).for_each(|_| read_into(raw, out)),
-        b'%' => (0..2 * n.max(0)).for_each(|_| read_into(raw, out)),
-        _ => {}
-    }
-}
-
-/// Sends `args` on a raw connection and asserts the reply bytes exactly.
-fn rt(raw: &mut Raw, args: &[&str], expect: &str) {
-    let a: Vec<&[u8]> = args.iter().map(|s| s.as_bytes()).collect();
-    raw.send(&cmd(&a));
-    let got = read_reply(raw);
-    assert_eq!(String::from_utf8_lossy(&got), expect, "reply to {args:?}");
-}
-
-fn e(msg: &str) -> String {
-    format!("-{msg}\r\n")
-}
-
-fn b(v: &str) -> String {
-    format!("${}\r\n{v}\r\n", v.len())
-}
-
-fn i(n: i64) -> String {
-    format!(":{n}\r\n")
-}
-
-fn arr(items: &[&str]) -> String {
-    let mut s = format!("*{}\r\n", items.len());
-    for it in items {
-        s.push_str(it);
-    }
-    s
-}
-
-const OK: &str = "+OK\r\n";
-const NIL: &str = "$-1\r\n";
-const NO_KEY: &str = "-ERR no such key\r\n";
-
-fn q<T: redis::FromRedisValue>(c: &mut Connection, args: &[&str]) -> T {
-    let mut command = redis::cmd(args[0]);
-    for a in &args[1..] {
-        command.arg(*a);
-    }
-    command
-        .query(c)
-        .unwrap_or_else(|err| panic!("{args:?} failed: {err}"))
-}
 
 /// `count` keys named `prefix:N`, asserting they cover every one of `shards` shards.
 fn spread_keys(prefix: &str, count: usize, shards: usize) -> Vec<String> {
@@ -99,9 +27,13 @@ fn spread_keys(prefix: &str, count: usize, shards: usize) -> Vec<String> {
     keys
 }
 
-fn sorted(mut v: Vec<String>) -> Vec<String> {
-    v.sort();
-    v
+/// MGET of `keys`, in their order.
+fn mget<T: redis::FromRedisValue>(c: &mut Connection, keys: &[String]) -> T {
+    let mut mget = redis::cmd("MGET");
+    for k in keys {
+        mget.arg(k);
+    }
+    mget.query(c).unwrap()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -145,7 +77,7 @@ fn hashtags_put_keys_on_the_same_shard() {
 
 #[test]
 fn hashtagged_multi_key_commands() {
-    let s = server(4);
+    let s = server_with_threads(4);
     let mut raw = s.raw();
     rt(
         &mut raw,
@@ -188,7 +120,7 @@ fn hashtagged_multi_key_commands() {
 #[test]
 fn multi_key_commands_keep_argument_order() {
     for shards in [3, 4] {
-        let s = server(shards);
+        let s = server_with_threads(shards);
         let mut c = s.client();
         let keys = spread_keys("mk", 40, shards);
         let mut mset = redis::cmd("MSET");
@@ -208,11 +140,7 @@ fn multi_key_commands_keep_argument_order() {
                 order.push(keys[0].clone());
             }
         }
-        let mut mget = redis::cmd("MGET");
-        for k in &order {
-            mget.arg(k);
-        }
-        let got: Vec<Option<String>> = mget.query(&mut c).unwrap();
+        let got: Vec<Option<String>> = mget(&mut c, &order);
         let want: Vec<Option<String>> = order
             .iter()
             .map(|k| (!k.starts_with("missing")).then(|| format!("v-{k}")))
@@ -262,11 +190,7 @@ fn multi_key_commands_keep_argument_order() {
         assert_eq!(n, 20);
         let dbsize: i64 = q(&mut c, &["DBSIZE"]);
         assert_eq!(dbsize, 20);
-        let mut mget = redis::cmd("MGET");
-        for k in &keys {
-            mget.arg(k);
-        }
-        let got: Vec<Option<String>> = mget.query(&mut c).unwrap();
+        let got: Vec<Option<String>> = mget(&mut c, &keys);
         for (n, (k, v)) in keys.iter().zip(&got).enumerate() {
             let want = (n % 2 == 1).then(|| format!("v-{k}"));
             assert_eq!(v, &want, "{k} after DEL");
@@ -284,10 +208,10 @@ fn multi_key_commands_keep_argument_order() {
 
 #[test]
 fn mset_across_shards_checks_arity_and_overwrites() {
-    let s = server(3);
+    let s = server_with_threads(3);
     let mut raw = s.raw();
     let (a, bk) = keys_on_different_shards("ms", 3);
-    let wrong = e("ERR wrong number of arguments for 'mset' command");
+    let wrong = wrong_args("mset");
     rt(&mut raw, &["MSET", &a, "1", &bk], &wrong);
     rt(&mut raw, &["EXISTS", &a, &bk], &i(0));
     rt(&mut raw, &["SET", &a, "old", "EX", "100"], OK);
@@ -298,7 +222,7 @@ fn mset_across_shards_checks_arity_and_overwrites() {
 
 #[test]
 fn pipelined_commands_on_many_shards_answer_in_order() {
-    let s = server(4);
+    let s = server_with_threads(4);
     let mut raw = s.raw();
     let keys = spread_keys("pl", 16, 4);
     for k in &keys {
@@ -345,7 +269,7 @@ fn pipelined_commands_on_many_shards_answer_in_order() {
 #[test]
 fn rename_and_renamenx_across_shards() {
     for shards in [3, 4] {
-        let s = server(shards);
+        let s = server_with_threads(shards);
         let mut raw = s.raw();
         let (a, bk) = keys_on_different_shards("rn", shards);
         assert_ne!(
@@ -395,7 +319,7 @@ fn rename_and_renamenx_across_shards() {
 #[test]
 fn copy_across_shards() {
     for shards in [3, 4] {
-        let s = server(shards);
+        let s = server_with_threads(shards);
         let mut raw = s.raw();
         let (a, bk) = keys_on_different_shards("cp", shards);
         rt(&mut raw, &["COPY", &a, &bk], &i(0));
@@ -411,17 +335,9 @@ fn copy_across_shards() {
         rt(&mut raw, &["TTL", &bk], &i(-1));
         rt(&mut raw, &["COPY", &a, &bk, "DB", "2"], &i(1));
         rt(&mut raw, &["COPY", &a, &bk, "DB", "2"], &i(0));
-        rt(
-            &mut raw,
-            &["COPY", &a, &bk, "DB", "16"],
-            "-ERR DB index is out of range\r\n",
-        );
-        rt(
-            &mut raw,
-            &["COPY", &a, &bk, "DB", "x"],
-            "-ERR value is not an integer or out of range\r\n",
-        );
-        rt(&mut raw, &["COPY", &a, &bk, "foo"], "-ERR syntax error\r\n");
+        rt(&mut raw, &["COPY", &a, &bk, "DB", "16"], DB_RANGE);
+        rt(&mut raw, &["COPY", &a, &bk, "DB", "x"], NOT_INT);
+        rt(&mut raw, &["COPY", &a, &bk, "foo"], SYNTAX);
         rt(&mut raw, &["SELECT", "2"], OK);
         rt(&mut raw, &["GET", &bk], &b("vb"));
         rt(&mut raw, &["DBSIZE"], &i(1));
@@ -432,7 +348,7 @@ fn copy_across_shards() {
 
 #[test]
 fn lcs_across_shards() {
-    let s = server(3);
+    let s = server_with_threads(3);
     let mut raw = s.raw();
     let (a, bk) = keys_on_different_shards("lcs", 3);
     rt(&mut raw, &["MSET", &a, "ohmytext", &bk, "mynewtext"], OK);
@@ -455,13 +371,13 @@ fn lcs_across_shards() {
         &["LCS", &a, &bk, "LEN", "IDX"],
         &e("ERR If you want both the length and indexes, please just use IDX."),
     );
-    rt(&mut raw, &["LCS", &a, &bk, "foo"], "-ERR syntax error\r\n");
+    rt(&mut raw, &["LCS", &a, &bk, "foo"], SYNTAX);
 }
 
 #[test]
 fn msetnx_across_shards_is_all_or_nothing() {
     for shards in [3, 4] {
-        let s = server(shards);
+        let s = server_with_threads(shards);
         let mut raw = s.raw();
         let keys = spread_keys("nx", 12, shards);
         let pairs = |vals: &str| -> Vec<String> {
@@ -486,11 +402,7 @@ fn msetnx_across_shards_is_all_or_nothing() {
         rt(&mut raw, &a, &i(0));
         rt(&mut raw, &["DBSIZE"], &i(8));
         let mut c = s.client();
-        let mut mget = redis::cmd("MGET");
-        for k in &keys {
-            mget.arg(k);
-        }
-        let got: Vec<Option<String>> = mget.query(&mut c).unwrap();
+        let got: Vec<Option<String>> = mget(&mut c, &keys);
         for (n, (k, v)) in keys.iter().zip(&got).enumerate() {
             let want = (n >= 4).then(|| format!("first-{k}"));
             assert_eq!(v, &want, "{k}");
@@ -500,10 +412,10 @@ fn msetnx_across_shards_is_all_or_nothing() {
 
 #[test]
 fn msetnx_across_shards_rejects_odd_arguments() {
-    let s = server(3);
+    let s = server_with_threads(3);
     let mut raw = s.raw();
     let (a, bk) = keys_on_different_shards("odd", 3);
-    let wrong = e("ERR wrong number of arguments for 'msetnx' command");
+    let wrong = wrong_args("msetnx");
     rt(&mut raw, &["MSETNX", &a, "1", &bk], &wrong);
     rt(&mut raw, &["EXISTS", &a, &bk], &i(0));
     rt(&mut raw, &["SET", &a, "x"], OK);
@@ -517,7 +429,7 @@ fn msetnx_across_shards_rejects_odd_arguments() {
 
 #[test]
 fn dbsize_keys_flush_see_all_shards() {
-    let s = server(3);
+    let s = server_with_threads(3);
     let mut c = s.client();
     let keys = spread_keys("all", 300, 3);
     let mut pipe = redis::pipe();
@@ -573,7 +485,7 @@ fn dbsize_keys_flush_see_all_shards() {
 
 #[test]
 fn debug_populate_fills_every_shard() {
-    let s = server(4);
+    let s = server_with_threads(4);
     let mut c = s.client();
     let _: () = q(&mut c, &["DEBUG", "POPULATE", "10000"]);
     let n: i64 = q(&mut c, &["DBSIZE"]);
@@ -619,46 +531,21 @@ fn debug_populate_fills_every_shard() {
 
 #[test]
 fn debug_populate_argument_errors() {
-    let s = server(3);
+    let s = server_with_threads(3);
     let mut raw = s.raw();
-    rt(
-        &mut raw,
-        &["DEBUG", "POPULATE", "-1"],
-        &e("ERR value is out of range, must be positive"),
-    );
-    rt(
-        &mut raw,
-        &["DEBUG", "POPULATE", "abc"],
-        &e("ERR value is out of range, must be positive"),
-    );
-    rt(&mut raw, &["DBSIZE"], &i(0));
-}
-
-/// Every key a full SCAN returns (with repeats).
-fn scan_all(c: &mut Connection, extra: &[&str]) -> Vec<String> {
-    let mut cursor = "0".to_string();
-    let mut out = Vec::new();
-    let mut rounds = 0;
-    loop {
-        let mut command = redis::cmd("SCAN");
-        command.arg(&cursor);
-        for a in extra {
-            command.arg(*a);
-        }
-        let (next, keys): (String, Vec<String>) = command.query(c).unwrap();
-        out.extend(keys);
-        rounds += 1;
-        assert!(rounds < 1_000_000, "SCAN does not terminate");
-        if next == "0" {
-            return out;
-        }
-        cursor = next;
+    for count in ["-1", "abc"] {
+        rt(
+            &mut raw,
+            &["DEBUG", "POPULATE", count],
+            &e("ERR value is out of range, must be positive"),
+        );
     }
+    rt(&mut raw, &["DBSIZE"], &i(0));
 }
 
 #[test]
 fn scan_across_shards_returns_each_key_once_during_inserts() {
-    let s = server(4);
+    let s = server_with_threads(4);
     let mut c = s.client();
     let keys = spread_keys("scan", 5000, 4);
     let mut pipe = redis::pipe();
@@ -723,6 +610,7 @@ fn scan_across_shards_returns_each_key_once_during_inserts() {
 // ---------------------------------------------------------------------------------------------
 
 /// What a reader thread saw: how many reads, how many broke the invariant, and the first one.
+#[derive(Default)]
 struct ReaderReport {
     reads: u64,
     violations: u64,
@@ -732,6 +620,42 @@ struct ReaderReport {
 }
 
 impl ReaderReport {
+    /// Spawns a reader that calls `read` on its own connection until `done`; `read` answers
+    /// `Some(what it saw)` when the invariant is broken.
+    fn spawn(
+        done: &Arc<AtomicBool>,
+        mut rc: Connection,
+        mut read: impl FnMut(&mut Connection) -> Option<String> + Send + 'static,
+    ) -> JoinHandle<ReaderReport> {
+        let done = done.clone();
+        thread::spawn(move || {
+            let mut rep = ReaderReport::default();
+            while !done.load(Ordering::Relaxed) {
+                let t = Instant::now();
+                if let Some(seen) = read(&mut rc) {
+                    rep.violations += 1;
+                    rep.first.get_or_insert(seen);
+                }
+                rep.slowest = rep.slowest.max(t.elapsed());
+                rep.reads += 1;
+            }
+            rep
+        })
+    }
+
+    /// Waits for the writers, then stops the readers and collects their reports.
+    fn finish(
+        writers: Vec<JoinHandle<()>>,
+        done: &AtomicBool,
+        readers: Vec<JoinHandle<ReaderReport>>,
+    ) -> Vec<ReaderReport> {
+        for w in writers {
+            w.join().unwrap();
+        }
+        done.store(true, Ordering::Relaxed);
+        readers.into_iter().map(|r| r.join().unwrap()).collect()
+    }
+
     fn check(reports: &[ReaderReport], what: &str) {
         for r in reports {
             assert!(r.reads > 0, "a reader never got to read");
@@ -755,7 +679,7 @@ impl ReaderReport {
 /// before a write and the other from after it.
 #[test]
 fn concurrent_cross_shard_mset_is_atomic_for_readers() {
-    let s = server(3);
+    let s = server_with_threads(3);
     let (x, y) = keys_on_different_shards("pair", 3);
     let (x2, y2) = keys_on_different_shards("pair2", 3);
     let mut c = s.client();
@@ -767,31 +691,14 @@ fn concurrent_cross_shard_mset_is_atomic_for_readers() {
     let done = Arc::new(AtomicBool::new(false));
     let mut readers = Vec::new();
     for r in 0..2 {
-        let done = done.clone();
-        let mut rc = s.client();
         let keys = if r == 0 {
             [x.clone(), y.clone()]
         } else {
             [y2.clone(), x2.clone()]
         };
-        readers.push(thread::spawn(move || {
-            let mut rep = ReaderReport {
-                reads: 0,
-                violations: 0,
-                first: None,
-                slowest: Duration::ZERO,
-            };
-            while !done.load(Ordering::Relaxed) {
-                let t = Instant::now();
-                let got: (String, String) = q(&mut rc, &["MGET", &keys[0], &keys[1]]);
-                if got.0 != got.1 {
-                    rep.violations += 1;
-                    rep.first.get_or_insert(format!("MGET {keys:?} = {got:?}"));
-                }
-                rep.slowest = rep.slowest.max(t.elapsed());
-                rep.reads += 1;
-            }
-            rep
+        readers.push(ReaderReport::spawn(&done, s.client(), move |rc| {
+            let got: (String, String) = q(rc, &["MGET", &keys[0], &keys[1]]);
+            (got.0 != got.1).then(|| format!("MGET {keys:?} = {got:?}"))
         }));
     }
     let mut writers = Vec::new();
@@ -809,11 +716,7 @@ fn concurrent_cross_shard_mset_is_atomic_for_readers() {
             }
         }));
     }
-    for w in writers {
-        w.join().unwrap();
-    }
-    done.store(true, Ordering::Relaxed);
-    let reports: Vec<ReaderReport> = readers.into_iter().map(|r| r.join().unwrap()).collect();
+    let reports = ReaderReport::finish(writers, &done, readers);
     // The writers' MSETs did not interleave: each pair ends up equal.
     let n: i64 = q(&mut c, &["DBSIZE"]);
     assert_eq!(n, 4);
@@ -828,7 +731,7 @@ fn concurrent_cross_shard_mset_is_atomic_for_readers() {
 /// keys, as on a single-threaded Redis.
 #[test]
 fn concurrent_cross_shard_renames_keep_exactly_one_key() {
-    let s = server(4);
+    let s = server_with_threads(4);
     let (a, bk) = keys_on_different_shards("swap", 4);
     let mut c = s.client();
     let _: () = q(&mut c, &["SET", &a, "token"]);
@@ -838,36 +741,16 @@ fn concurrent_cross_shard_renames_keep_exactly_one_key() {
     let renamed = Arc::new(AtomicUsize::new(0));
     let mut readers = Vec::new();
     for r in 0..2 {
-        let done = done.clone();
-        let mut rc = s.client();
         let (a, bk) = (a.clone(), bk.clone());
-        readers.push(thread::spawn(move || {
-            let mut rep = ReaderReport {
-                reads: 0,
-                violations: 0,
-                first: None,
-                slowest: Duration::ZERO,
-            };
-            while !done.load(Ordering::Relaxed) {
-                let t = Instant::now();
-                if r == 0 {
-                    let got: Vec<Option<String>> = q(&mut rc, &["MGET", &a, &bk]);
-                    let present: Vec<&String> = got.iter().flatten().collect();
-                    if present != vec!["token"] {
-                        rep.violations += 1;
-                        rep.first.get_or_insert(format!("MGET {a} {bk} = {got:?}"));
-                    }
-                } else {
-                    let n: i64 = q(&mut rc, &["EXISTS", &a, &bk]);
-                    if n != 1 {
-                        rep.violations += 1;
-                        rep.first.get_or_insert(format!("EXISTS {a} {bk} = {n}"));
-                    }
-                }
-                rep.slowest = rep.slowest.max(t.elapsed());
-                rep.reads += 1;
+        readers.push(ReaderReport::spawn(&done, s.client(), move |rc| {
+            if r == 0 {
+                let got: Vec<Option<String>> = q(rc, &["MGET", &a, &bk]);
+                let present: Vec<&String> = got.iter().flatten().collect();
+                (present != vec!["token"]).then(|| format!("MGET {a} {bk} = {got:?}"))
+            } else {
+                let n: i64 = q(rc, &["EXISTS", &a, &bk]);
+                (n != 1).then(|| format!("EXISTS {a} {bk} = {n}"))
             }
-            rep
         }));
     }
     let mut writers = Vec::new();
@@ -904,11 +787,7 @@ fn concurrent_cross_shard_renames_keep_exactly_one_key() {
             }
         }));
     }
-    for w in writers {
-        w.join().unwrap();
-    }
-    done.store(true, Ordering::Relaxed);
-    let reports: Vec<ReaderReport> = readers.into_iter().map(|r| r.join().unwrap()).collect();
+    let reports = ReaderReport::finish(writers, &done, readers);
     assert!(renamed.load(Ordering::Relaxed) > 0);
     // The key count invariant: the token (under one name) and the bystander.
     let n: i64 = q(&mut c, &["DBSIZE"]);
@@ -922,7 +801,7 @@ fn concurrent_cross_shard_renames_keep_exactly_one_key() {
 
 #[test]
 fn concurrent_incr_on_keys_over_all_shards() {
-    let s = server(4);
+    let s = server_with_threads(4);
     let keys = spread_keys("ctr", 20, 4);
     let mut workers = Vec::new();
     for _ in 0..8 {
@@ -950,11 +829,7 @@ fn concurrent_incr_on_keys_over_all_shards() {
         w.join().unwrap();
     }
     let mut c = s.client();
-    let mut mget = redis::cmd("MGET");
-    for k in &keys {
-        mget.arg(k);
-    }
-    let got: Vec<i64> = mget.query(&mut c).unwrap();
+    let got: Vec<i64> = mget(&mut c, &keys);
     assert_eq!(got, vec![4000; 20], "each key INCRed 8 x 500 times");
     assert_eq!(got.iter().sum::<i64>(), 80_000);
     let n: i64 = q(&mut c, &["DBSIZE"]);

@@ -78,19 +78,32 @@ impl Conn {
         buf
     }
 
+    /// Sends a multibulk command and returns the body of its bulk reply as text.
+    fn call_text(&mut self, args: &[&[u8]]) -> String {
+        String::from_utf8(bulk_of(&self.call(args))).unwrap()
+    }
+
+    /// Reads until the peer closes the connection (a reset counts as closed), waiting at most
+    /// `timeout` for each read; returns what came, and the error if it was not closed.
+    fn read_until_close(&mut self, timeout: Duration) -> (Vec<u8>, Option<std::io::Error>) {
+        self.w.set_read_timeout(Some(timeout)).unwrap();
+        let mut rest = Vec::new();
+        let err = match self.r.read_to_end(&mut rest) {
+            Ok(_) => None,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => None,
+            Err(e) => Some(e),
+        };
+        (rest, err)
+    }
+
     /// Asserts the peer closes the connection without sending anything more.
     fn expect_eof(&mut self, what: &str) {
-        self.w
-            .set_read_timeout(Some(Duration::from_secs(5)))
-            .unwrap();
-        let mut rest = Vec::new();
-        match self.r.read_to_end(&mut rest) {
-            Ok(_) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
-            Err(e) => panic!(
+        let (rest, err) = self.read_until_close(Duration::from_secs(5));
+        if let Some(e) = err {
+            panic!(
                 "{what}: connection was not closed ({e}); got so far: {}",
                 show(&rest)
-            ),
+            );
         }
         assert!(
             rest.is_empty(),
@@ -225,10 +238,6 @@ fn contains(hay: &[u8], needle: &[u8]) -> bool {
     hay.windows(needle.len()).any(|w| w == needle)
 }
 
-fn threads(n: &str) -> Server {
-    Server::start(&["--proactor_threads", n])
-}
-
 fn unix_now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -238,8 +247,7 @@ fn unix_now() -> u64 {
 
 /// `used_memory` from INFO memory.
 fn used_memory(c: &mut Conn) -> u64 {
-    let info = bulk_of(&c.call(&[b"INFO", b"memory"]));
-    let text = String::from_utf8(info).unwrap();
+    let text = c.call_text(&[b"INFO", b"memory"]);
     text.lines()
         .find_map(|l| l.strip_prefix("used_memory:"))
         .unwrap_or_else(|| panic!("no used_memory in {text}"))
@@ -258,18 +266,13 @@ fn assert_protocol_error(s: &Server, req: &[u8], want: &[u8]) {
     // The server may close before reading everything a large request sent; a write error is
     // then expected and harmless.
     let _ = bad.w.write_all(req);
-    let mut got = Vec::new();
-    bad.w
-        .set_read_timeout(Some(Duration::from_secs(5)))
-        .unwrap();
-    match bad.r.read_to_end(&mut got) {
-        Ok(_) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
-        Err(e) => panic!(
+    let (got, err) = bad.read_until_close(Duration::from_secs(5));
+    if let Some(e) = err {
+        panic!(
             "request {}: connection not closed after the error ({e}); got: {}",
             show(req),
             show(&got)
-        ),
+        );
     }
     assert_bytes(&got, want, &format!("reply to {}", show(req)));
 
@@ -290,41 +293,21 @@ impl Drop for Proc {
 
 /// A server started with `--requirepass` (`Server::start` waits for `+PONG`, which a
 /// password-protected server does not give before AUTH).
-struct PassServer {
-    port: u16,
-    _proc: Proc,
-}
-
-fn start_with_password(pass: &str) -> PassServer {
-    let port = free_port();
-    let child = Command::new(env!("CARGO_BIN_EXE_strata"))
-        .args(["--port", &port.to_string(), "--log_level", "warn"])
-        .args(["--proactor_threads", "2", "--requirepass", pass])
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn strata");
-    let mut p = Proc(child);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Ok(Some(status)) = p.0.try_wait() {
-            panic!("strata --requirepass exited early: {status}");
+fn start_with_password(pass: &str) -> Server {
+    let mut s = Server::spawn(&["--proactor_threads", "2", "--requirepass", pass]);
+    let ready = s.poll_started("strata --requirepass", |port| {
+        let mut st = TcpStream::connect(("127.0.0.1", port)).ok()?;
+        let _ = st.set_read_timeout(Some(Duration::from_secs(2)));
+        let want = b"-NOAUTH Authentication required.\r\n";
+        let mut buf = vec![0u8; want.len()];
+        if st.write_all(b"PING\r\n").is_ok() && st.read_exact(&mut buf).is_ok() {
+            assert_bytes(&buf, want, "PING before AUTH");
+            return Some(());
         }
-        if let Ok(mut st) = TcpStream::connect(("127.0.0.1", port)) {
-            let _ = st.set_read_timeout(Some(Duration::from_secs(2)));
-            let want = b"-NOAUTH Authentication required.\r\n";
-            let mut buf = vec![0u8; want.len()];
-            if st.write_all(b"PING\r\n").is_ok() && st.read_exact(&mut buf).is_ok() {
-                assert_bytes(&buf, want, "PING before AUTH");
-                return PassServer { port, _proc: p };
-            }
-        }
-        assert!(
-            Instant::now() < deadline,
-            "strata --requirepass did not start"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+        None
+    });
+    assert!(ready.is_some(), "strata --requirepass did not start");
+    s
 }
 
 /// Runs the binary with `args` and waits for it to exit; returns (status code, stdout+stderr).
@@ -359,7 +342,7 @@ fn run_binary(args: &[&str]) -> (Option<i32>, String) {
 
 #[test]
 fn protocol_error_invalid_multibulk_length() {
-    let s = threads("2");
+    let s = server();
     let want: &[u8] = b"-ERR Protocol error: invalid multibulk length\r\n";
     assert_protocol_error(&s, b"*abc\r\n", want);
     assert_protocol_error(&s, b"*1x\r\n", want);
@@ -390,7 +373,7 @@ fn protocol_error_invalid_multibulk_length() {
 fn multibulk_count_above_one_million_is_refused() {
     // The issue fixes the limit at 1M arguments (Redis 6's), so a hostile count cannot make the
     // server reserve for billions; 1048576 itself is still accepted.
-    let s = threads("2");
+    let s = server();
     assert_protocol_error(
         &s,
         b"*1048577\r\n",
@@ -415,7 +398,7 @@ fn multibulk_count_above_one_million_is_refused() {
 
 #[test]
 fn protocol_error_invalid_bulk_length() {
-    let s = threads("2");
+    let s = server();
     let want: &[u8] = b"-ERR Protocol error: invalid bulk length\r\n";
     assert_protocol_error(&s, b"*1\r\n$-5\r\n", want);
     assert_protocol_error(&s, b"*1\r\n$-1\r\n", want);
@@ -435,7 +418,7 @@ fn protocol_error_invalid_bulk_length() {
 
 #[test]
 fn protocol_error_expected_dollar() {
-    let s = threads("2");
+    let s = server();
     assert_protocol_error(
         &s,
         b"*1\r\n:1\r\n",
@@ -450,7 +433,7 @@ fn protocol_error_expected_dollar() {
 
 #[test]
 fn protocol_error_unbalanced_quotes_inline() {
-    let s = threads("2");
+    let s = server();
     let want: &[u8] = b"-ERR Protocol error: unbalanced quotes in request\r\n";
     assert_protocol_error(&s, b"SET \"a\r\n", want);
     assert_protocol_error(&s, b"ECHO 'abc\r\n", want);
@@ -460,7 +443,7 @@ fn protocol_error_unbalanced_quotes_inline() {
 
 #[test]
 fn protocol_error_too_big_inline_request() {
-    let s = threads("2");
+    let s = server();
     let big = vec![b'A'; 70_000];
     assert_protocol_error(&s, &big, b"-ERR Protocol error: too big inline request\r\n");
     let mut get = b"GET ".to_vec();
@@ -483,7 +466,7 @@ fn protocol_error_too_big_inline_request() {
 
 #[test]
 fn garbage_client_does_not_disturb_others() {
-    let mut s = threads("2");
+    let mut s = server();
     let port = s.port;
     let stop = Arc::new(AtomicBool::new(false));
     let sent = Arc::new(AtomicUsize::new(0));
@@ -599,7 +582,7 @@ fn raw_pipeline(s: &Server) {
 
 #[test]
 fn pipeline_raw_1000_set_get() {
-    let s = threads("2");
+    let s = server();
     raw_pipeline(&s);
 }
 
@@ -610,7 +593,7 @@ fn pipeline_raw_1000_set_get_three_shards() {
         hit[shard_of(format!("key:{i}").as_bytes(), 3)] = true;
     }
     assert_eq!(hit, [true; 3], "keys must cover all three shards");
-    let s = threads("3");
+    let s = server_with_threads(3);
     raw_pipeline(&s);
 }
 
@@ -619,7 +602,7 @@ fn pipeline_raw_1000_set_get_three_shards() {
 /// the one a sequential Redis gives, in request order.
 #[test]
 fn pipeline_mixed_commands_keep_order_across_shards() {
-    let s = threads("3");
+    let s = server_with_threads(3);
     let (ma, mb) = keys_on_different_shards("m", 3);
     let mut req = Vec::new();
     let mut want = Vec::new();
@@ -716,13 +699,13 @@ fn crate_pipeline(s: &Server) {
 
 #[test]
 fn pipeline_redis_crate() {
-    let s = threads("2");
+    let s = server();
     crate_pipeline(&s);
 }
 
 #[test]
 fn pipeline_redis_crate_three_shards() {
-    let s = threads("3");
+    let s = server_with_threads(3);
     crate_pipeline(&s);
 }
 
@@ -732,7 +715,7 @@ fn pipeline_redis_crate_three_shards() {
 
 #[test]
 fn inline_commands() {
-    let s = threads("2");
+    let s = server();
     let mut c = Conn::open(&s);
     c.expect(b"PING\r\n", b"+PONG\r\n");
     c.expect(b"PING\n", b"+PONG\r\n");
@@ -770,31 +753,19 @@ fn inline_commands() {
 
 #[test]
 fn resp3_hello_switches_encoding() {
-    let s = threads("2");
+    let s = server();
     let mut c = Conn::open(&s);
     c.send(&cmd(&[b"HELLO", b"3"]));
     let hello = c.reply();
     assert!(hello.starts_with(b"%7\r\n"), "HELLO 3: {}", show(&hello));
-    assert!(
-        contains(&hello, b"$5\r\nproto\r\n:3\r\n"),
-        "HELLO 3: {}",
-        show(&hello)
-    );
-    assert!(
-        contains(&hello, b"$6\r\nserver\r\n$5\r\nredis\r\n"),
-        "HELLO 3: {}",
-        show(&hello)
-    );
-    assert!(
-        contains(&hello, b"$4\r\nmode\r\n$10\r\nstandalone\r\n"),
-        "HELLO 3: {}",
-        show(&hello)
-    );
-    assert!(
-        contains(&hello, b"$4\r\nrole\r\n$6\r\nmaster\r\n"),
-        "HELLO 3: {}",
-        show(&hello)
-    );
+    for part in [
+        &b"$5\r\nproto\r\n:3\r\n"[..],
+        b"$6\r\nserver\r\n$5\r\nredis\r\n",
+        b"$4\r\nmode\r\n$10\r\nstandalone\r\n",
+        b"$4\r\nrole\r\n$6\r\nmaster\r\n",
+    ] {
+        assert!(contains(&hello, part), "HELLO 3: {}", show(&hello));
+    }
     assert!(
         hello.ends_with(b"$7\r\nmodules\r\n*0\r\n"),
         "HELLO 3: {}",
@@ -845,7 +816,7 @@ fn resp3_hello_switches_encoding() {
 /// pipelined in one write with commands between them (redis-server 7.0.15 answers exactly so).
 #[test]
 fn resp3_pipelined_hello_switches_encoding_per_command() {
-    let s = threads("2");
+    let s = server();
     let mut c = Conn::open(&s);
     c.send(b"GET missing\r\nHELLO 3\r\nGET missing\r\nHELLO 2\r\nGET missing\r\n");
     c.w.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
@@ -953,7 +924,7 @@ fn auth_requirepass() {
 
 #[test]
 fn auth_without_password_configured() {
-    let s = threads("2");
+    let s = server();
     let mut c = Conn::open(&s);
     c.expect_cmd(
         &[b"AUTH", b"x"],
@@ -995,23 +966,16 @@ fn auth_unauthenticated_request_size_limits() {
     c.expect_cmd(&[b"ECHO", &big], &bulk(&big));
 }
 
-fn assert_protocol_error_auth(s: &PassServer, req: &[u8], want: &[u8]) {
+fn assert_protocol_error_auth(s: &Server, req: &[u8], want: &[u8]) {
     let mut bad = Conn::connect(s.port);
     let _ = bad.w.write_all(req);
-    bad.w
-        .set_read_timeout(Some(Duration::from_secs(3)))
-        .unwrap();
-    let mut got = Vec::new();
-    let closed = match bad.r.read_to_end(&mut got) {
-        Ok(_) => true,
-        Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
-    };
+    let (got, err) = bad.read_until_close(Duration::from_secs(3));
     assert_bytes(
         &got,
         want,
         &format!("unauthenticated request {}", show(req)),
     );
-    assert!(closed, "connection must close after {}", show(want));
+    assert!(err.is_none(), "connection must close after {}", show(want));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1020,7 +984,7 @@ fn assert_protocol_error_auth(s: &PassServer, req: &[u8], want: &[u8]) {
 
 #[test]
 fn select_isolates_databases_and_swapdb() {
-    let s = threads("2");
+    let s = server();
     let (ka, kb) = keys_on_different_shards("db", 2);
     let mut c = Conn::open(&s);
     c.expect_cmd(&[b"SET", ka.as_bytes(), b"zero-a"], b"+OK\r\n");
@@ -1098,7 +1062,7 @@ fn dbnum_flag_limits_select() {
 
 #[test]
 fn unknown_command_and_arity_errors() {
-    let s = threads("2");
+    let s = server();
     let mut c = Conn::open(&s);
     c.expect_cmd(
         &[b"foo", b"a", b"b"],
@@ -1169,7 +1133,7 @@ fn unknown_command_and_arity_errors() {
 /// checked against redis-server 7.0.15.
 #[test]
 fn unknown_command_args_are_cut_at_128_chars_in_total() {
-    let s = threads("2");
+    let s = server();
     let mut c = Conn::open(&s);
     let a = vec![b'a'; 100];
     let b = vec![b'b'; 100];
@@ -1193,7 +1157,7 @@ fn unknown_command_args_are_cut_at_128_chars_in_total() {
 
 #[test]
 fn client_id_setname_getname_list_info() {
-    let s = threads("2");
+    let s = server();
     let mut c = Conn::open(&s);
     let mut d = Conn::open(&s);
     let id = int_of(&c.call(&[b"CLIENT", b"ID"]));
@@ -1215,7 +1179,7 @@ fn client_id_setname_getname_list_info() {
         b"-ERR wrong number of arguments for 'client|setname' command\r\n",
     );
 
-    let list = String::from_utf8(bulk_of(&c.call(&[b"CLIENT", b"LIST"]))).unwrap();
+    let list = c.call_text(&[b"CLIENT", b"LIST"]);
     let mine = list
         .lines()
         .find(|l| l.starts_with(&format!("id={id} ")))
@@ -1230,7 +1194,7 @@ fn client_id_setname_getname_list_info() {
     assert!(list.ends_with('\n'));
 
     c.expect_cmd(&[b"SELECT", b"3"], b"+OK\r\n");
-    let info = String::from_utf8(bulk_of(&c.call(&[b"CLIENT", b"INFO"]))).unwrap();
+    let info = c.call_text(&[b"CLIENT", b"INFO"]);
     assert!(info.starts_with(&format!("id={id} ")), "{info}");
     assert!(info.contains(" name=myname "), "{info}");
     assert!(info.contains(" db=3 "), "{info}");
@@ -1238,20 +1202,14 @@ fn client_id_setname_getname_list_info() {
         info.ends_with('\n') && info.lines().count() == 1,
         "{info:?}"
     );
-    let id_filtered = String::from_utf8(bulk_of(&c.call(&[
-        b"CLIENT",
-        b"LIST",
-        b"ID",
-        id_d.to_string().as_bytes(),
-    ])))
-    .unwrap();
+    let id_filtered = c.call_text(&[b"CLIENT", b"LIST", b"ID", id_d.to_string().as_bytes()]);
     assert_eq!(id_filtered.lines().count(), 1, "{id_filtered}");
     assert!(id_filtered.starts_with(&format!("id={id_d} ")));
 }
 
 #[test]
 fn client_kill_closes_the_target_connection() {
-    let s = threads("2");
+    let s = server();
     let mut a = Conn::open(&s);
     let mut b = Conn::open(&s);
     let mut e = Conn::open(&s);
@@ -1265,7 +1223,7 @@ fn client_kill_closes_the_target_connection() {
     // It is gone from CLIENT LIST (unregistering may take a moment).
     let deadline = Instant::now() + Duration::from_secs(3);
     loop {
-        let list = String::from_utf8(bulk_of(&a.call(&[b"CLIENT", b"LIST"]))).unwrap();
+        let list = a.call_text(&[b"CLIENT", b"LIST"]);
         if !list.lines().any(|l| l.starts_with(&format!("id={id_b} "))) {
             break;
         }
@@ -1303,7 +1261,7 @@ fn client_kill_closes_the_target_connection() {
     );
 
     // Old form: CLIENT KILL ip:port.
-    let info_e = String::from_utf8(bulk_of(&e.call(&[b"CLIENT", b"INFO"]))).unwrap();
+    let info_e = e.call_text(&[b"CLIENT", b"INFO"]);
     let addr = info_e
         .split(' ')
         .find_map(|f| f.strip_prefix("addr="))
@@ -1320,7 +1278,7 @@ fn client_kill_closes_the_target_connection() {
 
 #[test]
 fn command_count_list_info_docs() {
-    let s = threads("2");
+    let s = server();
     let mut rc = s.client();
     let count: i64 = redis::cmd("COMMAND").arg("COUNT").query(&mut rc).unwrap();
     let list: Vec<String> = redis::cmd("COMMAND").arg("LIST").query(&mut rc).unwrap();
@@ -1389,7 +1347,7 @@ fn command_count_list_info_docs() {
 
 #[test]
 fn config_get_set() {
-    let s = threads("2");
+    let s = server();
     let mut c = Conn::open(&s);
     c.expect_cmd(
         &[b"CONFIG", b"GET", b"maxmemory"],
@@ -1400,7 +1358,7 @@ fn config_get_set() {
         &[b"CONFIG", b"GET", b"maxmemory"],
         b"*2\r\n$9\r\nmaxmemory\r\n$8\r\n10485760\r\n",
     );
-    let info = String::from_utf8(bulk_of(&c.call(&[b"INFO", b"memory"]))).unwrap();
+    let info = c.call_text(&[b"INFO", b"memory"]);
     assert!(info.contains("\r\nmaxmemory:10485760\r\n"), "{info}");
     c.expect_cmd(&[b"CONFIG", b"SET", b"maxmemory", b"0"], b"+OK\r\n");
     c.expect_cmd(
@@ -1425,14 +1383,14 @@ fn config_get_set() {
 
 #[test]
 fn info_sections() {
-    let s = threads("2");
+    let s = server();
     let mut c = Conn::open(&s);
     for i in 0..37 {
         c.expect_cmd(&[b"SET", format!("info:{i}").as_bytes(), b"v"], b"+OK\r\n");
     }
     c.expect_cmd(&[b"SELECT", b"2"], b"+OK\r\n");
     c.expect_cmd(&[b"SET", b"x", b"v"], b"+OK\r\n");
-    let info = String::from_utf8(bulk_of(&c.call(&[b"INFO"]))).unwrap();
+    let info = c.call_text(&[b"INFO"]);
     for needle in [
         "# Server\r\n",
         "# Memory\r\n",
@@ -1456,7 +1414,7 @@ fn info_sections() {
     );
     assert!(!info.contains("db1:"), "empty dbs are not listed: {info}");
 
-    let mem = String::from_utf8(bulk_of(&c.call(&[b"INFO", b"memory"]))).unwrap();
+    let mem = c.call_text(&[b"INFO", b"memory"]);
     assert!(mem.starts_with("# Memory\r\n"), "{mem}");
     assert_eq!(
         mem.lines().filter(|l| l.starts_with('#')).count(),
@@ -1467,13 +1425,13 @@ fn info_sections() {
         mem.contains("\r\nused_memory:") && mem.contains("\r\nused_memory_rss:"),
         "{mem}"
     );
-    let ks = String::from_utf8(bulk_of(&c.call(&[b"INFO", b"keyspace"]))).unwrap();
+    let ks = c.call_text(&[b"INFO", b"keyspace"]);
     assert_eq!(
         ks,
         "# Keyspace\r\ndb0:keys=37,expires=0,avg_ttl=0\r\ndb2:keys=1,expires=0,avg_ttl=0\r\n"
     );
     // Two sections, case-insensitively.
-    let two = String::from_utf8(bulk_of(&c.call(&[b"INFO", b"SERVER", b"Keyspace"]))).unwrap();
+    let two = c.call_text(&[b"INFO", b"SERVER", b"Keyspace"]);
     assert!(
         two.starts_with("# Server\r\n") && two.contains("# Keyspace\r\n"),
         "{two}"
@@ -1483,7 +1441,7 @@ fn info_sections() {
 
 #[test]
 fn time_and_lastsave() {
-    let s = threads("2");
+    let s = server();
     let mut c = Conn::open(&s);
     let before = unix_now();
     let t = c.call(&[b"TIME"]);
@@ -1510,7 +1468,7 @@ fn time_and_lastsave() {
 
 #[test]
 fn debug_populate() {
-    let s = threads("2");
+    let s = server();
     let mut c = Conn::open(&s);
     c.expect_cmd(&[b"SET", b"key:7", b"mine"], b"+OK\r\n");
     c.expect_cmd(&[b"DEBUG", b"POPULATE", b"1000"], b"+OK\r\n");
@@ -1539,16 +1497,14 @@ fn debug_populate() {
 /// exactly so for both).
 #[test]
 fn debug_populate_rejects_bad_count() {
-    let s = threads("2");
+    let s = server();
     let mut c = Conn::open(&s);
-    c.expect_cmd(
-        &[b"DEBUG", b"POPULATE", b"abc"],
-        b"-ERR value is out of range, must be positive\r\n",
-    );
-    c.expect_cmd(
-        &[b"DEBUG", b"POPULATE", b"-1"],
-        b"-ERR value is out of range, must be positive\r\n",
-    );
+    for count in [&b"abc"[..], b"-1"] {
+        c.expect_cmd(
+            &[b"DEBUG", b"POPULATE", count],
+            b"-ERR value is out of range, must be positive\r\n",
+        );
+    }
     c.expect_cmd(&[b"DBSIZE"], b":0\r\n");
 }
 
@@ -1556,7 +1512,7 @@ fn debug_populate_rejects_bad_count() {
 /// name it does not know (checked against redis-server 7.0.15).
 #[test]
 fn command_info_unknown_command_is_null() {
-    let s = threads("2");
+    let s = server();
     let mut c = Conn::open(&s);
     c.expect_cmd(&[b"COMMAND", b"INFO", b"nosuchcmd"], b"*1\r\n$-1\r\n");
     c.call(&[b"HELLO", b"3"]);
@@ -1565,7 +1521,7 @@ fn command_info_unknown_command_is_null() {
 
 #[test]
 fn memory_usage() {
-    let s = threads("2");
+    let s = server();
     let mut c = Conn::open(&s);
     c.expect_cmd(&[b"SET", b"small", b"v"], b"+OK\r\n");
     c.expect_cmd(&[b"SET", b"big", &vec![b'x'; 10_000]], b"+OK\r\n");
@@ -1583,7 +1539,7 @@ fn memory_usage() {
 
 #[test]
 fn echo_ping_quit() {
-    let s = threads("2");
+    let s = server();
     let mut c = Conn::open(&s);
     c.expect_cmd(&[b"ECHO", b"hello"], b"$5\r\nhello\r\n");
     c.expect_cmd(&[b"ECHO", b"a\r\nb\x00"], b"$5\r\na\r\nb\x00\r\n");
@@ -1723,20 +1679,10 @@ fn flagfile_with_port_line() {
         .spawn()
         .expect("spawn strata");
     let mut proc_ = Proc(child);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let stream = loop {
-        if let Ok(Some(status)) = proc_.0.try_wait() {
-            panic!("strata with --flagfile exited early: {status}");
-        }
-        if let Ok(st) = TcpStream::connect(("127.0.0.1", port)) {
-            break st;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "strata did not listen on the flagfile's port"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let stream = poll_started(&mut proc_.0, "strata with --flagfile", || {
+        TcpStream::connect(("127.0.0.1", port)).ok()
+    })
+    .unwrap_or_else(|| panic!("strata did not listen on the flagfile's port"));
     let mut c = Conn::from_stream(stream);
     c.expect(b"PING\r\n", b"+PONG\r\n");
     c.expect_cmd(&[b"SELECT", b"2"], b"+OK\r\n");
@@ -1809,7 +1755,7 @@ fn invalid_flag_value_exits_nonzero() {
 
 #[test]
 fn default_bind_is_loopback() {
-    let s = threads("1");
+    let s = server_with_threads(1);
     let mut c = Conn::open(&s);
     c.expect_cmd(
         &[b"CONFIG", b"GET", b"bind"],
@@ -1827,7 +1773,7 @@ fn default_bind_is_loopback() {
 
 #[test]
 fn large_binary_value_roundtrip() {
-    let s = threads("2");
+    let s = server();
     let mut rng = SmallRng::seed_from_u64(5);
     let n = 5 * 1024 * 1024;
     let mut val = vec![0u8; n];
@@ -1855,7 +1801,7 @@ fn large_binary_value_roundtrip() {
 
 #[test]
 fn partial_huge_bulk_then_disconnect() {
-    let mut s = threads("2");
+    let mut s = server();
     let mut c = Conn::open(&s);
     let base = used_memory(&mut c);
     for round in 0..3 {
@@ -1895,7 +1841,7 @@ fn partial_huge_bulk_then_disconnect() {
 
 #[test]
 fn shutdown_nosave_exits() {
-    let mut s = threads("2");
+    let mut s = server();
     let mut c = Conn::open(&s);
     c.expect_cmd(&[b"SET", b"k", b"v"], b"+OK\r\n");
     c.expect_cmd(&[b"SHUTDOWN", b"BOGUS"], b"-ERR syntax error\r\n");

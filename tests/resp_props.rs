@@ -45,6 +45,32 @@ enum Outcome {
     Error(String),
 }
 
+/// Every argument range of a multibulk frame lies inside the frame's `used` bytes.
+fn check_ranges(frame: &Frame, used: usize) -> Result<(), TestCaseError> {
+    if let Frame::Multi(ranges) = frame {
+        for &(a, b) in ranges {
+            prop_assert!(
+                a <= b && b <= used,
+                "range ({}, {}) outside frame of {}",
+                a,
+                b,
+                used
+            );
+        }
+    }
+    Ok(())
+}
+
+/// A parse error's text starts with the protocol prefix.
+fn check_prefix(e: &ParseError) -> Result<(), TestCaseError> {
+    prop_assert!(
+        e.0.starts_with(ERR_PREFIX),
+        "error text {:?} lacks the prefix",
+        e.0
+    );
+    Ok(())
+}
+
 /// Checks the invariants of one `parse` result against the buffer it was given and resolves it.
 fn check(buf: &[u8], res: Result<Parsed, ParseError>) -> Result<Outcome, TestCaseError> {
     match res {
@@ -56,27 +82,13 @@ fn check(buf: &[u8], res: Result<Parsed, ParseError>) -> Result<Outcome, TestCas
                 used,
                 buf.len()
             );
-            if let Frame::Multi(ranges) = &frame {
-                for &(a, b) in ranges {
-                    prop_assert!(
-                        a <= b && b <= used,
-                        "range ({}, {}) outside frame of {}",
-                        a,
-                        b,
-                        used
-                    );
-                }
-            }
+            check_ranges(&frame, used)?;
             let bytes = Bytes::copy_from_slice(&buf[..used]);
             Ok(Outcome::Request(frame.into_args(&bytes), used))
         }
         Ok(Parsed::Incomplete) => Ok(Outcome::Incomplete),
         Err(e) => {
-            prop_assert!(
-                e.0.starts_with(ERR_PREFIX),
-                "error text {:?} lacks the prefix",
-                e.0
-            );
+            check_prefix(&e)?;
             prop_assert_eq!(e.to_string(), e.0.to_string());
             Ok(Outcome::Error(e.0.into_owned()))
         }
@@ -176,27 +188,13 @@ fn chunked_all(buf: &[u8], sizes: &[usize]) -> Result<Extracted, TestCaseError> 
             match parser.parse(&inbuf) {
                 Ok(Parsed::Request(frame, used)) => {
                     prop_assert!(used > 0 && used <= inbuf.len());
-                    if let Frame::Multi(ranges) = &frame {
-                        for &(a, b) in ranges {
-                            prop_assert!(
-                                a <= b && b <= used,
-                                "range ({}, {}) outside frame of {}",
-                                a,
-                                b,
-                                used
-                            );
-                        }
-                    }
+                    check_ranges(&frame, used)?;
                     let bytes = inbuf.split_to(used).freeze();
                     reqs.push((frame.into_args(&bytes), used));
                 }
                 Ok(Parsed::Incomplete) => break,
                 Err(e) => {
-                    prop_assert!(
-                        e.0.starts_with(ERR_PREFIX),
-                        "error text {:?} lacks the prefix",
-                        e.0
-                    );
+                    check_prefix(&e)?;
                     return Ok((reqs, End::Error(e.0.into_owned())));
                 }
             }

@@ -4,7 +4,9 @@
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use redis::Connection;
 
 /// A running server; killed when dropped.
 pub struct Server {
@@ -15,6 +17,13 @@ pub struct Server {
 impl Server {
     /// Starts `strata` with `args` (plus `--port`), waiting until it answers PING.
     pub fn start(args: &[&str]) -> Server {
+        let mut s = Server::spawn(args);
+        s.wait_ready();
+        s
+    }
+
+    /// Starts `strata` with `args` (plus `--port`) without waiting for it.
+    pub fn spawn(args: &[&str]) -> Server {
         let port = free_port();
         let child = Command::new(env!("CARGO_BIN_EXE_strata"))
             .arg("--port")
@@ -25,29 +34,29 @@ impl Server {
             .stderr(Stdio::inherit())
             .spawn()
             .expect("spawn strata");
-        let mut s = Server { port, child };
-        s.wait_ready();
-        s
+        Server { port, child }
     }
 
     fn wait_ready(&mut self) {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                panic!("strata exited early: {status}");
-            }
-            if let Ok(mut c) = TcpStream::connect(("127.0.0.1", self.port)) {
-                let _ = c.set_read_timeout(Some(Duration::from_secs(2)));
-                if c.write_all(b"PING\r\n").is_ok() {
-                    let mut buf = [0u8; 7];
-                    if c.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n" {
-                        return;
-                    }
-                }
-            }
-            assert!(Instant::now() < deadline, "strata did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let ready = self.poll_started("strata", |port| {
+            let mut c = TcpStream::connect(("127.0.0.1", port)).ok()?;
+            let _ = c.set_read_timeout(Some(Duration::from_secs(2)));
+            c.write_all(b"PING\r\n").ok()?;
+            let mut buf = [0u8; 7];
+            c.read_exact(&mut buf).ok()?;
+            (&buf == b"+PONG\r\n").then_some(())
+        });
+        assert!(ready.is_some(), "strata did not start");
+    }
+
+    /// [`poll_started`] on this server's process; `ready` is given the port.
+    pub fn poll_started<T>(
+        &mut self,
+        what: &str,
+        mut ready: impl FnMut(u16) -> Option<T>,
+    ) -> Option<T> {
+        let port = self.port;
+        poll_started(&mut self.child, what, || ready(port))
     }
 
     pub fn url(&self) -> String {
@@ -94,6 +103,28 @@ impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// Calls `ready` every 20 ms until it gives a value, for up to 20 s, panicking with
+/// "`what` exited early" if `child` exits first; None when the time is up.
+pub fn poll_started<T>(
+    child: &mut Child,
+    what: &str,
+    mut ready: impl FnMut() -> Option<T>,
+) -> Option<T> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("{what} exited early: {status}");
+        }
+        if let Some(v) = ready() {
+            return Some(v);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
@@ -178,4 +209,143 @@ pub fn keys_on_different_shards(prefix: &str, shards: usize) -> (String, String)
         }
     }
     panic!("no key on another shard");
+}
+
+/// A server with two proactor threads.
+pub fn server() -> Server {
+    server_with_threads(2)
+}
+
+/// A server with `threads` proactor threads (one shard each).
+pub fn server_with_threads(threads: usize) -> Server {
+    Server::start(&["--proactor_threads", &threads.to_string()])
+}
+
+// ---------------------------------------------------------------------------------------------
+// Byte-exact replies on a raw connection
+// ---------------------------------------------------------------------------------------------
+
+/// Reads one complete RESP reply (any type, nested) and returns its bytes.
+pub fn read_reply(raw: &mut Raw) -> Vec<u8> {
+    let mut out = Vec::new();
+    read_into(raw, &mut out);
+    out
+}
+
+/// Appends one complete RESP reply (any type, nested) to `out`.
+pub fn read_into(raw: &mut Raw, out: &mut Vec<u8>) {
+    let start = out.len();
+    loop {
+        let c = raw.read_n(1)[0];
+        out.push(c);
+        if out.len() - start >= 2 && out.ends_with(b"\r\n") {
+            break;
+        }
+    }
+    let line = String::from_utf8_lossy(&out[start + 1..out.len() - 2]).into_owned();
+    let n: i64 = line.parse().unwrap_or(-1);
+    match out[start] {
+        b'$' | b'=' | b'!' if n >= 0 => out.extend(raw.read_n(n as usize + 2)),
+        b'*' | b'~' | b'>' => (0..n.max(0)).for_each(|_| read_into(raw, out)),
+        b'%' => (0..2 * n.max(0)).for_each(|_| read_into(raw, out)),
+        _ => {}
+    }
+}
+
+/// Sends `args` on a raw connection and asserts the reply bytes exactly.
+pub fn rt(raw: &mut Raw, args: &[&str], expect: &str) {
+    let a: Vec<&[u8]> = args.iter().map(|s| s.as_bytes()).collect();
+    raw.send(&cmd(&a));
+    let got = read_reply(raw);
+    assert_eq!(String::from_utf8_lossy(&got), expect, "reply to {args:?}");
+}
+
+/// An error reply as RESP bytes.
+pub fn e(msg: &str) -> String {
+    format!("-{msg}\r\n")
+}
+
+/// A bulk reply as RESP bytes.
+pub fn b(v: &str) -> String {
+    format!("${}\r\n{v}\r\n", v.len())
+}
+
+/// An integer reply as RESP bytes.
+pub fn i(n: i64) -> String {
+    format!(":{n}\r\n")
+}
+
+/// The error reply for a wrong number of arguments to `cmd` (named in lower case, as Redis does).
+pub fn wrong_args(cmd: &str) -> String {
+    e(&format!(
+        "ERR wrong number of arguments for '{cmd}' command"
+    ))
+}
+
+/// An array reply of already encoded `items` as RESP bytes.
+pub fn arr(items: &[&str]) -> String {
+    let mut s = format!("*{}\r\n", items.len());
+    for it in items {
+        s.push_str(it);
+    }
+    s
+}
+
+pub const OK: &str = "+OK\r\n";
+pub const NIL: &str = "$-1\r\n";
+pub const SYNTAX: &str = "-ERR syntax error\r\n";
+pub const NOT_INT: &str = "-ERR value is not an integer or out of range\r\n";
+pub const NOT_FLOAT: &str = "-ERR value is not a valid float\r\n";
+pub const NO_KEY: &str = "-ERR no such key\r\n";
+pub const SAME: &str = "-ERR source and destination objects are the same\r\n";
+pub const DB_RANGE: &str = "-ERR DB index is out of range\r\n";
+
+// ---------------------------------------------------------------------------------------------
+// Through the `redis` crate
+// ---------------------------------------------------------------------------------------------
+
+/// Runs `args` (command name first) and converts the reply; panics on an error reply.
+pub fn q<T: redis::FromRedisValue>(c: &mut Connection, args: &[&str]) -> T {
+    let mut command = redis::cmd(args[0]);
+    for a in &args[1..] {
+        command.arg(*a);
+    }
+    command
+        .query(c)
+        .unwrap_or_else(|err| panic!("{args:?} failed: {err}"))
+}
+
+/// Every key a full SCAN returns (with repeats), with extra arguments such as MATCH/COUNT.
+pub fn scan_all(c: &mut Connection, extra: &[&str]) -> Vec<String> {
+    let mut cursor = "0".to_string();
+    let mut out = Vec::new();
+    let mut rounds = 0;
+    loop {
+        let mut command = redis::cmd("SCAN");
+        command.arg(&cursor);
+        for a in extra {
+            command.arg(*a);
+        }
+        let (next, keys): (String, Vec<String>) = command.query(c).unwrap();
+        out.extend(keys);
+        rounds += 1;
+        assert!(rounds < 100_000, "SCAN does not terminate");
+        if next == "0" {
+            return out;
+        }
+        cursor = next;
+    }
+}
+
+pub fn sorted(mut v: Vec<String>) -> Vec<String> {
+    v.sort();
+    v
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
 }
