@@ -21,17 +21,35 @@ use glommio::io::DmaFile;
 use crate::alloc::{ExtentAllocator, PAGE};
 use crate::page::{self, Corrupt, PageBuilder};
 
-/// Where a value lives on disk: 12 bytes, kept in RAM in place of the value.
+/// Where a value lives on disk: 16 bytes, kept in RAM in place of the value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct DiskPtr {
     /// First page (4 KiB units).
     pub page: u32,
-    /// Entry offset inside a shared page; 0 for an extent.
-    pub offset: u16,
-    /// True for a value in a shared small page.
-    pub small: bool,
     /// Value length in bytes (STRLEN needs no I/O).
     pub len: u32,
+    /// Written with the value; a read checks it (the value's owner mark).
+    pub tag: u32,
+    /// Length of the key stored with the value (sizes extents and page accounting).
+    pub key_len: u16,
+    /// Entry offset inside a shared page; 0 for an extent (page entries start past the header).
+    pub offset: u16,
+}
+
+const _: () = assert!(std::mem::size_of::<DiskPtr>() == 16);
+
+impl DiskPtr {
+    pub fn small(&self) -> bool {
+        self.offset != 0
+    }
+
+    fn pages(&self) -> u64 {
+        if self.small() {
+            1
+        } else {
+            page::extent_pages(self.key_len as usize, self.len as usize)
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -92,6 +110,9 @@ struct PageLive {
     bytes: u32,
 }
 
+/// One entry of a page read back for compaction: (offset, tag, key, value).
+pub type PageEntry = (u16, u32, Vec<u8>, Vec<u8>);
+
 /// A small entry placed in a page being written: (item index, offset, entry bytes).
 type Member = (usize, u16, u32);
 
@@ -112,6 +133,7 @@ pub struct TierStore {
     stats: RefCell<TierStats>,
     latency: RefCell<hdrhistogram::Histogram<u64>>,
     full: Cell<bool>,
+    next_tag: Cell<u32>,
 }
 
 impl TierStore {
@@ -158,6 +180,7 @@ impl TierStore {
             stats: RefCell::new(TierStats::default()),
             latency: RefCell::new(latency),
             full: Cell::new(false),
+            next_tag: Cell::new(1),
         }))
     }
 
@@ -207,8 +230,15 @@ impl TierStore {
         Ok(())
     }
 
+    fn tag(&self) -> u32 {
+        let t = self.next_tag.get();
+        self.next_tag.set(t.wrapping_add(1).max(1));
+        t
+    }
+
     /// Writes a batch of (key, value); each gets a pointer or the error that stopped it. Small
     /// values are packed into as few pages as they fit; all pages and extents go out together.
+    /// Keys longer than 64 KiB cannot be stored and get an error.
     pub async fn write_batch(&self, items: &[(&[u8], &[u8])]) -> Vec<Result<DiskPtr, TierError>> {
         let mut out: Vec<Option<Result<DiskPtr, TierError>>> = vec![None; items.len()];
         // Pack small entries into pages.
@@ -216,7 +246,15 @@ impl TierStore {
         let mut builder = PageBuilder::new();
         let mut members = Vec::new();
         let mut large = Vec::new();
+        let tags: Vec<u32> = items.iter().map(|_| self.tag()).collect();
+        let tags = &tags;
         for (i, (k, v)) in items.iter().enumerate() {
+            if k.len() > u16::MAX as usize || v.len() > u32::MAX as usize {
+                out[i] = Some(Err(TierError::Io(
+                    "key or value too large for the tier".into(),
+                )));
+                continue;
+            }
             let size = page::ENTRY_HEADER + k.len() + v.len();
             if size > page::SMALL_LIMIT {
                 large.push(i);
@@ -228,7 +266,7 @@ impl TierStore {
                     std::mem::take(&mut members),
                 ));
             }
-            if let Some(off) = builder.push(k, v) {
+            if let Some(off) = builder.push(tags[i], k, v) {
                 members.push((i, off, size as u32));
             }
         }
@@ -264,9 +302,10 @@ impl TierStore {
                                     st.value_bytes += len as u64;
                                     let ptr = DiskPtr {
                                         page: start as u32,
-                                        offset: off,
-                                        small: true,
                                         len,
+                                        tag: tags[i],
+                                        key_len: items[i].0.len() as u16,
+                                        offset: off,
                                     };
                                     (i, Ok(ptr))
                                 })
@@ -294,7 +333,7 @@ impl TierStore {
             };
             writes.push(
                 async move {
-                    let bytes = page::build_extent(k, v);
+                    let bytes = page::build_extent(tags[i], k, v);
                     let res = match self.write_at(&bytes, start * PAGE).await {
                         Ok(()) => {
                             let mut st = self.stats.borrow_mut();
@@ -302,9 +341,10 @@ impl TierStore {
                             st.value_bytes += v.len() as u64;
                             Ok(DiskPtr {
                                 page: start as u32,
-                                offset: 0,
-                                small: false,
                                 len: v.len() as u32,
+                                tag: tags[i],
+                                key_len: k.len() as u16,
+                                offset: 0,
                             })
                         }
                         Err(e) => {
@@ -344,19 +384,15 @@ impl TierStore {
         }
     }
 
-    /// Reads `key`'s value at `ptr`, sharing the I/O with concurrent reads of the same page.
-    pub async fn read(&self, key: &[u8], ptr: DiskPtr) -> Result<Vec<u8>, TierError> {
+    /// Reads the value at `ptr`, sharing the I/O with concurrent reads of the same page.
+    pub async fn read(&self, ptr: DiskPtr) -> Result<Vec<u8>, TierError> {
         let started = Instant::now();
-        let pages = if ptr.small {
-            1
-        } else {
-            page::extent_pages(key.len(), ptr.len as usize)
-        };
+        let pages = ptr.pages();
         *self.readers.borrow_mut().entry(ptr.page).or_insert(0) += 1;
         let shared = {
             let mut inflight = self.inflight.borrow_mut();
             match inflight.get(&ptr.page) {
-                Some(f) if ptr.small => {
+                Some(f) if ptr.small() => {
                     self.stats.borrow_mut().coalesced_reads += 1;
                     f.clone()
                 }
@@ -375,7 +411,7 @@ impl TierStore {
                     }
                     .boxed_local();
                     let f = fut.shared();
-                    if ptr.small {
+                    if ptr.small() {
                         inflight.insert(ptr.page, f.clone());
                     }
                     self.stats.borrow_mut().pending_reads += 1;
@@ -384,7 +420,7 @@ impl TierStore {
             }
         };
         let res = shared.await;
-        if self.inflight.borrow_mut().remove(&ptr.page).is_some() || !ptr.small {
+        if self.inflight.borrow_mut().remove(&ptr.page).is_some() || !ptr.small() {
             let mut st = self.stats.borrow_mut();
             st.pending_reads = st.pending_reads.saturating_sub(1);
             st.reads += 1;
@@ -392,12 +428,12 @@ impl TierStore {
         }
         self.done_reading(ptr.page);
         let value = res.and_then(|buf| {
-            let v = if ptr.small {
+            let v = if ptr.small() {
                 page::verify_page(&buf)
-                    .and_then(|()| page::page_entry(&buf, ptr.offset, key))
+                    .and_then(|()| page::page_entry(&buf, ptr.offset, ptr.tag))
                     .map(|v| v.to_vec())
             } else {
-                page::extent_value(&buf, key).map(|v| v.to_vec())
+                page::extent_value(&buf, ptr.tag).map(|v| v.to_vec())
             };
             v.map_err(TierError::Corrupt)
         });
@@ -446,14 +482,14 @@ impl TierStore {
         }
     }
 
-    /// Frees the space of `key`'s value at `ptr` (the key is needed to size an extent).
-    pub fn free(&self, key_len: usize, ptr: DiskPtr) {
+    /// Frees the space of the value at `ptr`.
+    pub fn free(&self, ptr: DiskPtr) {
         {
             let mut st = self.stats.borrow_mut();
             st.entries = st.entries.saturating_sub(1);
             st.value_bytes = st.value_bytes.saturating_sub(ptr.len as u64);
         }
-        let (start, pages) = if ptr.small {
+        let (start, pages) = if ptr.small() {
             let mut map = self.pages.borrow_mut();
             let Some(live) = map.get_mut(&ptr.page) else {
                 return;
@@ -461,7 +497,7 @@ impl TierStore {
             live.entries = live.entries.saturating_sub(1);
             live.bytes = live
                 .bytes
-                .saturating_sub((page::ENTRY_HEADER + key_len) as u32 + ptr.len);
+                .saturating_sub((page::ENTRY_HEADER + ptr.key_len as usize) as u32 + ptr.len);
             if live.entries > 0 {
                 return;
             }
@@ -470,10 +506,7 @@ impl TierStore {
             st.small_pages = st.small_pages.saturating_sub(1);
             (ptr.page as u64, 1)
         } else {
-            (
-                ptr.page as u64,
-                page::extent_pages(key_len, ptr.len as usize),
-            )
+            (ptr.page as u64, ptr.pages())
         };
         let busy = {
             let readers = self.readers.borrow();
@@ -510,8 +543,8 @@ impl TierStore {
             .collect()
     }
 
-    /// Reads a whole small page (verified) for compaction: every (offset, key, value).
-    pub async fn read_page(&self, page_no: u32) -> Result<Vec<(u16, Vec<u8>, Vec<u8>)>, TierError> {
+    /// Reads a whole small page (verified) for compaction: every (offset, tag, key, value).
+    pub async fn read_page(&self, page_no: u32) -> Result<Vec<PageEntry>, TierError> {
         *self.readers.borrow_mut().entry(page_no).or_insert(0) += 1;
         let r = self
             .file
@@ -523,7 +556,7 @@ impl TierStore {
         page::verify_page(&buf).map_err(TierError::Corrupt)?;
         Ok(page::page_entries(&buf)
             .into_iter()
-            .map(|(o, k, v)| (o, k.to_vec(), v.to_vec()))
+            .map(|(o, t, k, v)| (o, t, k.to_vec(), v.to_vec()))
             .collect())
     }
 
@@ -613,20 +646,24 @@ mod tests {
             // Small values share pages.
             assert!(st.stats().small_pages < 40, "{}", st.stats().small_pages);
             // Concurrent reads, many on the same pages.
-            let reads = keys.iter().zip(&ptrs).map(|(k, p)| st.read(k, *p));
+            let reads = ptrs.iter().map(|p| st.read(*p));
             let got = futures::future::join_all(reads).await;
             for (i, g) in got.into_iter().enumerate() {
                 assert_eq!(g.unwrap(), vals[i], "value {i}");
             }
             assert!(st.stats().coalesced_reads > 0);
-            // A pointer read for the wrong key is refused.
+            // A pointer whose tag does not match what is on disk is refused.
+            let forged = DiskPtr {
+                tag: ptrs[1].tag + 1000,
+                ..ptrs[1]
+            };
             assert_eq!(
-                st.read(b"nope", ptrs[1]).await,
+                st.read(forged).await,
                 Err(TierError::Corrupt(Corrupt::Owner))
             );
             let used = st.stats().used_bytes;
-            for (k, p) in keys.iter().zip(&ptrs) {
-                st.free(k.len(), *p);
+            for p in &ptrs {
+                st.free(*p);
             }
             let s = st.stats();
             assert_eq!(s.entries, 0);
@@ -670,11 +707,11 @@ mod tests {
                 f.sync_all().unwrap();
             }
             assert_eq!(
-                st.read(b"a", pa).await,
+                st.read(pa).await,
                 Err(TierError::Corrupt(Corrupt::Checksum))
             );
             assert_eq!(
-                st.read(b"b", pb).await,
+                st.read(pb).await,
                 Err(TierError::Corrupt(Corrupt::Checksum))
             );
             assert_eq!(st.stats().read_errors, 2);
@@ -692,7 +729,7 @@ mod tests {
             assert!(r[0].is_ok());
             assert_eq!(r[1], Err(TierError::NoSpace));
             assert!(st.is_full());
-            st.free(1, r[0].clone().unwrap());
+            st.free(r[0].clone().unwrap());
             assert!(!st.is_full());
             assert!(st.write_batch(&[(b"y", &big)]).await[0].is_ok());
         });
