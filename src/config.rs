@@ -59,9 +59,43 @@ pub struct Flags {
     #[arg(long)]
     pub flagfile: Option<String>,
 
+    /// Turns on SSD tiering: each shard keeps cold values in the file PATH-NNNN.ssd
+    /// (O_DIRECT, created at start, removed at exit). The directory must exist.
+    #[arg(long = "tiered_prefix", alias = "tiered-prefix")]
+    pub tiered_prefix: Option<String>,
+
+    /// Size limit of all tier files together (split between shards), bytes or 10gb-style;
+    /// 0 = 80% of the free space of the filesystem holding them.
+    #[arg(long = "tiered_max_file_size", alias = "tiered-max-file-size", default_value = "0", value_parser = parse_mem_flag)]
+    pub tiered_max_file_size: u64,
+
+    /// Offload cold values once used memory passes this fraction of maxmemory.
+    #[arg(long = "tiered_offload_threshold", alias = "tiered-offload-threshold", default_value_t = 0.5, value_parser = parse_fraction)]
+    pub tiered_offload_threshold: f64,
+
+    /// A value read twice within a short window returns to RAM while used memory is under this
+    /// fraction of maxmemory.
+    #[arg(long = "tiered_upload_threshold", alias = "tiered-upload-threshold", default_value_t = 0.9, value_parser = parse_fraction)]
+    pub tiered_upload_threshold: f64,
+
+    /// Values shorter than this never leave RAM.
+    #[arg(
+        long = "tiered_min_value_size",
+        alias = "tiered-min-value-size",
+        default_value_t = 64
+    )]
+    pub tiered_min_value_size: u64,
+
     /// Log level: error, warn, info, debug or trace.
     #[arg(long = "log_level", alias = "log-level", default_value = "info")]
     pub log_level: String,
+}
+
+fn parse_fraction(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if (0.0..=1.0).contains(&v) => Ok(v),
+        _ => Err(format!("'{s}' is not a fraction between 0 and 1")),
+    }
 }
 
 fn parse_mem_flag(s: &str) -> Result<u64, String> {
@@ -129,10 +163,85 @@ pub struct Settings {
     pub bind: String,
     pub dbnum: u32,
     pub threads: usize,
+    pub tiered: Option<TierSettings>,
+}
+
+/// Tiering settings (present only with `--tiered_prefix`).
+#[derive(Clone, Debug)]
+pub struct TierSettings {
+    pub prefix: String,
+    /// Bytes each shard's file may grow to.
+    pub file_bytes_per_shard: u64,
+    pub offload_threshold: f64,
+    pub upload_threshold: f64,
+    pub min_value_size: usize,
+}
+
+impl TierSettings {
+    /// Checks the flags and the directory; errors name the flag, for a clear start-up message.
+    pub fn from_flags(f: &Flags) -> Result<Option<TierSettings>, String> {
+        let Some(prefix) = f.tiered_prefix.clone() else {
+            return Ok(None);
+        };
+        let path = std::path::Path::new(&prefix);
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => std::path::PathBuf::from("."),
+        };
+        if !dir.is_dir() {
+            return Err(format!(
+                "--tiered_prefix: directory '{}' does not exist",
+                dir.display()
+            ));
+        }
+        let total = if f.tiered_max_file_size > 0 {
+            f.tiered_max_file_size
+        } else {
+            free_space(&dir).map(|b| b / 10 * 8).ok_or_else(|| {
+                format!(
+                    "--tiered_prefix: cannot read the free space of '{}'",
+                    dir.display()
+                )
+            })?
+        };
+        let threads = f.threads() as u64;
+        let per_shard = total / threads;
+        if per_shard < 1 << 20 {
+            return Err(format!(
+                "--tiered_max_file_size: {total} bytes leave under 1 MiB per shard"
+            ));
+        }
+        Ok(Some(TierSettings {
+            prefix,
+            file_bytes_per_shard: per_shard,
+            offload_threshold: f.tiered_offload_threshold,
+            upload_threshold: f.tiered_upload_threshold,
+            min_value_size: f.tiered_min_value_size as usize,
+        }))
+    }
+
+    pub fn file_path(&self, shard: usize) -> std::path::PathBuf {
+        std::path::PathBuf::from(format!("{}-{shard:04}.ssd", self.prefix))
+    }
+}
+
+/// Free bytes of the filesystem holding `dir`.
+fn free_space(dir: &std::path::Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    // SAFETY: statvfs is plain old data, for which all-zero bytes are a valid value.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is a valid NUL-terminated path and `st` is writable for the call.
+    let rc = unsafe { libc::statvfs(c.as_ptr(), &mut st) };
+    (rc == 0).then(|| st.f_bavail as u64 * st.f_frsize as u64)
 }
 
 impl Settings {
     pub fn from_flags(f: &Flags) -> Settings {
+        Self::with_tiering(f, None)
+    }
+
+    pub fn with_tiering(f: &Flags, tiered: Option<TierSettings>) -> Settings {
         Settings {
             maxmemory: AtomicU64::new(f.maxmemory),
             hz: AtomicU32::new(f.hz),
@@ -142,6 +251,7 @@ impl Settings {
             bind: f.bind.clone(),
             dbnum: f.dbnum,
             threads: f.threads(),
+            tiered,
         }
     }
 

@@ -53,8 +53,9 @@ pub fn dump(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     let Some(entry) = ctx.shard.lookup(ctx.db, &args[1], ctx.now) else {
         return Reply::Nil;
     };
-    let payload = match &entry.value {
-        Value::Str(s) => encode_string_payload(s.as_bytes()),
+    let payload = match super::string::as_str(&entry.value) {
+        Ok(s) => encode_string_payload(s.as_bytes()),
+        Err(e) => return e,
     };
     Reply::Bulk(Bytes::from(payload))
 }

@@ -207,7 +207,7 @@ fn rename_generic(ctx: &mut Ctx, args: &[Bytes], nx: bool) -> Reply {
     if nx && ctx.shard.contains(ctx.db, dst, ctx.now) {
         return Reply::Int(0);
     }
-    if let Some(e) = ctx.shard.remove(ctx.db, src) {
+    if let Some(e) = ctx.shard.take(ctx.db, src) {
         ctx.shard.store_entry(ctx.db, dst, e);
     }
     if nx {
@@ -290,10 +290,20 @@ pub fn move_(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     if !ctx.shard.contains(ctx.db, key, ctx.now) || ctx.shard.contains(db, key, ctx.now) {
         return Reply::Int(0);
     }
-    if let Some(e) = ctx.shard.remove(ctx.db, key) {
+    if let Some(e) = ctx.shard.take(ctx.db, key) {
         ctx.shard.store_entry(db, key, e);
     }
     Reply::Int(1)
+}
+
+/// What OBJECT ENCODING says for an entry. Offloaded values are at least 64 bytes and not
+/// integers, so Redis would hold them "raw".
+pub fn encoding_of(e: &Entry) -> &'static str {
+    match &e.value {
+        Value::Str(_) if e.flags & Entry::RAW != 0 => "raw",
+        Value::Str(s) => string_encoding(s.as_bytes()),
+        Value::External(_) => "raw",
+    }
 }
 
 /// What OBJECT ENCODING says for a string, as Redis would encode it.
@@ -346,10 +356,7 @@ pub fn object(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
         return Reply::Nil;
     };
     match sub.as_str() {
-        "encoding" => Reply::bulk_str(match &e.value {
-            Value::Str(_) if e.flags & Entry::RAW != 0 => "raw",
-            Value::Str(s) => string_encoding(s.as_bytes()),
-        }),
+        "encoding" => Reply::bulk_str(encoding_of(e)),
         "freq" if !lfu => err("ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust."),
         "freq" => Reply::Int(e.freq() as i64),
         "idletime" if lfu => err("ERR An LRU maxmemory policy is not selected, no idle time is tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust."),

@@ -61,6 +61,13 @@ pub const ADMIN: u32 = 1 << 4;
 /// Allowed before authentication (AUTH, HELLO, QUIT).
 pub const NOAUTH: u32 = 1 << 5;
 pub const LOADING: u32 = 1 << 6;
+/// Reads string values: offloaded values are loaded before it runs.
+pub const READS_VALUE: u32 = 1 << 7;
+
+/// Whether this call reads values (SET reads only with its GET option).
+pub fn is_reading(spec: &Spec, args: &[Bytes]) -> bool {
+    spec.has(READS_VALUE) || (spec.name == "set" && args[3..].iter().any(|a| args::is(a, "GET")))
+}
 
 pub struct Spec {
     pub name: &'static str,
@@ -150,32 +157,33 @@ const W: u32 = WRITE;
 const R: u32 = READONLY;
 const M: u32 = DENYOOM;
 const F: u32 = FAST;
+const V: u32 = READS_VALUE;
 
 /// Every command Strata serves.
 pub static TABLE: &[Spec] = &[
     // strings
-    spec!("get", 2, R | F, 1, 1, 1, On(string::get), "string", "1.0.0", "Returns the string value of a key."),
+    spec!("get", 2, R | F | V, 1, 1, 1, On(string::get), "string", "1.0.0", "Returns the string value of a key."),
     spec!("set", -3, W | M, 1, 1, 1, On(string::set), "string", "1.0.0", "Sets the string value of a key, ignoring its type. The key is created if it doesn't exist."),
     spec!("setnx", 3, W | M | F, 1, 1, 1, On(string::setnx), "string", "1.0.0", "Set the string value of a key only when the key doesn't exist."),
     spec!("setex", 4, W | M, 1, 1, 1, On(string::setex), "string", "2.0.0", "Sets the string value and expiration time of a key. Creates the key if it doesn't exist."),
     spec!("psetex", 4, W | M, 1, 1, 1, On(string::psetex), "string", "2.6.0", "Sets both string value and expiration time in milliseconds of a key. The key is created if it doesn't exist."),
-    spec!("getset", 3, W | M | F, 1, 1, 1, On(string::getset), "string", "1.0.0", "Returns the previous string value of a key after setting it to a new value."),
-    spec!("getdel", 2, W | F, 1, 1, 1, On(string::getdel), "string", "6.2.0", "Returns the string value of a key after deleting the key."),
-    spec!("getex", -2, W | F, 1, 1, 1, On(string::getex), "string", "6.2.0", "Returns the string value of a key after setting its expiration time."),
-    spec!("mget", -2, R | F, 1, -1, 1, Split(string::mget, 1, Merge::Concat), "string", "1.0.0", "Atomically returns the string values of one or more keys."),
+    spec!("getset", 3, W | M | F | V, 1, 1, 1, On(string::getset), "string", "1.0.0", "Returns the previous string value of a key after setting it to a new value."),
+    spec!("getdel", 2, W | F | V, 1, 1, 1, On(string::getdel), "string", "6.2.0", "Returns the string value of a key after deleting the key."),
+    spec!("getex", -2, W | F | V, 1, 1, 1, On(string::getex), "string", "6.2.0", "Returns the string value of a key after setting its expiration time."),
+    spec!("mget", -2, R | F | V, 1, -1, 1, Split(string::mget, 1, Merge::Concat), "string", "1.0.0", "Atomically returns the string values of one or more keys."),
     spec!("mset", -3, W | M, 1, -1, 2, Split(string::mset, 2, Merge::AtomicOk), "string", "1.0.1", "Atomically creates or modifies the string values of one or more keys."),
     spec!("msetnx", -3, W | M, 1, -1, 2, On(string::msetnx), "string", "1.0.1", "Atomically modifies the string values of one or more keys only when all keys don't exist."),
-    spec!("append", 3, W | M | F, 1, 1, 1, On(string::append), "string", "2.0.0", "Appends a string to the value of a key. Creates the key if it doesn't exist."),
+    spec!("append", 3, W | M | F | V, 1, 1, 1, On(string::append), "string", "2.0.0", "Appends a string to the value of a key. Creates the key if it doesn't exist."),
     spec!("strlen", 2, R | F, 1, 1, 1, On(string::strlen), "string", "2.2.0", "Returns the length of a string value."),
-    spec!("incr", 2, W | M | F, 1, 1, 1, On(string::incr), "string", "1.0.0", "Increments the integer value of a key by one. Uses 0 as initial value if the key doesn't exist."),
-    spec!("decr", 2, W | M | F, 1, 1, 1, On(string::decr), "string", "1.0.0", "Decrements the integer value of a key by one. Uses 0 as initial value if the key doesn't exist."),
-    spec!("incrby", 3, W | M | F, 1, 1, 1, On(string::incrby), "string", "1.0.0", "Increments the integer value of a key by a number. Uses 0 as initial value if the key doesn't exist."),
-    spec!("decrby", 3, W | M | F, 1, 1, 1, On(string::decrby), "string", "1.0.0", "Decrements a number from the integer value of a key. Uses 0 as initial value if the key doesn't exist."),
-    spec!("incrbyfloat", 3, W | M | F, 1, 1, 1, On(string::incrbyfloat), "string", "2.6.0", "Increment the floating point value of a key by a number. Uses 0 as initial value if the key doesn't exist."),
-    spec!("getrange", 4, R, 1, 1, 1, On(string::getrange), "string", "2.4.0", "Returns a substring of the string stored at a key."),
-    spec!("substr", 4, R, 1, 1, 1, On(string::getrange), "string", "1.0.0", "Returns a substring from a string value."),
-    spec!("setrange", 4, W | M, 1, 1, 1, On(string::setrange), "string", "2.2.0", "Overwrites a part of a string value with another by an offset. Creates the key if it doesn't exist."),
-    spec!("lcs", -3, R, 1, 2, 1, On(string::lcs), "string", "7.0.0", "Finds the longest common substring."),
+    spec!("incr", 2, W | M | F | V, 1, 1, 1, On(string::incr), "string", "1.0.0", "Increments the integer value of a key by one. Uses 0 as initial value if the key doesn't exist."),
+    spec!("decr", 2, W | M | F | V, 1, 1, 1, On(string::decr), "string", "1.0.0", "Decrements the integer value of a key by one. Uses 0 as initial value if the key doesn't exist."),
+    spec!("incrby", 3, W | M | F | V, 1, 1, 1, On(string::incrby), "string", "1.0.0", "Increments the integer value of a key by a number. Uses 0 as initial value if the key doesn't exist."),
+    spec!("decrby", 3, W | M | F | V, 1, 1, 1, On(string::decrby), "string", "1.0.0", "Decrements a number from the integer value of a key. Uses 0 as initial value if the key doesn't exist."),
+    spec!("incrbyfloat", 3, W | M | F | V, 1, 1, 1, On(string::incrbyfloat), "string", "2.6.0", "Increment the floating point value of a key by a number. Uses 0 as initial value if the key doesn't exist."),
+    spec!("getrange", 4, R | V, 1, 1, 1, On(string::getrange), "string", "2.4.0", "Returns a substring of the string stored at a key."),
+    spec!("substr", 4, R | V, 1, 1, 1, On(string::getrange), "string", "1.0.0", "Returns a substring from a string value."),
+    spec!("setrange", 4, W | M | V, 1, 1, 1, On(string::setrange), "string", "2.2.0", "Overwrites a part of a string value with another by an offset. Creates the key if it doesn't exist."),
+    spec!("lcs", -3, R | V, 1, 2, 1, On(string::lcs), "string", "7.0.0", "Finds the longest common substring."),
     // keys
     spec!("del", -2, W, 1, -1, 1, Split(keys::del, 1, Merge::Sum), "generic", "1.0.0", "Deletes one or more keys."),
     spec!("unlink", -2, W | F, 1, -1, 1, Split(keys::del, 1, Merge::Sum), "generic", "4.0.0", "Asynchronously deletes one or more keys."),
@@ -193,10 +201,10 @@ pub static TABLE: &[Spec] = &[
     spec!("persist", 2, W | F, 1, 1, 1, On(keys::persist), "generic", "2.2.0", "Removes the expiration time of a key."),
     spec!("rename", 3, W, 1, 2, 1, On(keys::rename), "generic", "1.0.0", "Renames a key and overwrites the destination."),
     spec!("renamenx", 3, W | F, 1, 2, 1, On(keys::renamenx), "generic", "1.0.0", "Renames a key only when the target key name doesn't exist."),
-    spec!("copy", -3, W | M, 1, 2, 1, On(keys::copy), "generic", "6.2.0", "Copies the value of a key to a new key."),
+    spec!("copy", -3, W | M | V, 1, 2, 1, On(keys::copy), "generic", "6.2.0", "Copies the value of a key to a new key."),
     spec!("move", 3, W | F, 1, 1, 1, On(keys::move_), "generic", "1.0.0", "Moves a key to another database."),
     spec!("object", -2, R, 2, 2, 1, On(keys::object), "generic", "2.2.3", "A container for object introspection commands."),
-    spec!("dump", 2, R, 1, 1, 1, On(dump::dump), "generic", "2.6.0", "Returns a serialized representation of the value stored at a key."),
+    spec!("dump", 2, R | V, 1, 1, 1, On(dump::dump), "generic", "2.6.0", "Returns a serialized representation of the value stored at a key."),
     spec!("restore", -4, W | M, 1, 1, 1, On(dump::restore), "generic", "2.6.0", "Creates a key from the serialized representation of a value."),
     spec!("keys", 2, R, 0, 0, 0, Conn, "generic", "1.0.0", "Returns all key names that match a pattern."),
     spec!("scan", -2, R, 0, 0, 0, Conn, "generic", "2.8.0", "Iterates over the key names in the database."),

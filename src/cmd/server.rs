@@ -1029,11 +1029,14 @@ async fn debug(core: &Rc<Core>, conn: &ConnState, args: &[Bytes]) -> Reply {
                 .on_shard(shard_of(&key, n), move |s| {
                     let clock = s.clock();
                     s.lookup_mut(db, &key, now_ms()).map(|e| {
-                        let Value::Str(v) = &e.value;
+                        let len = match &e.value {
+                            Value::Str(v) => v.len(),
+                            Value::External(p) => p.len as usize,
+                        };
                         format!(
                             "Value at:0x0 refcount:1 encoding:{} serializedlength:{} lru:{} lru_seconds_idle:{}",
-                            super::keys::string_encoding(v.as_bytes()),
-                            v.len(),
+                            super::keys::encoding_of(e),
+                            len,
                             e.meta & 0xff_ffff,
                             e.idle_seconds(clock)
                         )

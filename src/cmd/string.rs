@@ -13,10 +13,11 @@ use crate::shard::{CompactBytes, Entry, Value};
 
 /// The string held by an entry, or WRONGTYPE.
 pub fn as_str(v: &Value) -> Result<&CompactBytes, Reply> {
-    #[allow(unreachable_patterns)]
     match v {
         Value::Str(s) => Ok(s),
-        _ => Err(err(ERR_WRONGTYPE)),
+        // Commands that read values get them loaded before they run (server::exec); reaching
+        // this means a command's table entry lacks READS_VALUE.
+        Value::External(_) => Err(err("ERR internal error: value on SSD was not loaded")),
     }
 }
 

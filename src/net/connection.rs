@@ -22,8 +22,9 @@ use super::poller::Socket;
 use crate::cmd::args::{err, ERR_NOAUTH, ERR_OOM};
 use crate::cmd::{self, Ctx, Exec, Merge, ShardFn, Spec};
 use crate::protocol::{Parsed, Reply, RequestParser};
-use crate::server::{txn, ClientInfo, Core};
+use crate::server::{exec, txn, ClientInfo, Core};
 use crate::shard::{now_ms, shard_of};
+use futures::FutureExt;
 
 /// Requests parsed from one read before they are executed (bounds memory per connection).
 const MAX_BATCH: usize = 1024;
@@ -152,7 +153,7 @@ enum Route {
     /// Answer known without running anything (errors).
     Reply(Reply),
     /// Single-shard command for `shard`.
-    Keyed(usize, ShardFn),
+    Keyed(usize, &'static Spec, ShardFn),
     /// Anything else: runs on this core after all earlier requests completed.
     Barrier(&'static Spec),
 }
@@ -187,7 +188,7 @@ fn route(core: &Core, conn: &ConnState, args: &[Bytes], oom: &mut Option<bool>) 
             let mut keys = spec.key_indices(args.len()).map(|i| shard_of(&args[i], n));
             let first = keys.next().unwrap_or(core.id);
             if keys.all(|s| s == first) {
-                Route::Keyed(first, f)
+                Route::Keyed(first, spec, f)
             } else {
                 Route::Barrier(spec)
             }
@@ -202,7 +203,7 @@ fn route(core: &Core, conn: &ConnState, args: &[Bytes], oom: &mut Option<bool>) 
                 .key_indices(args.len())
                 .all(|i| shard_of(&args[i], n) == first)
             {
-                Route::Keyed(first, f)
+                Route::Keyed(first, spec, f)
             } else {
                 Route::Barrier(spec)
             }
@@ -227,7 +228,8 @@ async fn execute_batch(
     // The protocol each reply is encoded in: HELLO switches it mid-batch.
     let mut resp3 = vec![conn.resp3; n];
     // Remote groups: shard -> (request index, function, args).
-    let mut groups: Vec<Vec<(usize, ShardFn, Vec<Bytes>)>> = Vec::new();
+    let mut groups: Vec<Vec<Pending>> = Vec::new();
+    let tiered = core.global.settings.tiered.is_some();
     let mut oom = None;
     if n >= 4 {
         // Pipelined batch: touch the local keys first so their cache misses overlap.
@@ -244,24 +246,30 @@ async fn execute_batch(
     for (i, args) in reqs.into_iter().enumerate() {
         match route(core, conn, &args, &mut oom) {
             Route::Reply(r) => replies[i] = Some(r),
-            Route::Keyed(s, f) if s == core.id => {
+            Route::Keyed(s, spec, f) if s == core.id => {
                 if core.gate.is_locked() {
                     flush_groups(core, conn.db, &mut groups, &mut replies).await;
                     core.gate.opened().await;
                 }
-                let mut shard = core.shard.borrow_mut();
-                let mut ctx = Ctx {
-                    shard: &mut shard,
-                    db: conn.db,
-                    now,
-                };
-                replies[i] = Some(f(&mut ctx, &args));
+                replies[i] = Some(if tiered {
+                    exec::run_keyed(core, conn.db, spec, f, &args, now, 0).await
+                } else {
+                    let mut shard = core.shard.borrow_mut();
+                    f(
+                        &mut Ctx {
+                            shard: &mut shard,
+                            db: conn.db,
+                            now,
+                        },
+                        &args,
+                    )
+                });
             }
-            Route::Keyed(s, f) => {
+            Route::Keyed(s, spec, f) => {
                 if groups.len() <= s {
                     groups.resize_with(s + 1, Vec::new);
                 }
-                groups[s].push((i, f, args));
+                groups[s].push((i, spec, f, args));
             }
             Route::Barrier(spec) => {
                 flush_groups(core, conn.db, &mut groups, &mut replies).await;
@@ -282,28 +290,55 @@ async fn execute_batch(
     }
 }
 
+/// A keyed command waiting to travel to its shard: (request index, command, function, args).
+type Pending = (usize, &'static Spec, ShardFn, Vec<Bytes>);
+
 /// Sends every pending group to its shard as one message and waits for all the replies.
 async fn flush_groups(
     core: &Rc<Core>,
     db: usize,
-    groups: &mut [Vec<(usize, ShardFn, Vec<Bytes>)>],
+    groups: &mut [Vec<Pending>],
     replies: &mut [Option<Reply>],
 ) {
+    let tiered = core.global.settings.tiered.is_some();
     let mut pending = Vec::new();
     for (s, group) in groups.iter_mut().enumerate() {
         if group.is_empty() {
             continue;
         }
         let batch = std::mem::take(group);
-        let idx: Vec<usize> = batch.iter().map(|(i, _, _)| *i).collect();
-        let fut = core.on_shard(s, move |shard| {
-            let now = now_ms();
-            let mut ctx = Ctx { shard, db, now };
-            batch
-                .into_iter()
-                .map(|(_, f, args)| f(&mut ctx, &args))
-                .collect::<Vec<Reply>>()
-        });
+        let idx: Vec<usize> = batch.iter().map(|p| p.0).collect();
+        let fut = if tiered {
+            // Values may have to be loaded from disk on the way: run as a task over there.
+            core.on_shard_async(
+                s,
+                Box::new(move |c: Rc<Core>| {
+                    async move {
+                        let now = now_ms();
+                        let mut out = Vec::with_capacity(batch.len());
+                        for (_, spec, f, args) in batch {
+                            out.push(exec::run_keyed(&c, db, spec, f, &args, now, 0).await);
+                        }
+                        out
+                    }
+                    .boxed_local()
+                }),
+            )
+            .boxed_local()
+        } else {
+            core.on_shard(s, move |shard| {
+                let mut ctx = Ctx {
+                    shard,
+                    db,
+                    now: now_ms(),
+                };
+                batch
+                    .into_iter()
+                    .map(|(_, _, f, args)| f(&mut ctx, &args))
+                    .collect::<Vec<Reply>>()
+            })
+            .boxed_local()
+        };
         pending.push(async move { (idx, fut.await) });
     }
     if pending.is_empty() {
@@ -334,7 +369,9 @@ async fn run_barrier(
     args: Vec<Bytes>,
 ) -> Reply {
     match spec.exec {
-        Exec::Split(f, group, merge) => run_split(core, conn.db, f, group, merge, &args).await,
+        Exec::Split(f, group, merge) => {
+            run_split(core, conn.db, spec, f, group, merge, &args).await
+        }
         Exec::Shard(_) => match txn::cross_shard(core, conn.db, spec.name, &args).await {
             Some(r) => r,
             None => err("ERR keys in request don't hash to the same shard"),
@@ -348,6 +385,7 @@ async fn run_barrier(
 async fn run_split(
     core: &Rc<Core>,
     db: usize,
+    spec: &'static Spec,
     f: ShardFn,
     group: usize,
     merge: Merge,
@@ -355,7 +393,7 @@ async fn run_split(
 ) -> Reply {
     let n = core.global.shards();
     let parts = txn::split_pairs(args, group, n);
-    let Some(results) = txn::run_parts(core, db, f, &parts).await else {
+    let Some(results) = txn::run_parts(core, db, spec, f, &parts).await else {
         return err("ERR server is shutting down");
     };
     match merge {

@@ -11,12 +11,19 @@ use std::task::{Context, Poll, Waker};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use futures::channel::{mpsc, oneshot};
+use futures::future::LocalBoxFuture;
+use std::rc::Rc;
 
 use crate::config::Settings;
 use crate::shard::Shard;
 
-/// Work for a shard, run on its own core.
-pub type Job = Box<dyn FnOnce(&mut Shard) + Send>;
+/// Work for a shard, run on its own core; it may spawn local tasks there for work that waits
+/// on disk.
+pub type Job = Box<dyn FnOnce(&Rc<Core>) + Send>;
+
+/// Work that waits on this core (e.g. loads offloaded values), built on the target core by a
+/// closure that can travel between threads.
+pub type AsyncWork<R> = Box<dyn FnOnce(Rc<Core>) -> LocalBoxFuture<'static, R> + Send>;
 
 /// What travels over the mesh to a core.
 pub enum Msg {
@@ -185,6 +192,12 @@ impl Gate {
         self.holder.get() != 0
     }
 
+    /// True when a transaction other than `tx` (0 = none) holds the shard.
+    pub fn closed_to(&self, tx: u64) -> bool {
+        let h = self.holder.get();
+        h != 0 && h != tx
+    }
+
     /// Resolves once no transaction holds the shard.
     pub fn opened(&self) -> GateOpen<'_> {
         GateOpen { gate: self }
@@ -225,16 +238,16 @@ impl Core {
     }
 
     /// Handles one mesh message on this core.
-    pub fn handle(&self, msg: Msg) {
+    pub fn handle(self: &Rc<Self>, msg: Msg) {
         match msg {
             Msg::Run(job) => {
                 if self.gate.is_locked() {
                     self.gate.deferred.borrow_mut().push_back(Msg::Run(job));
                 } else {
-                    job(&mut self.shard.borrow_mut());
+                    job(self);
                 }
             }
-            Msg::RunTx(_, job) => job(&mut self.shard.borrow_mut()),
+            Msg::RunTx(_, job) => job(self),
             Msg::Lock(tx, ack) => {
                 if self.gate.is_locked() {
                     self.gate
@@ -268,7 +281,7 @@ impl Core {
 
     /// Runs `f` on shard `shard` and returns its result; inline when the shard is local.
     /// None only if the target core is gone (shutdown).
-    pub async fn on_shard<R, F>(&self, shard: usize, f: F) -> Option<R>
+    pub async fn on_shard<R, F>(self: &Rc<Self>, shard: usize, f: F) -> Option<R>
     where
         R: Send + 'static,
         F: FnOnce(&mut Shard) -> R + Send + 'static,
@@ -278,8 +291,31 @@ impl Core {
             return Some(f(&mut self.shard.borrow_mut()));
         }
         let (tx, rx) = oneshot::channel();
-        let job: Job = Box::new(move |s| {
-            let _ = tx.send(f(s));
+        let job: Job = Box::new(move |core| {
+            let _ = tx.send(f(&mut core.shard.borrow_mut()));
+        });
+        if !self.global.send(shard, Msg::Run(job)) {
+            return None;
+        }
+        rx.await.ok()
+    }
+
+    /// Like [`Core::on_shard`] for work that may wait (on disk) on the target core.
+    pub async fn on_shard_async<R: Send + 'static>(
+        self: &Rc<Self>,
+        shard: usize,
+        work: AsyncWork<R>,
+    ) -> Option<R> {
+        if shard == self.id {
+            return Some(work(self.clone()).await);
+        }
+        let (tx, rx) = oneshot::channel();
+        let job: Job = Box::new(move |core| {
+            let fut = work(core.clone());
+            glommio::spawn_local(async move {
+                let _ = tx.send(fut.await);
+            })
+            .detach();
         });
         if !self.global.send(shard, Msg::Run(job)) {
             return None;
@@ -288,7 +324,7 @@ impl Core {
     }
 
     /// Runs `f` on every shard concurrently; results in shard order.
-    pub async fn on_all<R, F>(&self, f: F) -> Vec<R>
+    pub async fn on_all<R, F>(self: &Rc<Self>, f: F) -> Vec<R>
     where
         R: Send + 'static,
         F: Fn(&mut Shard) -> R + Send + Sync + Clone + 'static,

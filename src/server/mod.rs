@@ -16,6 +16,7 @@
 //! not blocked on. Executors park when idle (no spinning).
 
 pub mod core;
+pub mod exec;
 pub mod txn;
 
 use std::net::SocketAddr;

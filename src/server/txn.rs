@@ -13,11 +13,13 @@ use std::rc::Rc;
 use bytes::Bytes;
 use futures::channel::oneshot;
 
-use super::core::{Core, Msg};
+use super::core::{AsyncWork, Core, Job, Msg};
+use super::exec;
 use crate::cmd::args::{err, ERR_NO_KEY};
-use crate::cmd::{keys, string, Ctx, ShardFn};
+use crate::cmd::{keys, string, Ctx, ShardFn, Spec};
 use crate::protocol::Reply;
 use crate::shard::{now_ms, shard_of, Entry, Shard};
+use futures::FutureExt;
 
 /// A held set of shard locks; dropping it without `finish` still unlocks.
 pub struct Txn {
@@ -56,13 +58,37 @@ impl Txn {
         F: FnOnce(&mut Shard) -> R + Send + 'static,
     {
         let (tx, rx) = oneshot::channel();
-        let job = Box::new(move |s: &mut Shard| {
-            let _ = tx.send(f(s));
+        let job: Job = Box::new(move |core| {
+            let _ = tx.send(f(&mut core.shard.borrow_mut()));
         });
         if !self.core.global.send(shard, Msg::RunTx(self.id, job)) {
             return None;
         }
         rx.await.ok()
+    }
+
+    /// Runs work that may wait on disk on `shard`, which this transaction holds.
+    pub async fn run_async<R: Send + 'static>(
+        &self,
+        shard: usize,
+        work: AsyncWork<R>,
+    ) -> Option<R> {
+        let (tx, rx) = oneshot::channel();
+        let job: Job = Box::new(move |core| {
+            let fut = work(core.clone());
+            glommio::spawn_local(async move {
+                let _ = tx.send(fut.await);
+            })
+            .detach();
+        });
+        if !self.core.global.send(shard, Msg::RunTx(self.id, job)) {
+            return None;
+        }
+        rx.await.ok()
+    }
+
+    pub fn id(&self) -> u64 {
+        self.id
     }
 }
 
@@ -78,16 +104,23 @@ fn shutting_down() -> Reply {
     err("ERR server is shutting down")
 }
 
-/// Runs one shard-side command function on a held shard.
-async fn run_fn(txn: &Txn, shard: usize, db: usize, f: ShardFn, args: Vec<Bytes>) -> Option<Reply> {
-    txn.run(shard, move |s| {
-        let mut ctx = Ctx {
-            shard: s,
-            db,
-            now: now_ms(),
-        };
-        f(&mut ctx, &args)
-    })
+/// Runs one keyed command on a held shard (loading offloaded values it reads).
+async fn run_fn(
+    txn: &Txn,
+    shard: usize,
+    db: usize,
+    spec: &'static Spec,
+    f: ShardFn,
+    args: Vec<Bytes>,
+) -> Option<Reply> {
+    let tx = txn.id;
+    txn.run_async(
+        shard,
+        Box::new(move |core: Rc<Core>| {
+            async move { exec::run_keyed(&core, db, spec, f, &args, now_ms(), tx).await }
+                .boxed_local()
+        }),
+    )
     .await
 }
 
@@ -113,14 +146,19 @@ pub fn split_pairs(args: &[Bytes], group: usize, shards: usize) -> Vec<(usize, V
 pub async fn run_parts(
     core: &Rc<Core>,
     db: usize,
+    spec: &'static Spec,
     f: ShardFn,
     parts: &[(usize, Vec<Bytes>)],
 ) -> Option<Vec<Reply>> {
     let txn = Txn::begin(core, parts.iter().map(|p| p.0).collect()).await?;
     let runs = parts
         .iter()
-        .map(|(s, part)| run_fn(&txn, *s, db, f, part.clone()));
+        .map(|(s, part)| run_fn(&txn, *s, db, spec, f, part.clone()));
     futures::future::join_all(runs).await.into_iter().collect()
+}
+
+fn mset_spec() -> &'static Spec {
+    crate::cmd::lookup(b"mset").expect("MSET is in the command table")
 }
 
 /// MSETNX across shards: all or nothing.
@@ -144,7 +182,10 @@ pub async fn msetnx(core: &Rc<Core>, db: usize, args: &[Bytes]) -> Reply {
         }
     }
     for (s, part) in parts {
-        if run_fn(&txn, s, db, string::mset, part).await.is_none() {
+        if run_fn(&txn, s, db, mset_spec(), string::mset, part)
+            .await
+            .is_none()
+        {
             return shutting_down();
         }
     }
@@ -174,8 +215,24 @@ pub async fn rename(core: &Rc<Core>, db: usize, args: &[Bytes], nx: bool) -> Rep
             None => return shutting_down(),
         }
     }
-    let Some(Some(entry)) = txn.run(ss, move |s| s.remove(db, &src)).await else {
-        return shutting_down();
+    // An offloaded value is loaded first: its disk pointer means nothing on another shard.
+    let taken = txn
+        .run_async(
+            ss,
+            Box::new(move |core: Rc<Core>| {
+                async move {
+                    exec::load_entry(&core, db, &src, now_ms()).await?;
+                    core.shard.borrow_mut().take(db, &src)
+                }
+                .boxed_local()
+            }),
+        )
+        .await;
+    let entry = match taken {
+        Some(Some(e)) => e,
+        // Its value could not be read back from disk: the key is gone.
+        Some(None) => return err(ERR_NO_KEY),
+        None => return shutting_down(),
     };
     if txn
         .run(ds, move |s| {
@@ -219,9 +276,12 @@ pub async fn copy(core: &Rc<Core>, db: usize, args: &[Bytes]) -> Reply {
         return shutting_down();
     };
     let entry: Option<Option<Entry>> = txn
-        .run(ss, move |s| {
-            s.lookup_mut(db, &src, now_ms()).map(|e| e.clone())
-        })
+        .run_async(
+            ss,
+            Box::new(move |core: Rc<Core>| {
+                async move { exec::load_entry(&core, db, &src, now_ms()).await }.boxed_local()
+            }),
+        )
         .await;
     let entry = match entry {
         Some(Some(e)) => e,
@@ -257,10 +317,20 @@ pub async fn lcs(core: &Rc<Core>, db: usize, args: &[Bytes]) -> Reply {
     let mut vals = Vec::with_capacity(2);
     for k in [args[1].clone(), args[2].clone()] {
         let v = core
-            .on_shard(shard_of(&k, n), move |s| match s.lookup(db, &k, now_ms()) {
-                None => Ok(Bytes::new()),
-                Some(e) => string::as_str(&e.value).map(|v| v.to_bytes()),
-            })
+            .on_shard_async(
+                shard_of(&k, n),
+                Box::new(move |core: Rc<Core>| {
+                    async move {
+                        let now = now_ms();
+                        exec::load_entry(&core, db, &k, now).await;
+                        match core.shard.borrow_mut().lookup(db, &k, now) {
+                            None => Ok(Bytes::new()),
+                            Some(e) => string::as_str(&e.value).map(|v| v.to_bytes()),
+                        }
+                    }
+                    .boxed_local()
+                }),
+            )
             .await;
         match v {
             Some(Ok(v)) => vals.push(v),

@@ -87,6 +87,8 @@ impl std::fmt::Debug for CompactBytes {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Value {
     Str(CompactBytes),
+    /// A string value offloaded to the shard's tier file; only its pointer stays in RAM.
+    External(tiering::DiskPtr),
 }
 
 impl Value {
@@ -97,13 +99,22 @@ impl Value {
     /// Name reported by TYPE.
     pub fn type_name(&self) -> &'static str {
         match self {
-            Value::Str(_) => "string",
+            Value::Str(_) | Value::External(_) => "string",
         }
     }
 
     pub fn heap_bytes(&self) -> usize {
         match self {
             Value::Str(b) => b.heap_bytes(),
+            Value::External(_) => 0,
+        }
+    }
+
+    /// The disk pointer of an offloaded value.
+    pub fn external(&self) -> Option<tiering::DiskPtr> {
+        match self {
+            Value::External(p) => Some(*p),
+            _ => None,
         }
     }
 }
@@ -124,6 +135,8 @@ impl Entry {
     /// The string was edited in place (APPEND, SETRANGE): OBJECT ENCODING says "raw", as Redis
     /// does for a string it grew in place.
     pub const RAW: u8 = 1;
+    /// Accessed since the offloader last looked (CLOCK's second-chance bit).
+    pub const REFERENCED: u8 = 2;
 
     pub fn new(value: Value, expire_at: u64, clock: u32) -> Entry {
         Entry {

@@ -7,6 +7,7 @@
 pub mod dashtable;
 pub mod entry;
 
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
@@ -16,6 +17,7 @@ use rand::{Rng, SeedableRng};
 use crate::config::Settings;
 pub use dashtable::{hash, Dashtable};
 pub use entry::{CompactBytes, Entry, Value};
+use tiering::{DiskPtr, TierStore};
 
 /// Milliseconds since the Unix epoch.
 pub fn now_ms() -> u64 {
@@ -64,6 +66,12 @@ pub struct ShardStats {
     pub keyspace_misses: u64,
     pub expired_keys: u64,
     pub commands: u64,
+    /// Values moved to the tier file / brought back to RAM / lost to unreadable disk data.
+    pub offloaded: u64,
+    pub uploaded: u64,
+    pub tiered_read_errors: u64,
+    /// Offloaded values currently referenced by keys.
+    pub external_values: u64,
 }
 
 pub struct Shard {
@@ -75,6 +83,11 @@ pub struct Shard {
     started: Instant,
     /// Seconds since start, refreshed by the background tick (entries store it for IDLETIME).
     clock: u32,
+    /// This shard's tier file, with `--tiered_prefix`.
+    pub tier: Option<Rc<TierStore>>,
+    /// Tags of values recently loaded from disk: a second load within the window brings the
+    /// value back to RAM.
+    pub recent_loads: lru::LruCache<u32, ()>,
 }
 
 impl Shard {
@@ -88,6 +101,8 @@ impl Shard {
             rng: SmallRng::seed_from_u64(0x5eed ^ id as u64),
             started: Instant::now(),
             clock: 0,
+            tier: None,
+            recent_loads: lru::LruCache::new(std::num::NonZeroUsize::MIN.saturating_add(4095)),
         }
     }
 
@@ -126,6 +141,7 @@ impl Shard {
                 self.stats.keyspace_hits += 1;
                 let e = self.dbs[db].table.at_mut(pos)?;
                 e.touch(clock, r);
+                e.flags |= Entry::REFERENCED;
                 Some(e)
             }
         }
@@ -148,6 +164,7 @@ impl Shard {
             if e.expire_at != 0 {
                 d.volatile = d.volatile.saturating_sub(1);
             }
+            self.release(&e);
         }
         self.stats.expired_keys += 1;
         None
@@ -163,8 +180,8 @@ impl Shard {
         }
         for k in keys {
             if let Some(e) = d.table.prefetch(k, hash(k)) {
-                match &e.value {
-                    Value::Str(v) => v.prefetch(),
+                if let Value::Str(v) = &e.value {
+                    v.prefetch();
                 }
             }
         }
@@ -192,12 +209,46 @@ impl Shard {
             if o.expire_at != 0 {
                 d.volatile = d.volatile.saturating_sub(1);
             }
+            self.release(o);
         }
         old
     }
 
-    /// Removes a key (expired or not); returns its entry.
+    /// Frees the disk space of an entry leaving the keyspace (deleted, overwritten, expired).
+    pub fn release(&mut self, e: &Entry) {
+        if let Value::External(p) = e.value {
+            self.free_disk(p);
+        }
+    }
+
+    /// Returns a disk pointer's space to the tier file.
+    pub fn free_disk(&mut self, p: DiskPtr) {
+        self.stats.external_values = self.stats.external_values.saturating_sub(1);
+        if let Some(t) = &self.tier {
+            t.free(p);
+        }
+    }
+
+    /// The disk pointer of `key`'s value when it is offloaded (no expiry check, no touch).
+    pub fn peek_external(&self, db: usize, key: &[u8]) -> Option<DiskPtr> {
+        self.dbs
+            .get(db)?
+            .table
+            .get(key, hash(key))?
+            .value
+            .external()
+    }
+
+    /// Deletes a key (expired or not), freeing its disk space; returns its entry.
     pub fn remove(&mut self, db: usize, key: &[u8]) -> Option<Entry> {
+        let e = self.take(db, key)?;
+        self.release(&e);
+        Some(e)
+    }
+
+    /// Removes a key to store its entry elsewhere (RENAME, MOVE): an offloaded value keeps its
+    /// disk pointer, which the entry carries along.
+    pub fn take(&mut self, db: usize, key: &[u8]) -> Option<Entry> {
         let d = &mut self.dbs[db];
         let (_, e) = d.table.remove(key, hash(key))?;
         if e.expire_at != 0 {
@@ -223,6 +274,14 @@ impl Shard {
     }
 
     pub fn flush_db(&mut self, db: usize) {
+        let ptrs: Vec<DiskPtr> = self.dbs[db]
+            .table
+            .iter()
+            .filter_map(|(_, e)| e.value.external())
+            .collect();
+        for p in ptrs {
+            self.free_disk(p);
+        }
         let d = &mut self.dbs[db];
         d.table.clear();
         d.volatile = 0;
@@ -240,6 +299,7 @@ impl Shard {
         let start = Instant::now();
         let now = now_ms();
         let mut reaped = 0;
+        let mut freed: Vec<DiskPtr> = Vec::new();
         for db in &mut self.dbs {
             if db.volatile == 0 || db.table.is_empty() {
                 continue;
@@ -264,7 +324,11 @@ impl Shard {
                         }
                         false
                     },
-                    |_, _| {},
+                    |_, e| {
+                        if let Some(p) = e.value.external() {
+                            freed.push(p);
+                        }
+                    },
                 );
                 db.volatile_seen += volatile_seen;
                 db.volatile = db.volatile.saturating_sub(gone);
@@ -282,6 +346,9 @@ impl Shard {
             }
         }
         self.stats.expired_keys += reaped as u64;
+        for p in freed {
+            self.free_disk(p);
+        }
         reaped
     }
 

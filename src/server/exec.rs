@@ -1,0 +1,195 @@
+//! Running a keyed command on its shard, loading offloaded values it reads first.
+//!
+//! Commands stay synchronous functions over RAM. When one that reads values (table flag
+//! READS_VALUE) names a key whose value sits in the tier file, the value is read (awaited, the
+//! shard keeps serving meanwhile), then — with no await in between — checked to still be what
+//! the key points to, put in place, the command runs, and the entry goes back to its disk
+//! pointer unless the command changed it (then the disk copy is freed) or the value has been
+//! read twice lately and memory allows keeping it (then it stays in RAM). A key deleted,
+//! overwritten or expired while its read was in flight is simply what the command sees: no
+//! stale value can be returned. An unreadable value (CRC mismatch, I/O error) is counted and
+//! its key dropped, so it reads as a miss.
+
+use std::rc::Rc;
+
+use bytes::Bytes;
+use smallvec::SmallVec;
+use tiering::DiskPtr;
+
+use super::core::Core;
+use crate::cmd::{is_reading, Ctx, ShardFn, Spec};
+use crate::protocol::Reply;
+use crate::shard::{CompactBytes, Shard, Value};
+
+type Wanted = SmallVec<[(Bytes, DiskPtr); 2]>;
+
+/// Runs `f` (the command `spec`) for `args` on this core's shard. `tx` is the transaction
+/// holding the shard when called from one (0 otherwise).
+pub async fn run_keyed(
+    core: &Rc<Core>,
+    db: usize,
+    spec: &'static Spec,
+    f: ShardFn,
+    args: &[Bytes],
+    now: u64,
+    tx: u64,
+) -> Reply {
+    loop {
+        while core.gate.closed_to(tx) {
+            core.gate.opened().await;
+        }
+        let wanted = offloaded_keys(&core.shard.borrow(), db, spec, args);
+        if wanted.is_empty() {
+            let mut shard = core.shard.borrow_mut();
+            return f(
+                &mut Ctx {
+                    shard: &mut shard,
+                    db,
+                    now,
+                },
+                args,
+            );
+        }
+        let Some(tier) = core.shard.borrow().tier.clone() else {
+            return crate::cmd::args::err("ERR tiered storage is not available");
+        };
+        let loaded = futures::future::join_all(wanted.iter().map(|(_, p)| tier.read(*p))).await;
+        if core.gate.closed_to(tx) {
+            continue;
+        }
+        let mut shard = core.shard.borrow_mut();
+        let mut installed: SmallVec<[(Bytes, DiskPtr, Bytes); 2]> = SmallVec::new();
+        let mut moved = false;
+        for ((key, ptr), data) in wanted.into_iter().zip(loaded) {
+            match shard.peek_external(db, &key) {
+                Some(cur) if cur == ptr => match data {
+                    Ok(v) => {
+                        let v = Bytes::from(v);
+                        if let Some(e) = shard.lookup_mut(db, &key, now) {
+                            e.value = Value::Str(CompactBytes::new(&v));
+                            installed.push((key, ptr, v));
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!("dropping a key whose value cannot be read back: {e}");
+                        shard.stats.tiered_read_errors += 1;
+                        shard.remove(db, &key);
+                    }
+                },
+                // Offloaded again elsewhere while we read: read the new place.
+                Some(_) => moved = true,
+                // Deleted, overwritten, expired or already back in RAM.
+                None => {}
+            }
+        }
+        if moved {
+            restore_pointers(&mut shard, db, installed, false);
+            continue;
+        }
+        let reply = f(
+            &mut Ctx {
+                shard: &mut shard,
+                db,
+                now,
+            },
+            args,
+        );
+        let upload = upload_allowed(core);
+        restore_pointers(&mut shard, db, installed, upload);
+        return reply;
+    }
+}
+
+/// Keys of the command whose values it reads and that are offloaded now.
+fn offloaded_keys(shard: &Shard, db: usize, spec: &Spec, args: &[Bytes]) -> Wanted {
+    let mut out = Wanted::new();
+    if shard.tier.is_none() || !is_reading(spec, args) {
+        return out;
+    }
+    for i in spec.key_indices(args.len()) {
+        if let Some(p) = shard.peek_external(db, &args[i]) {
+            if !out.iter().any(|(k, _)| k == &args[i]) {
+                out.push((args[i].clone(), p));
+            }
+        }
+    }
+    out
+}
+
+/// After the command: an entry still holding exactly the loaded bytes goes back to its disk
+/// pointer (or, read twice lately and with room in RAM, keeps the bytes and frees the disk);
+/// anything else means the command replaced or removed the value, so the disk copy is freed.
+fn restore_pointers(
+    shard: &mut Shard,
+    db: usize,
+    installed: SmallVec<[(Bytes, DiskPtr, Bytes); 2]>,
+    upload: bool,
+) {
+    for (key, ptr, bytes) in installed {
+        let unchanged = shard.dbs[db]
+            .table
+            .get(&key, crate::shard::hash(&key))
+            .is_some_and(|e| matches!(&e.value, Value::Str(s) if s.as_bytes() == &bytes[..]));
+        if !unchanged {
+            shard.free_disk(ptr);
+            continue;
+        }
+        let again = shard.recent_loads.put(ptr.tag, ()).is_some();
+        if upload && again {
+            shard.recent_loads.pop(&ptr.tag);
+            shard.free_disk(ptr);
+            shard.stats.uploaded += 1;
+        } else if let Some(e) = shard.dbs[db].table.get_mut(&key, crate::shard::hash(&key)) {
+            e.value = Value::External(ptr);
+        }
+    }
+}
+
+/// Whether memory is under the upload threshold.
+fn upload_allowed(core: &Core) -> bool {
+    let s = &core.global.settings;
+    let (Some(t), max) = (&s.tiered, s.maxmemory()) else {
+        return false;
+    };
+    max == 0 || (crate::memory::used_memory() as f64) < t.upload_threshold * max as f64
+}
+
+/// Loads an entry's value into RAM for good (it is about to leave this shard: cross-shard
+/// RENAME, COPY, LCS); the disk copy is freed. None when the key is missing or unreadable.
+pub async fn load_entry(
+    core: &Rc<Core>,
+    db: usize,
+    key: &Bytes,
+    now: u64,
+) -> Option<crate::shard::Entry> {
+    let ptr = {
+        let mut shard = core.shard.borrow_mut();
+        let e = shard.lookup_mut(db, key, now)?;
+        match e.value {
+            Value::External(p) => p,
+            _ => return Some(e.clone()),
+        }
+    };
+    let tier = core.shard.borrow().tier.clone()?;
+    let data = tier.read(ptr).await;
+    let mut shard = core.shard.borrow_mut();
+    if shard.peek_external(db, key) != Some(ptr) {
+        // Changed while reading: whatever is there now is in RAM or will be read again.
+        drop(shard);
+        return Box::pin(load_entry(core, db, key, now)).await;
+    }
+    match data {
+        Ok(v) => {
+            shard.free_disk(ptr);
+            let e = shard.lookup_mut(db, key, now)?;
+            e.value = Value::Str(CompactBytes::from_vec(v));
+            Some(e.clone())
+        }
+        Err(err) => {
+            tracing::warn!("dropping a key whose value cannot be read back: {err}");
+            shard.stats.tiered_read_errors += 1;
+            shard.remove(db, key);
+            None
+        }
+    }
+}
