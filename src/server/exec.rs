@@ -162,34 +162,35 @@ pub async fn load_entry(
     key: &Bytes,
     now: u64,
 ) -> Option<crate::shard::Entry> {
-    let ptr = {
-        let mut shard = core.shard.borrow_mut();
-        let e = shard.lookup_mut(db, key, now)?;
-        match e.value {
-            Value::External(p) => p,
-            _ => return Some(e.clone()),
-        }
-    };
-    let tier = core.shard.borrow().tier.clone()?;
-    let data = tier.read(ptr).await;
-    let mut shard = core.shard.borrow_mut();
-    if shard.peek_external(db, key) != Some(ptr) {
-        // Changed while reading: whatever is there now is in RAM or will be read again.
-        drop(shard);
-        return Box::pin(load_entry(core, db, key, now)).await;
-    }
-    match data {
-        Ok(v) => {
-            shard.free_disk(ptr);
+    loop {
+        let ptr = {
+            let mut shard = core.shard.borrow_mut();
             let e = shard.lookup_mut(db, key, now)?;
-            e.value = Value::Str(CompactBytes::from_vec(v));
-            Some(e.clone())
+            match e.value {
+                Value::External(p) => p,
+                _ => return Some(e.clone()),
+            }
+        };
+        let tier = core.shard.borrow().tier.clone()?;
+        let data = tier.read(ptr).await;
+        let mut shard = core.shard.borrow_mut();
+        if shard.peek_external(db, key) != Some(ptr) {
+            // Changed while reading: look again.
+            continue;
         }
-        Err(err) => {
-            tracing::warn!("dropping a key whose value cannot be read back: {err}");
-            shard.stats.tiered_read_errors += 1;
-            shard.remove(db, key);
-            None
-        }
+        return match data {
+            Ok(v) => {
+                shard.free_disk(ptr);
+                let e = shard.lookup_mut(db, key, now)?;
+                e.value = Value::Str(CompactBytes::from_vec(v));
+                Some(e.clone())
+            }
+            Err(err) => {
+                tracing::warn!("dropping a key whose value cannot be read back: {err}");
+                shard.stats.tiered_read_errors += 1;
+                shard.remove(db, key);
+                None
+            }
+        };
     }
 }
