@@ -58,7 +58,7 @@ pub async fn run(
         "command" => command(&args),
         "debug" => debug(core, conn, &args).await,
         "memory" => memory(core, db, &args).await,
-        "shutdown" => shutdown(&args),
+        "shutdown" => shutdown(core, &args),
         _ => Reply::Error(format!("ERR unknown command '{}'", spec.name)),
     }
 }
@@ -647,6 +647,7 @@ struct ShardReport {
     stats: ShardStats,
     keys: Vec<(usize, usize)>,
     table_bytes: usize,
+    tier: Option<tiering::TierStats>,
 }
 
 async fn info(core: &Rc<Core>, args: &[Bytes]) -> Reply {
@@ -655,6 +656,7 @@ async fn info(core: &Rc<Core>, args: &[Bytes]) -> Reply {
             stats: s.stats.clone(),
             keys: s.dbs.iter().map(|d| (d.table.len(), d.volatile)).collect(),
             table_bytes: s.dataset_bytes(),
+            tier: s.tier.as_ref().map(|t| t.stats()),
         })
         .await;
     let sections: Vec<String> = args[1..]
@@ -767,6 +769,9 @@ async fn info(core: &Rc<Core>, args: &[Bytes]) -> Reply {
             format!("used_cpu_sys:{sys:.6}\r\nused_cpu_user:{user:.6}\r\n"),
         );
     }
+    if want("tiered") && g.settings.tiered.is_some() {
+        section("TIERED", tiered_section(&reports));
+    }
     if want("keyspace") {
         let mut body = String::new();
         for (i, (k, v)) in keys.iter().enumerate() {
@@ -777,6 +782,75 @@ async fn info(core: &Rc<Core>, args: &[Bytes]) -> Reply {
         section("Keyspace", body);
     }
     Reply::Verbatim(out)
+}
+
+/// INFO's TIERED section: the tier files of all shards together.
+fn tiered_section(reports: &[ShardReport]) -> String {
+    let mut t = tiering::TierStats::default();
+    let (mut keys, mut external, mut offloaded, mut uploaded, mut dropped) = (0, 0, 0, 0, 0);
+    for r in reports {
+        keys += r.keys.iter().map(|k| k.0 as u64).sum::<u64>();
+        external += r.stats.external_values;
+        offloaded += r.stats.offloaded;
+        uploaded += r.stats.uploaded;
+        dropped += r.stats.tiered_read_errors;
+        if let Some(s) = &r.tier {
+            t.entries += s.entries;
+            t.value_bytes += s.value_bytes;
+            t.reads += s.reads;
+            t.writes += s.writes;
+            t.bytes_read += s.bytes_read;
+            t.bytes_written += s.bytes_written;
+            t.read_errors += s.read_errors;
+            t.write_errors += s.write_errors;
+            t.pending_reads += s.pending_reads;
+            t.pending_writes += s.pending_writes;
+            t.coalesced_reads += s.coalesced_reads;
+            t.small_pages += s.small_pages;
+            t.file_bytes += s.file_bytes;
+            t.used_bytes += s.used_bytes;
+            t.hole_bytes += s.hole_bytes;
+            t.capacity_bytes += s.capacity_bytes;
+            t.full_events += s.full_events;
+            t.read_p50_us = t.read_p50_us.max(s.read_p50_us);
+            t.read_p99_us = t.read_p99_us.max(s.read_p99_us);
+        }
+    }
+    let frag = if t.used_bytes > 0 {
+        1.0 - (t.value_bytes as f64 / t.used_bytes as f64).min(1.0)
+    } else {
+        0.0
+    };
+    format!(
+        "tiered_entries:{}\r\ntiered_bytes:{}\r\ntiered_ram_keys:{}\r\ntiered_disk_keys:{external}\r\n\
+         tiered_file_size:{}\r\ntiered_file_used:{}\r\ntiered_file_free:{}\r\ntiered_file_capacity:{}\r\n\
+         tiered_small_pages:{}\r\ntiered_fragmentation:{frag:.3}\r\n\
+         tiered_reads:{}\r\ntiered_writes:{}\r\ntiered_read_bytes:{}\r\ntiered_write_bytes:{}\r\n\
+         tiered_pending_reads:{}\r\ntiered_pending_writes:{}\r\ntiered_coalesced_reads:{}\r\n\
+         tiered_offloaded:{offloaded}\r\ntiered_uploaded:{uploaded}\r\n\
+         tiered_read_errors:{}\r\ntiered_write_errors:{}\r\ntiered_unreadable_keys_dropped:{dropped}\r\ntiered_full_events:{}\r\n\
+         tiered_read_latency_p50_us:{}\r\ntiered_read_latency_p99_us:{}\r\n",
+        t.entries,
+        t.value_bytes,
+        keys.saturating_sub(external),
+        t.file_bytes,
+        t.used_bytes,
+        t.capacity_bytes.saturating_sub(t.used_bytes),
+        t.capacity_bytes,
+        t.small_pages,
+        t.reads,
+        t.writes,
+        t.bytes_read,
+        t.bytes_written,
+        t.pending_reads,
+        t.pending_writes,
+        t.coalesced_reads,
+        t.read_errors,
+        t.write_errors,
+        t.full_events,
+        t.read_p50_us,
+        t.read_p99_us,
+    )
 }
 
 /// Process user and system CPU seconds.
@@ -1136,7 +1210,7 @@ async fn memory(core: &Rc<Core>, db: usize, args: &[Bytes]) -> Reply {
     }
 }
 
-fn shutdown(args: &[Bytes]) -> Reply {
+fn shutdown(core: &Core, args: &[Bytes]) -> Reply {
     let mut save = None;
     for a in &args[1..] {
         if is(a, "NOSAVE") {
@@ -1157,5 +1231,6 @@ fn shutdown(args: &[Bytes]) -> Reply {
         return err("ERR Errors trying to SHUTDOWN. Check logs.");
     }
     tracing::info!("SHUTDOWN requested by a client; exiting");
+    core.global.remove_tier_files();
     std::process::exit(0);
 }

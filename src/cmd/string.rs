@@ -308,6 +308,11 @@ pub fn append(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
 pub fn strlen(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     match ctx.shard.lookup(ctx.db, &args[1], ctx.now) {
         None => Reply::Int(0),
+        // An offloaded value's length is in its pointer: no disk read.
+        Some(Entry {
+            value: Value::External(p),
+            ..
+        }) => Reply::Int(p.len as i64),
         Some(e) => match as_str(&e.value) {
             Ok(s) => Reply::Int(s.len() as i64),
             Err(r) => r,

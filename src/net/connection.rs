@@ -240,6 +240,9 @@ async fn execute_batch(
             .map(|a| &a[1][..]);
         core.shard.borrow().prefetch(conn.db, local);
     }
+    if tiered {
+        wait_for_room(core, &reqs).await;
+    }
     // One clock read per batch: commands of one batch see the same time, like Redis' per-call
     // snapshot.
     let now = now_ms();
@@ -286,6 +289,27 @@ async fn execute_batch(
     for (r, v3) in replies.into_iter().zip(resp3) {
         if let Some(r) = r {
             r.encode(v3, out);
+        }
+    }
+}
+
+/// With tiering, a write past maxmemory first waits (up to 200 ms) for the offloader to make
+/// room — back-pressure instead of an OOM error for a burst the SSD can absorb.
+async fn wait_for_room(core: &Core, reqs: &[Vec<Bytes>]) {
+    let max = core.global.settings.maxmemory();
+    if max == 0 || crate::memory::used_memory() <= max {
+        return;
+    }
+    let writes = reqs
+        .iter()
+        .any(|a| cmd::lookup(&a[0]).is_some_and(|s| s.has(cmd::DENYOOM)));
+    if !writes {
+        return;
+    }
+    for _ in 0..200 {
+        glommio::timer::sleep(std::time::Duration::from_millis(1)).await;
+        if crate::memory::used_memory() <= max {
+            return;
         }
     }
 }

@@ -49,6 +49,7 @@ pub struct Global {
     pub total_connections: AtomicU64,
     pub peak_memory: AtomicU64,
     active_expire: AtomicBool,
+    tier_files: Mutex<Vec<std::path::PathBuf>>,
 }
 
 impl Global {
@@ -67,6 +68,7 @@ impl Global {
             total_connections: AtomicU64::new(0),
             peak_memory: AtomicU64::new(0),
             active_expire: AtomicBool::new(true),
+            tier_files: Mutex::new(Vec::new()),
         }
     }
 
@@ -93,6 +95,21 @@ impl Global {
         let used = crate::memory::used_memory();
         self.peak_memory.fetch_max(used, Ordering::Relaxed);
         used
+    }
+
+    pub fn add_tier_file(&self, path: std::path::PathBuf) {
+        if let Ok(mut v) = self.tier_files.lock() {
+            v.push(path);
+        }
+    }
+
+    /// Deletes every shard's tier file (at exit).
+    pub fn remove_tier_files(&self) {
+        if let Ok(v) = self.tier_files.lock() {
+            for p in v.iter() {
+                let _ = std::fs::remove_file(p);
+            }
+        }
     }
 
     pub fn active_expire_enabled(&self) -> bool {

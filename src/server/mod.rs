@@ -17,6 +17,7 @@
 
 pub mod core;
 pub mod exec;
+pub mod offload;
 pub mod txn;
 
 use std::net::SocketAddr;
@@ -40,7 +41,8 @@ const IO_MEMORY: usize = 1 << 20;
 
 /// Starts every core and blocks until the server stops. Errors are start-up failures.
 pub fn run(flags: &Flags) -> Result<(), String> {
-    let settings = Arc::new(Settings::from_flags(flags));
+    let tiered = crate::config::TierSettings::from_flags(flags)?;
+    let settings = Arc::new(Settings::with_tiering(flags, tiered));
     let threads = settings.threads;
     let addr: SocketAddr = format!("{}:{}", flags.bind, flags.port)
         .parse()
@@ -64,6 +66,7 @@ pub fn run(flags: &Flags) -> Result<(), String> {
         receivers.push(rx);
     }
     let global = Arc::new(Global::new(settings.clone(), senders));
+    install_exit_handler(global.clone())?;
     let cpus = allowed_cpus();
     info!(
         version = env!("CARGO_PKG_VERSION"),
@@ -114,8 +117,30 @@ async fn core_main(
     rx: mpsc::UnboundedReceiver<Msg>,
     listen_fd: RawFd,
 ) -> Result<(), String> {
-    let shard = Shard::new(id, global.settings.clone());
+    let mut shard = Shard::new(id, global.settings.clone());
+    let tier = match &global.settings.tiered {
+        Some(ts) => {
+            let path = ts.file_path(id);
+            match tiering::TierStore::create(&path, ts.file_bytes_per_shard).await {
+                Ok(t) => {
+                    global.add_tier_file(path);
+                    Some((t, ts.clone()))
+                }
+                Err(e) => {
+                    error!("--tiered_prefix: {e}");
+                    global.remove_tier_files();
+                    std::process::exit(1);
+                }
+            }
+        }
+        None => None,
+    };
+    shard.tier = tier.as_ref().map(|(t, _)| t.clone());
     let core = Rc::new(Core::new(id, shard, global.clone()));
+    if let Some((t, ts)) = tier {
+        let c = core.clone();
+        glommio::spawn_local(async move { offload::run(c, t, ts).await }).detach();
+    }
 
     let c = core.clone();
     glommio::spawn_local(async move {
@@ -193,6 +218,25 @@ fn listen(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
     s.listen(1024)?;
     s.set_nonblocking(true)?;
     Ok(s.into())
+}
+
+/// SIGTERM and SIGINT end the process after removing the tier files (the SSD tier is
+/// ephemeral, nothing in it survives a restart).
+fn install_exit_handler(global: Arc<Global>) -> Result<(), String> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT])
+        .map_err(|e| format!("cannot install signal handlers: {e}"))?;
+    std::thread::Builder::new()
+        .name("strata-signals".into())
+        .spawn(move || {
+            if let Some(sig) = signals.forever().next() {
+                info!(signal = sig, "signal received; exiting");
+                global.remove_tier_files();
+                std::process::exit(0);
+            }
+        })
+        .map_err(|e| format!("cannot start the signal thread: {e}"))?;
+    Ok(())
 }
 
 /// CPUs this process may run on (honours `taskset`), from /proc/self/status.

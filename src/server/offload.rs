@@ -1,0 +1,130 @@
+//! The offloader: one task per core that moves cold string values to the tier file while used
+//! memory is above `--tiered_offload_threshold` of maxmemory.
+//!
+//! Coldness is CLOCK: a lookup sets an entry's referenced bit; the sweep clears it and takes
+//! only entries found without it (second chance). Work is bounded per round (buckets visited,
+//! bytes in one batch), one batch is in flight at a time, and the task yields between rounds,
+//! so foreground commands keep their latency. A value changed while its batch was being
+//! written is left in RAM and its fresh disk copy freed.
+
+use std::rc::Rc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use tiering::TierStore;
+
+use super::core::Core;
+use crate::config::TierSettings;
+use crate::shard::{hash, Entry, Value};
+
+/// Most value bytes written per round.
+const BATCH_BYTES: usize = 256 * 1024;
+/// Most buckets one round may visit.
+const ROUND_BUCKETS: usize = 512;
+
+/// Runs forever on this core.
+pub async fn run(core: Rc<Core>, tier: Rc<TierStore>, ts: TierSettings) {
+    let mut cursor: (usize, (usize, usize)) = (0, (0, 0));
+    loop {
+        let busy = over_threshold(&core, &ts) && !tier.is_full();
+        let period = if busy {
+            Duration::from_micros(200)
+        } else {
+            let hz = core
+                .global
+                .settings
+                .hz
+                .load(std::sync::atomic::Ordering::Relaxed)
+                .max(1);
+            Duration::from_micros(1_000_000 / hz as u64)
+        };
+        glommio::timer::sleep(period).await;
+        while over_threshold(&core, &ts) && !tier.is_full() {
+            if core.gate.is_locked() {
+                break;
+            }
+            let batch = pick(&core, &ts, &mut cursor);
+            if batch.is_empty() {
+                break;
+            }
+            let items: Vec<(&[u8], &[u8])> =
+                batch.iter().map(|(_, k, v)| (&k[..], &v[..])).collect();
+            let results = tier.write_batch(&items).await;
+            let mut shard = core.shard.borrow_mut();
+            for ((db, key, value), r) in batch.iter().zip(results) {
+                let Ok(ptr) = r else {
+                    continue;
+                };
+                let same = shard.dbs[*db].table.get(key, hash(key)).is_some_and(
+                    |e| matches!(&e.value, Value::Str(s) if s.as_bytes() == &value[..]),
+                );
+                if same {
+                    if let Some(e) = shard.dbs[*db].table.get_mut(key, hash(key)) {
+                        e.value = Value::External(ptr);
+                    }
+                    shard.stats.offloaded += 1;
+                    shard.stats.external_values += 1;
+                } else {
+                    tier.free(ptr);
+                }
+            }
+            drop(shard);
+            glommio::yield_if_needed().await;
+        }
+    }
+}
+
+fn over_threshold(core: &Core, ts: &TierSettings) -> bool {
+    let max = core.global.settings.maxmemory();
+    max > 0 && crate::memory::used_memory() as f64 > ts.offload_threshold * max as f64
+}
+
+/// One round of the CLOCK sweep: candidates (db, key, value) up to [`BATCH_BYTES`].
+fn pick(
+    core: &Core,
+    ts: &TierSettings,
+    cursor: &mut (usize, (usize, usize)),
+) -> Vec<(usize, Bytes, Bytes)> {
+    let mut shard = core.shard.borrow_mut();
+    let dbs = shard.dbs.len();
+    let mut out = Vec::new();
+    let mut bytes = 0usize;
+    let mut visited = 0;
+    let mut empty_dbs = 0;
+    while visited < ROUND_BUCKETS && bytes < BATCH_BYTES && empty_dbs <= dbs {
+        let db = cursor.0 % dbs;
+        let table = &mut shard.dbs[db].table;
+        if table.is_empty() {
+            cursor.0 = (db + 1) % dbs;
+            empty_dbs += 1;
+            continue;
+        }
+        let before = cursor.1;
+        visited += table.sweep(
+            &mut cursor.1,
+            16,
+            |k, e: &mut Entry| {
+                if let Value::Str(s) = &e.value {
+                    if s.len() >= ts.min_value_size
+                        && k.len() <= u16::MAX as usize
+                        && bytes < BATCH_BYTES
+                    {
+                        if e.flags & Entry::REFERENCED != 0 {
+                            e.flags &= !Entry::REFERENCED;
+                        } else {
+                            bytes += s.len();
+                            out.push((db, k.to_bytes(), s.to_bytes()));
+                        }
+                    }
+                }
+                false
+            },
+            |_, _| {},
+        );
+        if cursor.1 == (0, 0) || cursor.1 < before {
+            // This db's sweep wrapped around: go on with the next one.
+            cursor.0 = (db + 1) % dbs;
+        }
+    }
+    out
+}
