@@ -50,26 +50,37 @@ pub async fn run(core: Rc<Core>, tier: Rc<TierStore>, ts: TierSettings) {
             let items: Vec<(&[u8], &[u8])> =
                 batch.iter().map(|(_, k, v)| (&k[..], &v[..])).collect();
             let results = tier.write_batch(&items).await;
-            let mut shard = core.shard.borrow_mut();
-            for ((db, key, value), r) in batch.iter().zip(results) {
-                let Ok(ptr) = r else {
-                    continue;
-                };
-                let same = shard.dbs[*db].table.get(key, hash(key)).is_some_and(
-                    |e| matches!(&e.value, Value::Str(s) if s.as_bytes() == &value[..]),
-                );
-                if same {
-                    if let Some(e) = shard.dbs[*db].table.get_mut(key, hash(key)) {
-                        e.value = Value::External(ptr);
-                    }
-                    shard.stats.offloaded += 1;
-                    shard.stats.external_values += 1;
-                } else {
-                    tier.free(ptr);
-                }
-            }
-            drop(shard);
+            install(&core, &tier, &batch, results);
             glommio::yield_if_needed().await;
+        }
+    }
+}
+
+/// Points each written value's key at its disk copy, unless the value changed meanwhile (then
+/// the fresh copy is freed).
+fn install(
+    core: &Core,
+    tier: &TierStore,
+    batch: &[(usize, Bytes, Bytes)],
+    results: Vec<Result<tiering::DiskPtr, tiering::TierError>>,
+) {
+    let mut shard = core.shard.borrow_mut();
+    for ((db, key, value), r) in batch.iter().zip(results) {
+        let Ok(ptr) = r else {
+            continue;
+        };
+        let same = shard.dbs[*db]
+            .table
+            .get(key, hash(key))
+            .is_some_and(|e| matches!(&e.value, Value::Str(s) if s.as_bytes() == &value[..]));
+        if same {
+            if let Some(e) = shard.dbs[*db].table.get_mut(key, hash(key)) {
+                e.value = Value::External(ptr);
+            }
+            shard.stats.offloaded += 1;
+            shard.stats.external_values += 1;
+        } else {
+            tier.free(ptr);
         }
     }
 }
