@@ -82,8 +82,11 @@ pub fn run(flags: &Flags) -> Result<(), String> {
     );
 
     let mut handles = Vec::with_capacity(threads);
+    // No core accepts clients before every core is set up (tier files created).
+    let ready = Arc::new(std::sync::Barrier::new(threads));
     for (id, rx) in receivers.into_iter().enumerate() {
         let global = global.clone();
+        let ready = ready.clone();
         let fd = listener
             .try_clone()
             .map_err(|e| format!("cannot share the listening socket: {e}"))?
@@ -96,7 +99,7 @@ pub fn run(flags: &Flags) -> Result<(), String> {
             .name(&format!("strata-{id}"))
             // Registered I/O buffers count against maxmemory; the network path needs few.
             .io_memory(IO_MEMORY)
-            .spawn(move || async move { core_main(id, global, rx, fd).await })
+            .spawn(move || async move { core_main(id, global, rx, fd, ready).await })
             .map_err(|e| format!("cannot start executor {id}: {e}"))?;
         handles.push(h);
     }
@@ -116,6 +119,7 @@ async fn core_main(
     global: Arc<Global>,
     rx: mpsc::UnboundedReceiver<Msg>,
     listen_fd: RawFd,
+    ready: Arc<std::sync::Barrier>,
 ) -> Result<(), String> {
     let mut shard = Shard::new(id, global.settings.clone());
     let tier = match &global.settings.tiered {
@@ -154,6 +158,8 @@ async fn core_main(
     let c = core.clone();
     glommio::spawn_local(async move { background(c).await }).detach();
 
+    // Start-up only: every core waits here once, before serving anything.
+    ready.wait();
     // SAFETY: `listen_fd` is a listening TCP socket duplicated for this core alone in `run`;
     // the std listener takes ownership and closes it.
     let listener = unsafe { std::net::TcpListener::from_raw_fd(listen_fd) };

@@ -1,0 +1,438 @@
+//! SSD tiering end to end: a dataset several times maxmemory written and read back
+//! byte-for-byte with RSS bounded, disk space reclaimed by deletes, a corrupted page answered
+//! as a miss (never wrong bytes), concurrent clients checked against a model, expiry racing
+//! reads, clear start-up errors and tier files removed at exit.
+mod common;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::*;
+use redis::Connection;
+
+/// A value of `len` bytes that can only belong to key number `i` (version `ver`).
+fn value(i: usize, ver: usize, len: usize) -> Vec<u8> {
+    let mut v = format!("{i}:{ver}:").into_bytes();
+    let mut x = (i as u64 * 2654435761) ^ ver as u64;
+    while v.len() < len {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        v.push((x >> 56) as u8);
+    }
+    v.truncate(len);
+    v
+}
+
+fn info_field(c: &mut Connection, section: &str, field: &str) -> u64 {
+    let text: String = redis::cmd("INFO").arg(section).query(c).expect("INFO");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in INFO {section}"))
+}
+
+fn tiered_server(dir: &tempfile::TempDir, maxmemory: &str, threads: &str) -> Server {
+    let prefix = dir.path().join("strata");
+    Server::start(&[
+        "--proactor_threads",
+        threads,
+        "--maxmemory",
+        maxmemory,
+        "--tiered_prefix",
+        prefix.to_str().unwrap(),
+    ])
+}
+
+/// Samples the server's RSS every 20 ms until stopped; returns the peak.
+fn rss_sampler(pid: u32) -> (Arc<AtomicBool>, thread::JoinHandle<u64>) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let s = stop.clone();
+    let h = thread::spawn(move || {
+        let mut peak = 0u64;
+        while !s.load(Ordering::Relaxed) {
+            if let Ok(st) = std::fs::read_to_string(format!("/proc/{pid}/status")) {
+                if let Some(kb) = st
+                    .lines()
+                    .find(|l| l.starts_with("VmRSS:"))
+                    .and_then(|l| l.split_whitespace().nth(1))
+                    .and_then(|v| v.parse::<u64>().ok())
+                {
+                    peak = peak.max(kb * 1024);
+                }
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+        peak
+    });
+    (stop, h)
+}
+
+fn fill(c: &mut Connection, keys: std::ops::Range<usize>, ver: usize, len: usize) {
+    let mut p = redis::pipe();
+    for i in keys {
+        p.cmd("SET")
+            .arg(format!("key:{i}"))
+            .arg(value(i, ver, len))
+            .ignore();
+        if i % 500 == 499 {
+            p.query::<()>(c).expect("pipelined SET");
+            p = redis::pipe();
+        }
+    }
+    p.query::<()>(c).expect("pipelined SET");
+}
+
+fn check_all(c: &mut Connection, keys: std::ops::Range<usize>, ver: usize, len: usize) {
+    for chunk in keys.collect::<Vec<_>>().chunks(500) {
+        let mut p = redis::pipe();
+        for i in chunk {
+            p.cmd("GET").arg(format!("key:{i}"));
+        }
+        let got: Vec<Option<Vec<u8>>> = p.query(c).expect("pipelined GET");
+        for (i, g) in chunk.iter().zip(got) {
+            assert_eq!(g.as_deref(), Some(&value(*i, ver, len)[..]), "key:{i}");
+        }
+    }
+}
+
+#[test]
+fn dataset_four_times_ram_reads_back_exactly_with_rss_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let max: u64 = 48 << 20;
+    let s = tiered_server(&dir, "48mb", "2");
+    let mut c = s.client();
+    let (stop, sampler) = rss_sampler(s.pid());
+    let n = (4 * max / 1024) as usize;
+    fill(&mut c, 0..n, 0, 1000);
+    check_all(&mut c, 0..n, 0, 1000);
+    stop.store(true, Ordering::Relaxed);
+    let peak = sampler.join().unwrap();
+    let disk = info_field(&mut c, "tiered", "tiered_disk_keys");
+    assert!(disk as usize > n / 2, "only {disk} of {n} values offloaded");
+    assert!(info_field(&mut c, "tiered", "tiered_reads") > 0);
+    assert_eq!(info_field(&mut c, "tiered", "tiered_read_errors"), 0);
+    assert!(
+        peak <= max * 105 / 100,
+        "RSS peaked at {peak} bytes, over maxmemory x 1.05 ({})",
+        max * 105 / 100
+    );
+    // STRLEN, EXISTS and TYPE answer without loading.
+    let reads = info_field(&mut c, "tiered", "tiered_reads");
+    let len: i64 = redis::cmd("STRLEN").arg("key:3").query(&mut c).unwrap();
+    assert_eq!(len, 1000);
+    let t: String = redis::cmd("TYPE").arg("key:3").query(&mut c).unwrap();
+    assert_eq!(t, "string");
+    assert_eq!(info_field(&mut c, "tiered", "tiered_reads"), reads);
+}
+
+#[test]
+fn string_commands_work_on_offloaded_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = tiered_server(&dir, "24mb", "2");
+    let mut c = s.client();
+    let n = 60_000;
+    fill(&mut c, 0..n, 0, 500);
+    let disk = info_field(&mut c, "tiered", "tiered_disk_keys");
+    assert!(disk > 10_000, "only {disk} offloaded");
+    // Read-modify-write commands and moves on (mostly) offloaded keys.
+    let v7 = value(7, 0, 500);
+    let got: Vec<u8> = redis::cmd("GETRANGE")
+        .arg("key:7")
+        .arg(0)
+        .arg(9)
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(got, v7[..10]);
+    let len: i64 = redis::cmd("APPEND")
+        .arg("key:7")
+        .arg("tail")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(len, 504);
+    let got: Vec<u8> = redis::cmd("GET").arg("key:7").query(&mut c).unwrap();
+    assert_eq!(&got[..500], &v7[..]);
+    assert_eq!(&got[500..], b"tail");
+    let _: () = redis::cmd("SETRANGE")
+        .arg("key:8")
+        .arg(2)
+        .arg("XY")
+        .query(&mut c)
+        .unwrap();
+    let mut v8 = value(8, 0, 500);
+    v8[2..4].copy_from_slice(b"XY");
+    let got: Vec<u8> = redis::cmd("GET").arg("key:8").query(&mut c).unwrap();
+    assert_eq!(got, v8);
+    let got: Vec<u8> = redis::cmd("GETDEL").arg("key:9").query(&mut c).unwrap();
+    assert_eq!(got, value(9, 0, 500));
+    let gone: Option<Vec<u8>> = redis::cmd("GET").arg("key:9").query(&mut c).unwrap();
+    assert_eq!(gone, None);
+    let mget: Vec<Option<Vec<u8>>> = redis::cmd("MGET")
+        .arg("key:10")
+        .arg("key:11")
+        .arg("nokey")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(
+        mget,
+        vec![Some(value(10, 0, 500)), Some(value(11, 0, 500)), None]
+    );
+    // RENAME and COPY, same shard or not, keep the bytes.
+    let _: () = redis::cmd("RENAME")
+        .arg("key:12")
+        .arg("renamed")
+        .query(&mut c)
+        .unwrap();
+    let got: Vec<u8> = redis::cmd("GET").arg("renamed").query(&mut c).unwrap();
+    assert_eq!(got, value(12, 0, 500));
+    let copied: i64 = redis::cmd("COPY")
+        .arg("key:13")
+        .arg("copy13")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(copied, 1);
+    for k in ["key:13", "copy13"] {
+        let got: Vec<u8> = redis::cmd("GET").arg(k).query(&mut c).unwrap();
+        assert_eq!(got, value(13, 0, 500), "{k}");
+    }
+    // DUMP of an offloaded value restores to the same bytes.
+    let dump: Vec<u8> = redis::cmd("DUMP").arg("key:14").query(&mut c).unwrap();
+    let _: () = redis::cmd("RESTORE")
+        .arg("r14")
+        .arg(0)
+        .arg(dump)
+        .query(&mut c)
+        .unwrap();
+    let got: Vec<u8> = redis::cmd("GET").arg("r14").query(&mut c).unwrap();
+    assert_eq!(got, value(14, 0, 500));
+    assert_eq!(info_field(&mut c, "tiered", "tiered_read_errors"), 0);
+}
+
+#[test]
+fn deletes_and_overwrites_reclaim_disk_space() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = tiered_server(&dir, "24mb", "2");
+    let mut c = s.client();
+    let n = 50_000;
+    fill(&mut c, 0..n, 0, 600);
+    let used = info_field(&mut c, "tiered", "tiered_file_used");
+    assert!(used > 10 << 20, "tier file used only {used} bytes");
+    // Overwriting with short values (which stay in RAM) frees their disk copies.
+    let mut p = redis::pipe();
+    for i in 0..n / 2 {
+        p.cmd("SET").arg(format!("key:{i}")).arg("x").ignore();
+    }
+    p.query::<()>(&mut c).unwrap();
+    let after_overwrite = info_field(&mut c, "tiered", "tiered_entries");
+    let mut p = redis::pipe();
+    for i in n / 2..n {
+        p.cmd("DEL").arg(format!("key:{i}")).ignore();
+    }
+    p.query::<()>(&mut c).unwrap();
+    assert!(after_overwrite < n as u64 / 2 + 100);
+    assert_eq!(info_field(&mut c, "tiered", "tiered_entries"), 0);
+    assert_eq!(info_field(&mut c, "tiered", "tiered_disk_keys"), 0);
+    // Only the per-file header pages stay allocated.
+    assert!(info_field(&mut c, "tiered", "tiered_file_used") <= 2 * 4096);
+    let _: () = redis::cmd("FLUSHALL").query(&mut c).unwrap();
+}
+
+#[test]
+fn flipped_byte_on_disk_is_a_counted_miss_never_wrong_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = tiered_server(&dir, "16mb", "1");
+    let mut c = s.client();
+    let n = 30_000;
+    fill(&mut c, 0..n, 0, 700);
+    assert!(info_field(&mut c, "tiered", "tiered_disk_keys") > 5_000);
+    // Flip one byte in each of the first data pages of the file.
+    {
+        use std::os::unix::fs::FileExt;
+        let path = dir.path().join("strata-0000.ssd");
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .unwrap();
+        for page in 1..20u64 {
+            let pos = page * 4096 + 1000;
+            let mut b = [0u8; 1];
+            f.read_exact_at(&mut b, pos).unwrap();
+            b[0] ^= 0x5a;
+            f.write_all_at(&b, pos).unwrap();
+        }
+        f.sync_all().unwrap();
+    }
+    let mut misses = 0;
+    for chunk in (0..n).collect::<Vec<_>>().chunks(500) {
+        let mut p = redis::pipe();
+        for i in chunk {
+            p.cmd("GET").arg(format!("key:{i}"));
+        }
+        let got: Vec<Option<Vec<u8>>> = p.query(&mut c).unwrap();
+        for (i, g) in chunk.iter().zip(got) {
+            match g {
+                Some(v) => assert_eq!(v, value(*i, 0, 700), "key:{i} came back altered"),
+                None => misses += 1,
+            }
+        }
+    }
+    assert!(misses > 0, "no key read from the corrupted pages");
+    let errors = info_field(&mut c, "tiered", "tiered_read_errors");
+    assert!(errors >= 1, "read errors not counted");
+    // The server keeps serving.
+    let pong: String = redis::cmd("PING").query(&mut c).unwrap();
+    assert_eq!(pong, "PONG");
+}
+
+#[test]
+fn concurrent_clients_on_offloaded_keys_match_a_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = tiered_server(&dir, "24mb", "2");
+    let mut c = s.client();
+    let per = 8_000;
+    let clients = 4;
+    fill(&mut c, 0..per * clients, 0, 800);
+    let url = s.url();
+    let handles: Vec<_> = (0..clients)
+        .map(|t| {
+            let url = url.clone();
+            thread::spawn(move || {
+                let mut c = redis::Client::open(url).unwrap().get_connection().unwrap();
+                let base = t * per;
+                // What each key of this client's range must hold: Some(version) or deleted.
+                let mut model: HashMap<usize, Option<usize>> =
+                    (base..base + per).map(|i| (i, Some(0))).collect();
+                let mut x = t as u64 + 1;
+                for step in 0..3000usize {
+                    x = x
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    let i = base + (x >> 33) as usize % per;
+                    let key = format!("key:{i}");
+                    match (x >> 20) % 5 {
+                        0 | 1 => {
+                            let got: Option<Vec<u8>> =
+                                redis::cmd("GET").arg(&key).query(&mut c).unwrap();
+                            let want = model[&i].map(|v| value(i, v, 800));
+                            assert_eq!(got, want, "GET {key} at step {step}");
+                        }
+                        2 => {
+                            let ver = step + 1;
+                            let _: () = redis::cmd("SET")
+                                .arg(&key)
+                                .arg(value(i, ver, 800))
+                                .query(&mut c)
+                                .unwrap();
+                            model.insert(i, Some(ver));
+                        }
+                        3 => {
+                            let n: i64 = redis::cmd("DEL").arg(&key).query(&mut c).unwrap();
+                            assert_eq!(n, model[&i].is_some() as i64, "DEL {key}");
+                            model.insert(i, None);
+                        }
+                        _ => {
+                            let n: i64 = redis::cmd("EXPIRE")
+                                .arg(&key)
+                                .arg(1000)
+                                .query(&mut c)
+                                .unwrap();
+                            assert_eq!(n, model[&i].is_some() as i64, "EXPIRE {key}");
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().expect("client thread");
+    }
+    assert_eq!(info_field(&mut c, "tiered", "tiered_read_errors"), 0);
+}
+
+#[test]
+fn reads_racing_expiry_never_return_a_stale_value() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = tiered_server(&dir, "16mb", "2");
+    let mut c = s.client();
+    fill(&mut c, 0..20_000, 0, 700);
+    // Volatile keys, pushed to disk by more data behind them.
+    let mut p = redis::pipe();
+    for i in 0..200 {
+        p.cmd("SET")
+            .arg(format!("vol:{i}"))
+            .arg(value(i, 9, 700))
+            .arg("PX")
+            .arg(1500)
+            .ignore();
+    }
+    p.query::<()>(&mut c).unwrap();
+    let deadline = Instant::now() + Duration::from_millis(1500);
+    fill(&mut c, 20_000..35_000, 0, 700);
+    let stale = Arc::new(AtomicU64::new(0));
+    let url = s.url();
+    let readers: Vec<_> = (0..2)
+        .map(|_| {
+            let url = url.clone();
+            let stale = stale.clone();
+            thread::spawn(move || {
+                let mut c = redis::Client::open(url).unwrap().get_connection().unwrap();
+                let end = deadline + Duration::from_millis(700);
+                while Instant::now() < end {
+                    for i in 0..200 {
+                        let asked = Instant::now();
+                        let got: Option<Vec<u8>> = redis::cmd("GET")
+                            .arg(format!("vol:{i}"))
+                            .query(&mut c)
+                            .unwrap();
+                        if let Some(v) = got {
+                            assert_eq!(v, value(i, 9, 700));
+                            if asked > deadline + Duration::from_millis(5) {
+                                stale.fetch_add(1, Ordering::Relaxed);
+                            }
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    for r in readers {
+        r.join().unwrap();
+    }
+    assert_eq!(
+        stale.load(Ordering::Relaxed),
+        0,
+        "values returned after they expired"
+    );
+}
+
+#[test]
+fn missing_directory_is_a_clear_startup_error() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(["--port", &free_port().to_string()])
+        .args(["--tiered_prefix", "/nonexistent-dir-for-strata/x"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--tiered_prefix"), "stderr: {err}");
+    assert!(err.contains("does not exist"), "stderr: {err}");
+}
+
+#[test]
+fn tier_files_exist_while_running_and_go_at_exit() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = tiered_server(&dir, "64mb", "2");
+    for shard in 0..2 {
+        assert!(dir.path().join(format!("strata-{shard:04}.ssd")).exists());
+    }
+    let mut raw = s.raw();
+    raw.send(&cmd(&[b"SHUTDOWN", b"NOSAVE"]));
+    assert!(s.wait_exit(Duration::from_secs(10)));
+    for shard in 0..2 {
+        assert!(!dir.path().join(format!("strata-{shard:04}.ssd")).exists());
+    }
+}
