@@ -436,3 +436,84 @@ fn tier_files_exist_while_running_and_go_at_exit() {
         assert!(!dir.path().join(format!("strata-{shard:04}.ssd")).exists());
     }
 }
+
+#[test]
+fn half_empty_pages_are_compacted() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = tiered_server(&dir, "24mb", "1");
+    let mut c = s.client();
+    let n = 40_000;
+    fill(&mut c, 0..n, 0, 600);
+    // Delete about three keys in four: most pages drop under half full.
+    let mut p = redis::pipe();
+    for i in (0..n).filter(|i| i % 4 != 0) {
+        p.cmd("DEL").arg(format!("key:{i}")).ignore();
+    }
+    p.query::<()>(&mut c).unwrap();
+    let before = info_field(&mut c, "tiered", "tiered_small_pages");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let now = info_field(&mut c, "tiered", "tiered_small_pages");
+        if now < before * 2 / 3 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "small pages {before} -> {now}: not compacted"
+        );
+        thread::sleep(Duration::from_millis(100));
+    }
+    assert!(info_field(&mut c, "tiered", "tiered_compacted") > 0);
+    let kept: Vec<usize> = (0..n).filter(|i| i % 4 == 0).collect();
+    for chunk in kept.chunks(500) {
+        let mut p = redis::pipe();
+        for i in chunk {
+            p.cmd("GET").arg(format!("key:{i}"));
+        }
+        let got: Vec<Option<Vec<u8>>> = p.query(&mut c).unwrap();
+        for (i, g) in chunk.iter().zip(got) {
+            assert_eq!(g.as_deref(), Some(&value(*i, 0, 600)[..]), "key:{i}");
+        }
+    }
+}
+
+#[test]
+fn a_full_tier_file_stops_offloading_and_the_server_keeps_going() {
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = dir.path().join("strata");
+    let s = Server::start(&[
+        "--proactor_threads",
+        "1",
+        "--maxmemory",
+        "16mb",
+        "--tiered_max_file_size",
+        "2mb",
+        "--tiered_prefix",
+        prefix.to_str().unwrap(),
+    ]);
+    let mut c = s.client();
+    let mut stored = 0;
+    let mut refused = false;
+    for i in 0..40_000usize {
+        let r: redis::RedisResult<()> = redis::cmd("SET")
+            .arg(format!("key:{i}"))
+            .arg(value(i, 0, 1000))
+            .query(&mut c);
+        match r {
+            Ok(()) => stored = i + 1,
+            Err(e) => {
+                assert!(e.to_string().contains("OOM"), "unexpected error: {e}");
+                refused = true;
+                break;
+            }
+        }
+    }
+    assert!(
+        refused,
+        "writes past RAM and a full tier file were never refused"
+    );
+    assert!(info_field(&mut c, "tiered", "tiered_full_events") >= 1);
+    assert!(info_field(&mut c, "tiered", "tiered_file_used") <= 2 << 20);
+    // Everything stored before the refusal is intact.
+    check_all(&mut c, 0..stored, 0, 1000);
+}

@@ -787,13 +787,15 @@ async fn info(core: &Rc<Core>, args: &[Bytes]) -> Reply {
 /// INFO's TIERED section: the tier files of all shards together.
 fn tiered_section(reports: &[ShardReport]) -> String {
     let mut t = tiering::TierStats::default();
-    let (mut keys, mut external, mut offloaded, mut uploaded, mut dropped) = (0, 0, 0, 0, 0);
+    let (mut keys, mut external, mut offloaded, mut uploaded, mut dropped, mut compacted) =
+        (0, 0, 0, 0, 0, 0);
     for r in reports {
         keys += r.keys.iter().map(|k| k.0 as u64).sum::<u64>();
         external += r.stats.external_values;
         offloaded += r.stats.offloaded;
         uploaded += r.stats.uploaded;
         dropped += r.stats.tiered_read_errors;
+        compacted += r.stats.compacted;
         if let Some(s) = &r.tier {
             t.entries += s.entries;
             t.value_bytes += s.value_bytes;
@@ -827,7 +829,7 @@ fn tiered_section(reports: &[ShardReport]) -> String {
          tiered_small_pages:{}\r\ntiered_fragmentation:{frag:.3}\r\n\
          tiered_reads:{}\r\ntiered_writes:{}\r\ntiered_read_bytes:{}\r\ntiered_write_bytes:{}\r\n\
          tiered_pending_reads:{}\r\ntiered_pending_writes:{}\r\ntiered_coalesced_reads:{}\r\n\
-         tiered_offloaded:{offloaded}\r\ntiered_uploaded:{uploaded}\r\n\
+         tiered_offloaded:{offloaded}\r\ntiered_uploaded:{uploaded}\r\ntiered_compacted:{compacted}\r\n\
          tiered_read_errors:{}\r\ntiered_write_errors:{}\r\ntiered_unreadable_keys_dropped:{dropped}\r\ntiered_full_events:{}\r\n\
          tiered_read_latency_p50_us:{}\r\ntiered_read_latency_p99_us:{}\r\n",
         t.entries,

@@ -39,6 +39,9 @@ pub async fn run(core: Rc<Core>, tier: Rc<TierStore>, ts: TierSettings) {
             Duration::from_micros(1_000_000 / hz as u64)
         };
         glommio::timer::sleep(period).await;
+        if !busy && !core.gate.is_locked() {
+            compact(&core, &tier).await;
+        }
         while over_threshold(&core, &ts) && !tier.is_full() {
             if core.gate.is_locked() {
                 break;
@@ -52,6 +55,56 @@ pub async fn run(core: Rc<Core>, tier: Rc<TierStore>, ts: TierSettings) {
             let results = tier.write_batch(&items).await;
             install(&core, &tier, &batch, results);
             glommio::yield_if_needed().await;
+        }
+    }
+}
+
+/// Pages compacted per tick at most.
+const COMPACT_PAGES: usize = 8;
+
+/// Rewrites the live entries of small pages that fell under half full into fresh pages, so the
+/// old pages empty and their space returns. An entry is live when its key still points at
+/// exactly that spot (same page, offset and tag); entries whose key was renamed since cannot be
+/// found by the key stored on disk and simply stay where they are.
+async fn compact(core: &Rc<Core>, tier: &Rc<TierStore>) {
+    let pages = tier.sparse_pages(COMPACT_PAGES);
+    // Live entries of one sparse page alone would only make another sparse page.
+    if pages.len() < 2 {
+        return;
+    }
+    // (db, key, value, old pointer) of the live entries of all those pages, packed together.
+    let mut live: Vec<(usize, Bytes, Bytes, tiering::DiskPtr)> = Vec::new();
+    for page in pages {
+        let Ok(entries) = tier.read_page(page).await else {
+            continue;
+        };
+        let shard = core.shard.borrow();
+        live.extend(entries.into_iter().filter_map(|(offset, tag, key, value)| {
+            (0..shard.dbs.len()).find_map(|db| {
+                let p = shard.peek_external(db, &key)?;
+                (p.page == page && p.offset == offset && p.tag == tag)
+                    .then(|| (db, Bytes::from(key.clone()), Bytes::from(value.clone()), p))
+            })
+        }));
+    }
+    if live.is_empty() {
+        return;
+    }
+    let items: Vec<(&[u8], &[u8])> = live.iter().map(|(_, k, v, _)| (&k[..], &v[..])).collect();
+    let results = tier.write_batch(&items).await;
+    let mut shard = core.shard.borrow_mut();
+    for ((db, key, _, old), r) in live.iter().zip(results) {
+        let Ok(new) = r else {
+            continue;
+        };
+        if shard.peek_external(*db, key) == Some(*old) {
+            if let Some(e) = shard.dbs[*db].table.get_mut(key, hash(key)) {
+                e.value = Value::External(new);
+            }
+            tier.free(*old);
+            shard.stats.compacted += 1;
+        } else {
+            tier.free(new);
         }
     }
 }

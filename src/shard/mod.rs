@@ -70,6 +70,8 @@ pub struct ShardStats {
     pub offloaded: u64,
     pub uploaded: u64,
     pub tiered_read_errors: u64,
+    /// Offloaded values moved out of half-empty pages.
+    pub compacted: u64,
     /// Offloaded values currently referenced by keys.
     pub external_values: u64,
 }
