@@ -235,8 +235,12 @@ fn deletes_and_overwrites_reclaim_disk_space() {
     assert!(after_overwrite < n as u64 / 2 + 100);
     assert_eq!(info_field(&mut c, "tiered", "tiered_entries"), 0);
     assert_eq!(info_field(&mut c, "tiered", "tiered_disk_keys"), 0);
-    // Only the per-file header pages stay allocated.
-    assert!(info_field(&mut c, "tiered", "tiered_file_used") <= 2 * 4096);
+    // Only the per-file header pages stay allocated (frees finish after their hole punches).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while info_field(&mut c, "tiered", "tiered_file_used") > 2 * 4096 {
+        assert!(Instant::now() < deadline, "disk space not reclaimed");
+        thread::sleep(Duration::from_millis(20));
+    }
     let _: () = redis::cmd("FLUSHALL").query(&mut c).unwrap();
 }
 

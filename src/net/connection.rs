@@ -243,6 +243,20 @@ async fn execute_batch(
     if tiered {
         wait_for_room(core, &reqs).await;
     }
+    // Values the batch's local commands read from disk are fetched together.
+    let pre = if tiered && n > 1 {
+        let local: Vec<(&'static Spec, &[Bytes])> = reqs
+            .iter()
+            .filter_map(|a| {
+                let spec = cmd::lookup(&a[0])?;
+                let key = spec.key_indices(a.len()).next()?;
+                (shard_of(&a[key], core.global.shards()) == core.id).then_some((spec, &a[..]))
+            })
+            .collect();
+        exec::preload(core, conn.db, &local).await
+    } else {
+        exec::Preloaded::new()
+    };
     // One clock read per batch: commands of one batch see the same time, like Redis' per-call
     // snapshot.
     let now = now_ms();
@@ -255,7 +269,7 @@ async fn execute_batch(
                     core.gate.opened().await;
                 }
                 replies[i] = Some(if tiered {
-                    exec::run_keyed(core, conn.db, spec, f, &args, now, 0).await
+                    exec::run_keyed(core, conn.db, spec, f, &args, now, 0, Some(&pre)).await
                 } else {
                     let mut shard = core.shard.borrow_mut();
                     f(
@@ -293,17 +307,25 @@ async fn execute_batch(
     }
 }
 
-/// With tiering, a write past maxmemory first waits (up to 200 ms) for the offloader to make
-/// room — back-pressure instead of an OOM error for a burst the SSD can absorb.
+/// With tiering, writes wait (up to 200 ms) while used memory is past 90% of maxmemory, for the
+/// offloader to make room: back-pressure instead of an OOM error for a burst the SSD can absorb,
+/// and headroom so that RSS (which also holds allocator slack) stays near maxmemory.
 async fn wait_for_room(core: &Core, reqs: &[Vec<Bytes>]) {
-    let max = core.global.settings.maxmemory();
+    let max = core.global.settings.maxmemory() / 10 * 9;
     if max == 0 || crate::memory::used_memory() <= max {
         return;
     }
     let writes = reqs
         .iter()
         .any(|a| cmd::lookup(&a[0]).is_some_and(|s| s.has(cmd::DENYOOM)));
-    if !writes {
+    // A full tier file cannot take more: then waiting would only slow the writer down.
+    let full = core
+        .shard
+        .borrow()
+        .tier
+        .as_ref()
+        .is_some_and(|t| t.is_full());
+    if !writes || full {
         return;
     }
     for _ in 0..200 {
@@ -339,9 +361,16 @@ async fn flush_groups(
                 Box::new(move |c: Rc<Core>| {
                     async move {
                         let now = now_ms();
+                        let cmds: Vec<(&'static Spec, &[Bytes])> = batch
+                            .iter()
+                            .map(|(_, spec, _, args)| (*spec, &args[..]))
+                            .collect();
+                        let pre = exec::preload(&c, db, &cmds).await;
                         let mut out = Vec::with_capacity(batch.len());
-                        for (_, spec, f, args) in batch {
-                            out.push(exec::run_keyed(&c, db, spec, f, &args, now, 0).await);
+                        for (_, spec, f, args) in &batch {
+                            out.push(
+                                exec::run_keyed(&c, db, spec, *f, args, now, 0, Some(&pre)).await,
+                            );
                         }
                         out
                     }

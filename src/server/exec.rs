@@ -10,11 +10,12 @@
 //! stale value can be returned. An unreadable value (CRC mismatch, I/O error) is counted and
 //! its key dropped, so it reads as a miss.
 
+use std::collections::HashMap;
 use std::rc::Rc;
 
 use bytes::Bytes;
 use smallvec::SmallVec;
-use tiering::DiskPtr;
+use tiering::{DiskPtr, TierError};
 
 use super::core::Core;
 use crate::cmd::{is_reading, Ctx, ShardFn, Spec};
@@ -23,8 +24,40 @@ use crate::shard::{CompactBytes, Shard, Value};
 
 type Wanted = SmallVec<[(Bytes, DiskPtr); 2]>;
 
+/// Values read ahead for a batch of commands, by disk pointer.
+pub type Preloaded = HashMap<DiskPtr, Result<Vec<u8>, TierError>>;
+
+/// Reads, all at once, the offloaded values a batch of commands will need, so a pipeline keeps
+/// many reads in flight instead of one at a time. Each command still re-checks its keys when
+/// it runs; a value that moved meanwhile is simply read again.
+pub async fn preload(core: &Rc<Core>, db: usize, cmds: &[(&'static Spec, &[Bytes])]) -> Preloaded {
+    let (tier, ptrs) = {
+        let shard = core.shard.borrow();
+        let Some(tier) = shard.tier.clone() else {
+            return Preloaded::new();
+        };
+        let mut ptrs: Vec<DiskPtr> = cmds
+            .iter()
+            .flat_map(|(spec, args)| offloaded_keys(&shard, db, spec, args))
+            .map(|(_, p)| p)
+            .collect();
+        ptrs.sort_unstable_by_key(|p| (p.page, p.offset));
+        ptrs.dedup();
+        (tier, ptrs)
+    };
+    if ptrs.len() < 2 {
+        return Preloaded::new();
+    }
+    let reads = ptrs.into_iter().map(|p| {
+        let tier = tier.clone();
+        async move { (p, tier.read(p).await) }
+    });
+    futures::future::join_all(reads).await.into_iter().collect()
+}
+
 /// Runs `f` (the command `spec`) for `args` on this core's shard. `tx` is the transaction
-/// holding the shard when called from one (0 otherwise).
+/// holding the shard when called from one (0 otherwise); `pre` holds values read ahead.
+#[allow(clippy::too_many_arguments)]
 pub async fn run_keyed(
     core: &Rc<Core>,
     db: usize,
@@ -33,6 +66,7 @@ pub async fn run_keyed(
     args: &[Bytes],
     now: u64,
     tx: u64,
+    pre: Option<&Preloaded>,
 ) -> Reply {
     loop {
         while core.gate.closed_to(tx) {
@@ -53,7 +87,18 @@ pub async fn run_keyed(
         let Some(tier) = core.shard.borrow().tier.clone() else {
             return crate::cmd::args::err("ERR tiered storage is not available");
         };
-        let loaded = futures::future::join_all(wanted.iter().map(|(_, p)| tier.read(*p))).await;
+        let loaded = futures::future::join_all(wanted.iter().map(|(_, p)| {
+            let ahead = pre.and_then(|m| m.get(p)).cloned();
+            let tier = tier.clone();
+            let p = *p;
+            async move {
+                match ahead {
+                    Some(r) => r,
+                    None => tier.read(p).await,
+                }
+            }
+        }))
+        .await;
         if core.gate.closed_to(tx) {
             continue;
         }
@@ -145,13 +190,16 @@ fn restore_pointers(
     }
 }
 
-/// Whether memory is under the upload threshold.
+/// Whether a value read twice may stay in RAM: used memory under the upload threshold, and
+/// under the offload threshold too, so that bringing a value back never just makes the
+/// offloader push another one out (which would make the two chase each other).
 fn upload_allowed(core: &Core) -> bool {
     let s = &core.global.settings;
     let (Some(t), max) = (&s.tiered, s.maxmemory()) else {
         return false;
     };
-    max == 0 || (crate::memory::used_memory() as f64) < t.upload_threshold * max as f64
+    let limit = t.upload_threshold.min(t.offload_threshold) * 0.95;
+    max == 0 || (crate::memory::used_memory() as f64) < limit * max as f64
 }
 
 /// Loads an entry's value into RAM for good (it is about to leave this shard: cross-shard

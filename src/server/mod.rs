@@ -190,6 +190,7 @@ async fn core_main(
 
 /// Periodic per-core work at `--hz`: active expiry with a CPU budget, memory peak tracking.
 async fn background(core: Rc<Core>) {
+    let mut last_trim = std::time::Instant::now();
     loop {
         let hz = core
             .global
@@ -199,8 +200,11 @@ async fn background(core: Rc<Core>) {
             .max(1);
         let period = Duration::from_micros(1_000_000 / hz as u64);
         glommio::timer::sleep(period).await;
-        core.global.note_memory();
+        let used = core.global.note_memory();
         core.shard.borrow_mut().tick_clock();
+        if core.id == 0 {
+            trim_heap(used, &mut last_trim);
+        }
         if !core.global.active_expire_enabled() || core.gate.is_locked() {
             continue;
         }
@@ -243,6 +247,22 @@ fn install_exit_handler(global: Arc<Global>) -> Result<(), String> {
         })
         .map_err(|e| format!("cannot start the signal thread: {e}"))?;
     Ok(())
+}
+
+/// Once a second at most, hands freed heap memory back to the OS when RSS runs well past what
+/// is allocated (glibc keeps freed blocks otherwise, e.g. after values moved to SSD).
+fn trim_heap(used: u64, last: &mut std::time::Instant) {
+    if last.elapsed() < Duration::from_secs(1) {
+        return;
+    }
+    *last = std::time::Instant::now();
+    if crate::memory::rss_bytes() > used + (16 << 20) {
+        #[cfg(target_env = "gnu")]
+        // SAFETY: malloc_trim has no preconditions; it only returns free heap pages to the OS.
+        unsafe {
+            libc::malloc_trim(0);
+        }
+    }
 }
 
 /// CPUs this process may run on (honours `taskset`), from /proc/self/status.

@@ -117,7 +117,7 @@ async fn run_fn(
     txn.run_async(
         shard,
         Box::new(move |core: Rc<Core>| {
-            async move { exec::run_keyed(&core, db, spec, f, &args, now_ms(), tx).await }
+            async move { exec::run_keyed(&core, db, spec, f, &args, now_ms(), tx, None).await }
                 .boxed_local()
         }),
     )

@@ -134,6 +134,8 @@ pub struct TierStore {
     latency: RefCell<hdrhistogram::Histogram<u64>>,
     full: Cell<bool>,
     next_tag: Cell<u32>,
+    /// Itself, for tasks that finish a free after a hole punch.
+    weak: RefCell<std::rc::Weak<TierStore>>,
 }
 
 impl TierStore {
@@ -167,7 +169,7 @@ impl TierStore {
             .map_err(|e| TierError::Io(e.to_string()))?;
         let mut alloc = ExtentAllocator::new(capacity);
         alloc.alloc(1); // the header page
-        Ok(Rc::new(TierStore {
+        let store = Rc::new(TierStore {
             file: Rc::new(file),
             path: path.to_path_buf(),
             alloc: RefCell::new(alloc),
@@ -181,7 +183,10 @@ impl TierStore {
             latency: RefCell::new(latency),
             full: Cell::new(false),
             next_tag: Cell::new(1),
-        }))
+            weak: RefCell::new(std::rc::Weak::new()),
+        });
+        *store.weak.borrow_mut() = Rc::downgrade(&store);
+        Ok(store)
     }
 
     pub fn path(&self) -> &Path {
@@ -519,14 +524,19 @@ impl TierStore {
         }
     }
 
-    /// Returns pages to the allocator and their blocks to the filesystem.
+    /// Returns pages' blocks to the filesystem, then the pages to the allocator. The order
+    /// matters: a page handed out again before its hole is punched would have fresh data zeroed
+    /// under it, so the pages stay allocated until the punch is done.
     fn release(&self, start: u64, pages: u64) {
-        self.alloc.borrow_mut().free(start, pages);
-        self.full.set(false);
         let file = self.file.clone();
+        let me = self.weak.borrow().clone();
         glommio::spawn_local(async move {
             if let Err(e) = file.deallocate(start * PAGE, pages * PAGE).await {
                 tracing::debug!("hole punch failed: {e}");
+            }
+            if let Some(store) = me.upgrade() {
+                store.alloc.borrow_mut().free(start, pages);
+                store.full.set(false);
             }
         })
         .detach();
@@ -571,28 +581,6 @@ impl TierStore {
         st.read_p50_us = h.value_at_quantile(0.5);
         st.read_p99_us = h.value_at_quantile(0.99);
         st
-    }
-
-    /// Forgets every value (FLUSHALL): all space returns at once.
-    pub fn clear(&self) {
-        self.pages.borrow_mut().clear();
-        {
-            let mut a = self.alloc.borrow_mut();
-            a.reset();
-            a.alloc(1); // the header page
-        }
-        let mut st = self.stats.borrow_mut();
-        st.entries = 0;
-        st.value_bytes = 0;
-        st.small_pages = 0;
-        drop(st);
-        self.full.set(false);
-        let file = self.file.clone();
-        let len = self.file_len.get();
-        glommio::spawn_local(async move {
-            let _ = file.deallocate(PAGE, len.saturating_sub(PAGE)).await;
-        })
-        .detach();
     }
 
     /// Deletes the file (the tier is ephemeral).
@@ -665,6 +653,8 @@ mod tests {
             for p in &ptrs {
                 st.free(*p);
             }
+            // Frees complete after their hole punches.
+            glommio::timer::sleep(std::time::Duration::from_millis(50)).await;
             let s = st.stats();
             assert_eq!(s.entries, 0);
             assert_eq!(
@@ -675,6 +665,32 @@ mod tests {
             let again = st.write_batch(&items).await;
             assert!(again.iter().all(|r| r.is_ok()));
             assert_eq!(st.stats().used_bytes, used);
+        });
+    }
+
+    #[test]
+    fn space_freed_and_reused_at_once_never_loses_fresh_data() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t-0003.ssd");
+        run(move || async move {
+            let st = TierStore::create(&path, 16 << 20).await.unwrap();
+            for round in 0..50 {
+                let vals: Vec<Vec<u8>> = (0..64).map(|i| value(round * 64 + i, 1000)).collect();
+                let items: Vec<(&[u8], &[u8])> =
+                    vals.iter().map(|v| (&b"k"[..], v.as_slice())).collect();
+                let ptrs: Vec<DiskPtr> = st
+                    .write_batch(&items)
+                    .await
+                    .into_iter()
+                    .map(|r| r.unwrap())
+                    .collect();
+                for (p, v) in ptrs.iter().zip(&vals) {
+                    assert_eq!(st.read(*p).await.as_ref(), Ok(v), "round {round}");
+                }
+                for p in &ptrs {
+                    st.free(*p);
+                }
+            }
         });
     }
 
@@ -730,6 +746,7 @@ mod tests {
             assert_eq!(r[1], Err(TierError::NoSpace));
             assert!(st.is_full());
             st.free(r[0].clone().unwrap());
+            glommio::timer::sleep(std::time::Duration::from_millis(50)).await;
             assert!(!st.is_full());
             assert!(st.write_batch(&[(b"y", &big)]).await[0].is_ok());
         });

@@ -1,0 +1,558 @@
+#!/usr/bin/env bash
+# SSD tiering benchmark: how close GETs of offloaded values come to the disk's own limit,
+# what an offloaded key costs in RAM, and what tiering costs a hot/cold workload.
+#
+#   (a) disk limit: 4 KiB random O_DIRECT reads at queue depth 32 from a glommio DmaFile
+#       on the same filesystem as the tier files (benches/disk_read.rs), pinned to SERVER_CPU.
+#   (b) strata --tiered_prefix, one shard on SERVER_CPU, --maxmemory MAXMEM, filled with
+#       KEY_FACTOR x MAXMEM worth of VALUE_SIZE values; once the offloader has settled,
+#       GETs over the whole keyspace, uniformly at random (nearly all misses in RAM),
+#       from benches/zipf_get.rs on CLIENT_CPU. Every value read is checked.
+#   Then the 90/10 hot/cold workload (90% of GETs to 10% of the keys) on the same tiered
+#   server, and on a fresh server without tiering or maxmemory holding the same keyspace
+#   all in RAM.
+#
+# Reported: (b)/(a) (target >= 0.7), p99 of (b), RAM bytes per offloaded key (target <=
+# 24 + key length), hot tiered / hot all-RAM ops/s (target >= 0.8), max RSS / maxmemory
+# over the tiered server's fill and loads (target <= 1.05), and every wrong value, missing
+# key or tier read error seen.
+#
+# Environment (all optional):
+#   MAXMEM         --maxmemory of the tiered server               (default 128mb)
+#   DURATION       seconds of each measured GET run               (default 15)
+#   WARMUP         seconds of unmeasured hot GETs before each hot run (default DURATION/3)
+#   DISK_SECONDS   seconds of the disk_read run                   (default DURATION)
+#   DISK_FILE_MB   size of the disk_read file in MiB              (default 1024)
+#   KEY_FACTOR     keyspace = KEY_FACTOR x MAXMEM / VALUE_SIZE     (default 4)
+#   VALUE_SIZE     value bytes                                    (default 1024)
+#   CONNS, PIPELINE  load generator connections / pipeline depth  (default 8 / 16)
+#   VERIFY=0       skip the pass that GETs every key once after the tiered runs
+#   SETTLE_TIMEOUT seconds to wait for the offloader after the fill (default 120)
+#   TIERED_FLAGS   extra flags for the tiered server (e.g. "--tiered_offload_threshold 0.3")
+#   PORT           first port tried                               (default 17379)
+#   SERVER_CPU / CLIENT_CPU  CPUs for server and load generator   (default 1st / 2nd allowed)
+#   TMPDIR         where the work directory (disk_read file, tier files) goes (default /tmp)
+#   SKIP_BUILD=1   use existing binaries: STRATA_BIN, DISK_READ_BIN, ZIPF_GET_BIN (defaults:
+#                  target/release/strata and the newest target/release/deps/{disk_read,zipf_get}-*)
+#   STARTUP_TIMEOUT  seconds a server may take to answer PING     (default 20)
+#
+# Quick run (about 2 minutes): MAXMEM=64mb DURATION=5 benches/tiering_bench.sh
+#
+# Exit status: 0 when the benchmark ran (targets are informational), 1 when something could
+# not be built, a server failed to start or died, or a load run could not talk to it.
+set -euo pipefail
+export LC_ALL=C
+
+SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+ROOT="$(dirname "$SCRIPT_DIR")"
+
+MAXMEM="${MAXMEM:-128mb}"
+DURATION="${DURATION:-15}"
+WARMUP="${WARMUP:-$(( DURATION / 3 > 1 ? DURATION / 3 : 1 ))}"
+DISK_SECONDS="${DISK_SECONDS:-$DURATION}"
+DISK_FILE_MB="${DISK_FILE_MB:-1024}"
+KEY_FACTOR="${KEY_FACTOR:-4}"
+VALUE_SIZE="${VALUE_SIZE:-1024}"
+CONNS="${CONNS:-8}"
+PIPELINE="${PIPELINE:-16}"
+VERIFY="${VERIFY:-1}"
+SETTLE_TIMEOUT="${SETTLE_TIMEOUT:-120}"
+TIERED_FLAGS="${TIERED_FLAGS:-}"
+PORT="${PORT:-17379}"
+SKIP_BUILD="${SKIP_BUILD:-0}"
+STARTUP_TIMEOUT="${STARTUP_TIMEOUT:-20}"
+STRATA_BIN="${STRATA_BIN:-$ROOT/target/release/strata}"
+DISK_READ_BIN="${DISK_READ_BIN:-}"
+ZIPF_GET_BIN="${ZIPF_GET_BIN:-}"
+PREFIX="key:"
+
+WORKDIR="$(mktemp -d "${TMPDIR:-/tmp}/strata-tiering.XXXXXX")"
+SERVER_PID=""
+SERVER_NAME=""
+SAMPLER_PID=""
+CHILD_PID=""
+PIN=1
+declare -A R   # results, printed in the final table
+
+log()  { printf '%s\n' "$*"; }
+warn() { printf 'WARNING: %s\n' "$*" >&2; }
+die()  { printf 'ERROR: %s\n' "$*" >&2; exit 1; }
+
+# --- cleanup ---------------------------------------------------------------
+
+stop_sampler() {
+    [[ -n "$SAMPLER_PID" ]] || return 0
+    kill "$SAMPLER_PID" 2>/dev/null || true
+    wait "$SAMPLER_PID" 2>/dev/null || true
+    SAMPLER_PID=""
+}
+
+# TERM first (the server removes its tier files on a clean exit), KILL after 15 s.
+stop_server() {
+    local pid="$SERVER_PID" i
+    stop_sampler
+    [[ -n "$pid" ]] || return 0
+    SERVER_PID=""
+    if kill -0 "$pid" 2>/dev/null; then
+        kill -TERM "$pid" 2>/dev/null || true
+        for ((i = 0; i < 150; i++)); do
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.1
+        done
+        if kill -0 "$pid" 2>/dev/null; then
+            warn "$SERVER_NAME did not exit within 15 s of SIGTERM; killing it"
+            kill -KILL "$pid" 2>/dev/null || true
+        fi
+    fi
+    wait "$pid" 2>/dev/null || true
+}
+
+cleanup() {
+    if [[ -n "$CHILD_PID" ]]; then
+        kill -TERM "$CHILD_PID" 2>/dev/null || true
+        wait "$CHILD_PID" 2>/dev/null || true
+    fi
+    stop_server
+    rm -rf "$WORKDIR"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# --- setup -----------------------------------------------------------------
+
+as_root() {
+    if [[ $EUID -eq 0 ]]; then "$@"
+    elif command -v sudo >/dev/null; then sudo "$@"
+    else die "need root (or sudo) to run: $*"
+    fi
+}
+
+need_redis_cli() {
+    command -v redis-cli >/dev/null && return 0
+    log "Installing redis-tools (for redis-cli)..."
+    as_root apt-get update -qq
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-tools
+    command -v redis-cli >/dev/null || die "redis-cli still missing after install"
+}
+
+# Newest file matching target/release/deps/NAME-<hash> (no extension).
+newest_bench() {
+    local f best="" 
+    for f in "$ROOT"/target/release/deps/"$1"-*; do
+        [[ -x "$f" && "$f" != *.* ]] || continue
+        if [[ -z "$best" || "$f" -nt "$best" ]]; then best="$f"; fi
+    done
+    printf '%s' "$best"
+}
+
+build() {
+    if [[ "$SKIP_BUILD" != 1 ]]; then
+        command -v cargo >/dev/null || die "cargo not found"
+        log "Building (cargo build --release --bin strata --bench disk_read --bench zipf_get)..."
+        local json="$WORKDIR/build.json"
+        (cd "$ROOT" && cargo build --release --bin strata --bench disk_read --bench zipf_get \
+            --message-format=json-render-diagnostics >"$json") || die "cargo build failed"
+        local exe
+        while read -r exe; do
+            case "$(basename "$exe")" in
+                disk_read-*) DISK_READ_BIN="$exe" ;;
+                zipf_get-*) ZIPF_GET_BIN="$exe" ;;
+            esac
+        done < <(grep -o '"executable":"[^"]*"' "$json" | sed 's/^"executable":"//; s/"$//')
+    fi
+    [[ -n "$DISK_READ_BIN" ]] || DISK_READ_BIN="$(newest_bench disk_read)"
+    [[ -n "$ZIPF_GET_BIN" ]] || ZIPF_GET_BIN="$(newest_bench zipf_get)"
+    [[ -x "$STRATA_BIN" ]] || die "strata binary not found at $STRATA_BIN"
+    [[ -x "$DISK_READ_BIN" ]] || die "disk_read bench binary not found (build it: cargo bench --no-run)"
+    [[ -x "$ZIPF_GET_BIN" ]] || die "zipf_get bench binary not found (build it: cargo bench --no-run)"
+}
+
+expand_cpulist() {
+    local part
+    IFS=',' read -ra parts <<<"$1"
+    for part in "${parts[@]}"; do
+        if [[ "$part" == *-* ]]; then seq "${part%-*}" "${part#*-}"; else echo "$part"; fi
+    done
+}
+
+choose_cpus() {
+    local allowed
+    allowed="$(awk '/^Cpus_allowed_list/ {print $2}' /proc/self/status)"
+    mapfile -t cpus < <(expand_cpulist "${allowed:-0}")
+    if ! command -v taskset >/dev/null; then
+        warn "taskset not found; running without CPU pinning"
+        PIN=0
+    elif [[ ${#cpus[@]} -lt 2 ]]; then
+        warn "only one CPU available; server and load generator share it"
+        PIN=0
+    fi
+    SERVER_CPU="${SERVER_CPU:-${cpus[0]}}"
+    CLIENT_CPU="${CLIENT_CPU:-${cpus[1]:-${cpus[0]}}}"
+}
+
+pin_prefix() {
+    PIN_CMD=()
+    if [[ $PIN -eq 1 ]]; then PIN_CMD=(taskset -c "$1"); fi
+}
+
+port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+find_free_port() {
+    local p="$1" limit=$(( $1 + 100 ))
+    while port_in_use "$p"; do
+        p=$((p + 1))
+        (( p < limit )) || die "no free port in $1..$limit"
+    done
+    echo "$p"
+}
+
+# Bytes from a --maxmemory style size (same units as strata: k=1000, kb=1024, ...).
+to_bytes() {
+    local s="${1,,}" n unit
+    n="${s%%[!0-9]*}"; unit="${s#"$n"}"
+    [[ -n "$n" ]] || die "bad size '$1'"
+    case "$unit" in
+        "" | b) echo "$n" ;;
+        k) echo $((n * 1000)) ;;     kb) echo $((n * 1024)) ;;
+        m) echo $((n * 1000000)) ;;  mb) echo $((n * 1048576)) ;;
+        g) echo $((n * 1000000000)) ;; gb) echo $((n * 1073741824)) ;;
+        *) die "bad size '$1'" ;;
+    esac
+}
+
+# --- servers ---------------------------------------------------------------
+
+server_failed() {
+    printf 'ERROR: %s\n' "$1" >&2
+    if [[ -s "$WORKDIR/$SERVER_NAME.log" ]]; then
+        printf -- '--- last lines of %s log ---\n' "$SERVER_NAME" >&2
+        tail -n 30 "$WORKDIR/$SERVER_NAME.log" >&2
+    fi
+    exit 1
+}
+
+check_alive() {
+    kill -0 "$SERVER_PID" 2>/dev/null || server_failed "$SERVER_NAME died during $1"
+}
+
+start_server() {  # name, then strata flags
+    local name="$1"; shift
+    SERVER_NAME="$name"
+    pin_prefix "$SERVER_CPU"
+    "${PIN_CMD[@]}" "$STRATA_BIN" --proactor_threads 1 --port "$SPORT" "$@" \
+        >"$WORKDIR/$name.log" 2>&1 &
+    SERVER_PID=$!
+    local deadline=$((SECONDS + STARTUP_TIMEOUT))
+    until [[ "$(timeout 2 redis-cli -p "$SPORT" ping 2>/dev/null)" == PONG ]]; do
+        kill -0 "$SERVER_PID" 2>/dev/null || server_failed "$name exited during startup"
+        (( SECONDS < deadline )) || server_failed "$name did not answer PING within ${STARTUP_TIMEOUT}s"
+        sleep 0.1
+    done
+    start_sampler
+}
+
+# Max VmRSS (kB) of the server, sampled every 100 ms into $WORKDIR/rss.max.
+start_sampler() {
+    echo 0 >"$WORKDIR/rss.max"
+    (
+        max=0
+        while kill -0 "$SERVER_PID" 2>/dev/null; do
+            v=0
+            while read -r k val _; do
+                if [[ "$k" == VmRSS: ]]; then v="$val"; break; fi
+            done <"/proc/$SERVER_PID/status" 2>/dev/null || true
+            if (( v > max )); then max="$v"; echo "$max" >"$WORKDIR/rss.max"; fi
+            sleep 0.1
+        done
+    ) &
+    SAMPLER_PID=$!
+}
+
+rss_max_bytes() { echo $(( $(cat "$WORKDIR/rss.max") * 1024 )); }
+
+# INFO field (from INFO all) of the running server; "" when missing.
+INFO_TEXT=""
+info_refresh() {
+    INFO_TEXT="$(timeout 10 redis-cli -p "$SPORT" info all 2>/dev/null | tr -d '\r')" || true
+}
+info() { awk -F: -v k="$1" '$1 == k {print $2; exit}' <<<"$INFO_TEXT"; }
+dbsize() { timeout 10 redis-cli -p "$SPORT" dbsize 2>/dev/null | tr -d '\r'; }
+
+# --- load ------------------------------------------------------------------
+
+# Runs zipf_get pinned to CLIENT_CPU; its output line lands in $LAST, its stderr is shown.
+LAST=""
+zipf() {
+    pin_prefix "$CLIENT_CPU"
+    local rc=0
+    "${PIN_CMD[@]}" "$ZIPF_GET_BIN" "$@" --port "$SPORT" --keys "$KEYS" --prefix "$PREFIX" \
+        --value-size "$VALUE_SIZE" --conns "$CONNS" --pipeline "$PIPELINE" \
+        >"$WORKDIR/zipf.out" 2>"$WORKDIR/zipf.err" &
+    CHILD_PID=$!
+    wait "$CHILD_PID" || rc=$?
+    CHILD_PID=""
+    LAST="$(grep -E '^(FILL|LOAD) ' "$WORKDIR/zipf.out" | tail -n 1 || true)"
+    if [[ -s "$WORKDIR/zipf.err" ]]; then sed 's/^/    /' "$WORKDIR/zipf.err" >&2; fi
+    check_alive "zipf_get $1"
+    if (( rc != 0 )) || [[ -z "$LAST" ]]; then
+        server_failed "zipf_get $* failed (rc=$rc) against $SERVER_NAME"
+    fi
+    log "    $LAST"
+}
+
+field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<" $2"; }
+
+# Waits until the offloader is done: used_memory under 0.6 x maxmemory, no writes pending
+# and tiered_disk_keys unchanged for a second; warns at SETTLE_TIMEOUT.
+wait_settled() {
+    local deadline=$((SECONDS + SETTLE_TIMEOUT)) prev=-1 stable=0 used disk pend ram
+    while :; do
+        check_alive "settling"
+        info_refresh
+        used="$(info used_memory)"; disk="$(info tiered_disk_keys)"
+        pend="$(info tiered_pending_writes)"; ram="$(info tiered_ram_keys)"
+        if [[ -n "$used" && -n "$disk" ]] && (( used * 10 < MAXMEM_BYTES * 6 )) \
+            && [[ "${pend:-0}" == 0 && "$disk" == "$prev" ]]; then
+            stable=$((stable + 1))
+            (( stable >= 2 )) && break
+        else
+            stable=0
+        fi
+        prev="$disk"
+        if (( SECONDS >= deadline )); then
+            warn "offloader not settled after ${SETTLE_TIMEOUT}s (used_memory=$used disk_keys=$disk ram_keys=$ram); measuring anyway"
+            break
+        fi
+        sleep 0.5
+    done
+    log "    settled: used_memory=$used tiered_disk_keys=$disk tiered_ram_keys=$ram"
+}
+
+# Server CPU time (user + system, all threads) in clock ticks; fields after the last ')'.
+server_cpu_ticks() {
+    local stat
+    stat="$(cat "/proc/$SERVER_PID/stat" 2>/dev/null)" || { echo 0; return; }
+    awk '{print $12 + $13}' <<<"${stat##*) }"
+}
+
+# Runs a measured GET load with INFO snapshots around it; $1 = result name, $2 = dist.
+measured_get() {
+    local name="$1" dist="$2" r0 r1 e0 e1 c0 c1 k0 k1 t0 t1
+    info_refresh
+    r0="$(info tiered_reads)"; e0="$(info tiered_read_errors)"; c0="$(info tiered_coalesced_reads)"
+    k0="$(server_cpu_ticks)"; t0="$(date +%s%N)"
+    zipf get --dist "$dist" --seconds "$DURATION"
+    k1="$(server_cpu_ticks)"; t1="$(date +%s%N)"
+    R[$name.cpu]="$(awk -v k=$((k1 - k0)) -v hz="$(getconf CLK_TCK)" -v ns=$((t1 - t0)) \
+        'BEGIN { printf "%.0f", (k / hz) / (ns / 1e9) * 100 }')"
+    log "    server CPU ${R[$name.cpu]}% of one core"
+    info_refresh
+    r1="$(info tiered_reads)"; e1="$(info tiered_read_errors)"; c1="$(info tiered_coalesced_reads)"
+    R[$name.ops]="$(field ops_per_sec "$LAST")"
+    R[$name.p50]="$(field p50_us "$LAST")"
+    R[$name.p99]="$(field p99_us "$LAST")"
+    R[$name.n]="$(field ops "$LAST")"
+    R[$name.misses]="$(field misses "$LAST")"
+    R[$name.wrong]="$(field wrong "$LAST")"
+    R[$name.errors]="$(field errors "$LAST")"
+    if [[ -n "$r0" && -n "$r1" ]]; then
+        R[$name.disk_reads]=$((r1 - r0))
+        R[$name.read_errors]=$((${e1:-0} - ${e0:-0}))
+        R[$name.coalesced]=$((${c1:-0} - ${c0:-0}))
+        log "    server: tiered_reads +$((r1 - r0)) ($(awk -v a=$((r1 - r0)) -v b="${R[$name.n]}" \
+            'BEGIN { printf "%.2f", b ? a / b : 0 }') per GET), coalesced +${R[$name.coalesced]}, read errors +${R[$name.read_errors]}, server read latency p50/p99 $(info tiered_read_latency_p50_us)/$(info tiered_read_latency_p99_us) us"
+    fi
+}
+
+# --- report helpers --------------------------------------------------------
+
+calc() { awk "BEGIN { v = $1; if (v != v) print \"n/a\"; else printf \"%.${2:-2}f\", v }" 2>/dev/null || echo n/a; }
+ratio() {
+    awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || a == "n/a" || b == "n/a" || b + 0 == 0) print "n/a"; else printf "%.2f", a / b }'
+}
+verdict() {  # value op target
+    local v="$1" op="$2" t="$3"
+    if [[ -z "$v" || "$v" == n/a ]]; then echo "n/a"; return; fi
+    if awk -v v="$v" -v t="$t" -v op="$op" 'BEGIN { exit !((op == ">=") ? v >= t : v <= t) }'; then
+        echo MET
+    else
+        echo "NOT MET"
+    fi
+}
+
+# Mean length of PREFIX<i> for i in 0..KEYS-1.
+mean_key_len() {
+    awk -v k="$KEYS" -v p="${#PREFIX}" 'BEGIN {
+        total = 0; lo = 0; d = 1; hi = 10
+        while (lo < k) { n = (hi < k ? hi : k) - lo; total += n * (p + d); lo = hi; hi *= 10; d++ }
+        printf "%.1f", total / k }'
+}
+
+# --- main ------------------------------------------------------------------
+
+main() {
+    need_redis_cli
+    build
+    choose_cpus
+    MAXMEM_BYTES="$(to_bytes "$MAXMEM")"
+    KEYS=$(( KEY_FACTOR * MAXMEM_BYTES / VALUE_SIZE ))
+    (( KEYS > 0 )) || die "empty keyspace (MAXMEM=$MAXMEM KEY_FACTOR=$KEY_FACTOR VALUE_SIZE=$VALUE_SIZE)"
+    KEY_LEN="$(mean_key_len)"
+    SPORT="$(find_free_port "$PORT")"
+    log "Work dir $WORKDIR ($(df -h --output=source,fstype "$WORKDIR" 2>/dev/null | tail -n 1 | tr -s ' '))"
+    log "maxmemory $MAXMEM ($MAXMEM_BYTES B), keyspace $KEYS x $VALUE_SIZE B (${KEY_FACTOR}x maxmemory), mean key length $KEY_LEN"
+    log "load: $CONNS connections x pipeline $PIPELINE, $DURATION s per measured run, hot warm-up $WARMUP s"
+    [[ $PIN -eq 1 ]] && log "server and disk_read on CPU $SERVER_CPU, load generator on CPU $CLIENT_CPU"
+
+    # (a) the disk.
+    log ""
+    log "[1/4] disk: 4 KiB random reads, queue depth 32, ${DISK_FILE_MB} MiB file, ${DISK_SECONDS} s"
+    pin_prefix "$SERVER_CPU"
+    local rc=0
+    "${PIN_CMD[@]}" "$DISK_READ_BIN" "$WORKDIR/disk_read.dat" --size-mb "$DISK_FILE_MB" \
+        --seconds "$DISK_SECONDS" --qd 32 --bs 4096 >"$WORKDIR/disk.out" 2>"$WORKDIR/disk.err" &
+    CHILD_PID=$!
+    wait "$CHILD_PID" || rc=$?
+    CHILD_PID=""
+    sed 's/^/    /' "$WORKDIR/disk.err" >&2
+    local disk_line
+    disk_line="$(grep '^DISK ' "$WORKDIR/disk.out" || true)"
+    rm -f "$WORKDIR/disk_read.dat"
+    if (( rc != 0 )) || [[ -z "$disk_line" ]]; then
+        warn "disk_read failed (rc=$rc); (b)/(a) will be n/a"
+    else
+        log "    $disk_line"
+    fi
+    R[disk.ops]="$(field reads_per_sec "$disk_line")"
+    R[disk.p99]="$(field p99_us "$disk_line")"
+
+    # (b) tiered server.
+    log ""
+    log "[2/4] tiered server: fill, settle, uniform GETs"
+    # shellcheck disable=SC2086  # TIERED_FLAGS is a list of flags
+    start_server tiered --maxmemory "$MAXMEM" --tiered_prefix "$WORKDIR/strata" $TIERED_FLAGS
+    info_refresh
+    local base_used
+    base_used="$(info used_memory)"
+    log "    empty server: used_memory=$base_used used_memory_rss=$(info used_memory_rss)"
+    zipf fill
+    R[fill.ops]="$(field ops_per_sec "$LAST")"
+    R[fill.oom]="$(field oom_replies "$LAST")"
+    R[fill.errors]="$(field errors "$LAST")"
+    wait_settled
+    local used dbs disk_keys ram_keys
+    used="$(info used_memory)"; disk_keys="$(info tiered_disk_keys)"; ram_keys="$(info tiered_ram_keys)"
+    dbs="$(dbsize)"
+    R[t.used]="$used"; R[t.dbsize]="$dbs"; R[t.disk_keys]="$disk_keys"; R[t.ram_keys]="$ram_keys"
+    R[t.base]="$base_used"
+    R[t.rss_settled]="$(info used_memory_rss)"
+    (( ${dbs:-0} == KEYS )) || warn "DBSIZE is $dbs after filling $KEYS keys"
+    measured_get uni uniform
+
+    log ""
+    log "[3/4] tiered server: 90/10 hot/cold GETs (${WARMUP} s warm-up, then ${DURATION} s)"
+    zipf get --dist hot --seconds "$WARMUP"
+    measured_get thot hot
+    if [[ "$VERIFY" == 1 ]]; then
+        log "    verify: GET every key once"
+        zipf get --dist seq --seconds 1
+        R[verify.misses]="$(field misses "$LAST")"
+        R[verify.wrong]="$(field wrong "$LAST")"
+        R[verify.errors]="$(field errors "$LAST")"
+    fi
+    info_refresh
+    R[t.read_errors]="$(info tiered_read_errors)"
+    R[t.write_errors]="$(info tiered_write_errors)"
+    R[t.dropped]="$(info tiered_unreadable_keys_dropped)"
+    R[t.uploaded]="$(info tiered_uploaded)"
+    R[t.compacted]="$(info tiered_compacted)"
+    R[t.dbsize_end]="$(dbsize)"
+    R[t.warnlines]="$(grep -cE ' (WARN|ERROR) ' "$WORKDIR/tiered.log" || true)"
+    R[t.rss_max]="$(rss_max_bytes)"
+    if (( ${R[t.warnlines]:-0} > 0 )); then
+        log "    server log: ${R[t.warnlines]} WARN/ERROR line(s); first ones:"
+        awk '/ (WARN|ERROR) / && n++ < 4 { print "      " substr($0, 1, 200) }' "$WORKDIR/tiered.log"
+    fi
+    stop_server
+
+    log ""
+    log "[4/4] all-in-RAM server (no tiering, no maxmemory): fill, 90/10 hot/cold GETs"
+    start_server ram
+    info_refresh
+    local ram_base
+    ram_base="$(info used_memory)"
+    zipf fill
+    info_refresh
+    R[r.used]="$(info used_memory)"; R[r.base]="$ram_base"; R[r.dbsize]="$(dbsize)"
+    zipf get --dist hot --seconds "$WARMUP"
+    measured_get rhot hot
+    stop_server
+
+    report
+}
+
+report() {
+    # RAM per offloaded key, three ways: used/dbsize; (used - empty)/disk keys (an upper
+    # bound: it also charges the keys still in RAM); and that minus the keys still in RAM at
+    # the all-in-RAM server's cost per key (the estimate the target is judged on).
+    local per_db per_disk ram_cost per_est target_bytes
+    per_db="$(ratio "${R[t.used]}" "${R[t.dbsize]}")"
+    per_disk="$(ratio "$(( ${R[t.used]:-0} - ${R[t.base]:-0} ))" "${R[t.disk_keys]}")"
+    ram_cost="$(ratio "$(( ${R[r.used]:-0} - ${R[r.base]:-0} ))" "${R[r.dbsize]}")"
+    per_est="$(awk -v u="${R[t.used]}" -v b="${R[t.base]}" -v r="${R[t.ram_keys]}" -v c="$ram_cost" \
+        -v d="${R[t.disk_keys]}" 'BEGIN { if (c == "n/a" || d + 0 == 0) print "n/a"; else printf "%.1f", (u - b - r * c) / d }')"
+    target_bytes="$(calc "24 + $KEY_LEN" 1)"
+    local ab hot_ratio rss_ratio
+    ab="$(ratio "${R[uni.ops]}" "${R[disk.ops]}")"
+    hot_ratio="$(ratio "${R[thot.ops]}" "${R[rhot.ops]}")"
+    rss_ratio="$(ratio "${R[t.rss_max]}" "$MAXMEM_BYTES")"
+
+    log ""
+    log "Tiering benchmark: maxmemory $MAXMEM, $KEYS keys x $VALUE_SIZE B, $CONNS conns x pipeline $PIPELINE, ${DURATION} s runs"
+    log "(latencies are per pipelined round trip of $PIPELINE GETs, client side)"
+    log ""
+    printf '%-48s %14s   %-14s %s\n' metric value target verdict
+    printf -- '-%.0s' {1..92}; echo
+    row() { printf '%-48s %14s   %-14s %s\n' "$1" "$2" "$3" "$4"; }
+    row "(a) disk 4 KiB random reads/s, QD 32" "${R[disk.ops]:-n/a}" "" ""
+    row "    disk read p99 (us)" "${R[disk.p99]:-n/a}" "" ""
+    row "(b) tiered uniform GET ops/s" "${R[uni.ops]:-n/a}" "" ""
+    row "(b)/(a)" "$ab" ">= 0.7" "$(verdict "$ab" ">=" 0.7)"
+    row "    server CPU during (b) (% of one core)" "${R[uni.cpu]:-n/a}" "" ""
+    row "    p50 / p99 of (b) (us)" "${R[uni.p50]:-n/a} / ${R[uni.p99]:-n/a}" "" ""
+    row "    disk reads per GET in (b)" "$(ratio "${R[uni.disk_reads]:-}" "${R[uni.n]:-}")" "" ""
+    row "RAM B/offloaded key: used/dbsize" "$per_db" "" ""
+    row "RAM B/offloaded key: (used-empty)/disk_keys" "$per_disk" "(upper bound)" ""
+    row "RAM B/offloaded key: estimate" "$per_est" "<= $target_bytes" "$(verdict "$per_est" "<=" "$target_bytes")"
+    row "    (used_memory / disk keys / RAM keys)" "${R[t.used]}/${R[t.disk_keys]}/${R[t.ram_keys]}" "" ""
+    row "    all-in-RAM cost per key (B)" "$ram_cost" "" ""
+    row "hot 90/10 tiered GET ops/s" "${R[thot.ops]:-n/a}" "" ""
+    row "    p99 (us) / server CPU %" "${R[thot.p99]:-n/a} / ${R[thot.cpu]:-n/a}" "" ""
+    row "hot 90/10 all-in-RAM GET ops/s" "${R[rhot.ops]:-n/a}" "" ""
+    row "    p99 (us) / server CPU %" "${R[rhot.p99]:-n/a} / ${R[rhot.cpu]:-n/a}" "" ""
+    row "hot tiered / all-in-RAM" "$hot_ratio" ">= 0.8" "$(verdict "$hot_ratio" ">=" 0.8)"
+    row "max RSS / maxmemory (tiered, fill + loads)" "$rss_ratio" "<= 1.05" "$(verdict "$rss_ratio" "<=" 1.05)"
+    row "    max RSS (MiB)" "$(calc "${R[t.rss_max]} / 1048576" 1)" "" ""
+    row "    used_memory_rss after settling (MiB)" "$(calc "${R[t.rss_settled]:-0} / 1048576" 1)" "" ""
+    log ""
+    log "Correctness (tiered server; all should be 0):"
+    local bad=0 k v
+    for k in "fill.errors:fill errors" "uni.wrong:wrong values, uniform" "thot.wrong:wrong values, hot" \
+        "verify.wrong:wrong values, verify pass" "uni.misses:missing keys, uniform (GETs)" \
+        "thot.misses:missing keys, hot (GETs)" "verify.misses:missing keys, verify pass" \
+        "uni.errors:error replies, uniform" "thot.errors:error replies, hot" \
+        "t.read_errors:tiered_read_errors" "t.write_errors:tiered_write_errors" \
+        "t.dropped:tiered_unreadable_keys_dropped" "t.warnlines:WARN/ERROR lines in server log"; do
+        v="${R[${k%%:*}]:-n/a}"
+        printf '  %-42s %s\n' "${k#*:}" "$v"
+        if [[ "$v" != n/a && "$v" != 0 ]]; then bad=1; fi
+    done
+    printf '  %-42s %s of %s\n' "DBSIZE at the end" "${R[t.dbsize_end]:-n/a}" "$KEYS"
+    log "  (fill -OOM replies retried: ${R[fill.oom]:-n/a}; tiered_uploaded ${R[t.uploaded]:-n/a}, tiered_compacted ${R[t.compacted]:-n/a})"
+    if (( bad )); then
+        log "  => the tiered server LOST OR CORRUPTED DATA or reported errors; see above."
+    fi
+}
+
+main "$@"
