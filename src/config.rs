@@ -255,6 +255,12 @@ impl Settings {
         }
     }
 
+    /// Time between background ticks, from `hz`.
+    pub fn tick_period(&self) -> std::time::Duration {
+        let hz = self.hz.load(Ordering::Relaxed).max(1);
+        std::time::Duration::from_micros(1_000_000 / hz as u64)
+    }
+
     pub fn maxmemory(&self) -> u64 {
         self.maxmemory.load(Ordering::Relaxed)
     }

@@ -37,6 +37,19 @@ pub enum Msg {
     Unlock(u64),
 }
 
+/// A job that starts `work` as a task on the core it runs on; the receiver gets the result.
+pub fn spawning_job<R: Send + 'static>(work: AsyncWork<R>) -> (Job, oneshot::Receiver<R>) {
+    let (tx, rx) = oneshot::channel();
+    let job: Job = Box::new(move |core| {
+        let fut = work(core.clone());
+        glommio::spawn_local(async move {
+            let _ = tx.send(fut.await);
+        })
+        .detach();
+    });
+    (job, rx)
+}
+
 /// State shared by every core.
 pub struct Global {
     pub settings: Arc<Settings>,
@@ -326,14 +339,7 @@ impl Core {
         if shard == self.id {
             return Some(work(self.clone()).await);
         }
-        let (tx, rx) = oneshot::channel();
-        let job: Job = Box::new(move |core| {
-            let fut = work(core.clone());
-            glommio::spawn_local(async move {
-                let _ = tx.send(fut.await);
-            })
-            .detach();
-        });
+        let (job, rx) = spawning_job(work);
         if !self.global.send(shard, Msg::Run(job)) {
             return None;
         }

@@ -192,13 +192,14 @@ async fn core_main(
 async fn background(core: Rc<Core>) {
     let mut last_trim = std::time::Instant::now();
     loop {
-        let hz = core
-            .global
-            .settings
-            .hz
-            .load(std::sync::atomic::Ordering::Relaxed)
-            .max(1);
-        let period = Duration::from_micros(1_000_000 / hz as u64);
+        let settings = &core.global.settings;
+        let (period, hz) = (
+            settings.tick_period(),
+            settings
+                .hz
+                .load(std::sync::atomic::Ordering::Relaxed)
+                .max(1),
+        );
         glommio::timer::sleep(period).await;
         let used = core.global.note_memory();
         core.shard.borrow_mut().tick_clock();

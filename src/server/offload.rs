@@ -30,13 +30,7 @@ pub async fn run(core: Rc<Core>, tier: Rc<TierStore>, ts: TierSettings) {
         let period = if busy {
             Duration::from_micros(200)
         } else {
-            let hz = core
-                .global
-                .settings
-                .hz
-                .load(std::sync::atomic::Ordering::Relaxed)
-                .max(1);
-            Duration::from_micros(1_000_000 / hz as u64)
+            core.global.settings.tick_period()
         };
         glommio::timer::sleep(period).await;
         if !busy && !core.gate.is_locked() {

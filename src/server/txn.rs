@@ -13,7 +13,7 @@ use std::rc::Rc;
 use bytes::Bytes;
 use futures::channel::oneshot;
 
-use super::core::{AsyncWork, Core, Job, Msg};
+use super::core::{spawning_job, AsyncWork, Core, Job, Msg};
 use super::exec;
 use crate::cmd::args::{err, ERR_NO_KEY};
 use crate::cmd::{keys, string, Ctx, ShardFn, Spec};
@@ -73,14 +73,7 @@ impl Txn {
         shard: usize,
         work: AsyncWork<R>,
     ) -> Option<R> {
-        let (tx, rx) = oneshot::channel();
-        let job: Job = Box::new(move |core| {
-            let fut = work(core.clone());
-            glommio::spawn_local(async move {
-                let _ = tx.send(fut.await);
-            })
-            .detach();
-        });
+        let (job, rx) = spawning_job(work);
         if !self.core.global.send(shard, Msg::RunTx(self.id, job)) {
             return None;
         }
