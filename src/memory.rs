@@ -104,19 +104,6 @@ pub fn rss_bytes() -> u64 {
     pages * page.max(4096) as u64
 }
 
-/// Peak RSS (VmHWM) from /proc/self/status.
-pub fn peak_rss_bytes() -> u64 {
-    let Ok(s) = std::fs::read_to_string("/proc/self/status") else {
-        return 0;
-    };
-    s.lines()
-        .find(|l| l.starts_with("VmHWM:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse::<u64>().ok())
-        .map(|kb| kb * 1024)
-        .unwrap_or(0)
-}
-
 /// Parses "4gb", "100mb", "512k", "1024" into bytes, as Redis' config does (k = 1000, kb = 1024).
 pub fn parse_memory(s: &str) -> Option<u64> {
     let lower = s.trim().to_ascii_lowercase();

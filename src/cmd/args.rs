@@ -42,10 +42,6 @@ pub fn parse_f64(b: &[u8]) -> Option<f64> {
     Some(v)
 }
 
-pub fn float_arg(b: &Bytes) -> Result<f64, Reply> {
-    parse_f64(b).ok_or_else(|| err(ERR_NOT_FLOAT))
-}
-
 /// Case-insensitive comparison of an argument with an ASCII keyword.
 pub fn is(arg: &[u8], word: &str) -> bool {
     arg.eq_ignore_ascii_case(word.as_bytes())

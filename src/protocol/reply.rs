@@ -124,22 +124,6 @@ impl Reply {
             }
         }
     }
-
-    /// Approximate heap bytes held, for output-buffer accounting.
-    pub fn weight(&self) -> usize {
-        match self {
-            Reply::Bulk(b) => b.len() + 16,
-            Reply::Array(v) | Reply::Set(v) => v.iter().map(Reply::weight).sum::<usize>() + 16,
-            Reply::Map(v) => {
-                v.iter()
-                    .map(|(a, b)| a.weight() + b.weight())
-                    .sum::<usize>()
-                    + 16
-            }
-            Reply::Error(s) | Reply::StatusOwned(s) | Reply::Verbatim(s) => s.len() + 16,
-            _ => 16,
-        }
-    }
 }
 
 /// Formats a double the way Redis replies with one: integers without a fraction, `inf`/`-inf`,

@@ -79,10 +79,6 @@ impl Txn {
         }
         rx.await.ok()
     }
-
-    pub fn id(&self) -> u64 {
-        self.id
-    }
 }
 
 impl Drop for Txn {

@@ -188,15 +188,6 @@ impl<V> Dashtable<V> {
         self.dir.capacity() * 4 + self.segs.len() * (ALL * std::mem::size_of::<Bucket<V>>() + 32)
     }
 
-    pub fn set_epoch(&mut self, epoch: u64) {
-        self.epoch = epoch;
-    }
-
-    /// Version of the bucket at `pos` (used by point-in-time snapshots).
-    pub fn bucket_version(&self, seg: usize, bucket: usize) -> u64 {
-        self.segs[seg].buckets[bucket].version
-    }
-
     #[inline]
     fn seg_of(&self, h: u64) -> usize {
         if self.global_depth == 0 {

@@ -582,13 +582,6 @@ impl TierStore {
         st.read_p99_us = h.value_at_quantile(0.99);
         st
     }
-
-    /// Deletes the file (the tier is ephemeral).
-    pub fn remove_file(&self) {
-        if let Err(e) = std::fs::remove_file(&self.path) {
-            tracing::warn!(file = %self.path.display(), "cannot remove tier file: {e}");
-        }
-    }
 }
 
 #[cfg(test)]
