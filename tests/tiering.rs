@@ -36,15 +36,27 @@ fn info_field(c: &mut Connection, section: &str, field: &str) -> u64 {
 }
 
 fn tiered_server(dir: &tempfile::TempDir, maxmemory: &str, threads: &str) -> Server {
+    tiered_server_with(dir, maxmemory, threads, &[])
+}
+
+/// A tiered server with its files under `dir`, plus `extra` flags.
+fn tiered_server_with(
+    dir: &tempfile::TempDir,
+    maxmemory: &str,
+    threads: &str,
+    extra: &[&str],
+) -> Server {
     let prefix = dir.path().join("strata");
-    Server::start(&[
+    let mut args = vec![
         "--proactor_threads",
         threads,
         "--maxmemory",
         maxmemory,
         "--tiered_prefix",
         prefix.to_str().unwrap(),
-    ])
+    ];
+    args.extend_from_slice(extra);
+    Server::start(&args)
 }
 
 /// Samples the server's RSS every 20 ms until stopped; returns the peak.
@@ -86,8 +98,8 @@ fn fill(c: &mut Connection, keys: std::ops::Range<usize>, ver: usize, len: usize
     p.query::<()>(c).expect("pipelined SET");
 }
 
-fn check_all(c: &mut Connection, keys: std::ops::Range<usize>, ver: usize, len: usize) {
-    for chunk in keys.collect::<Vec<_>>().chunks(500) {
+fn check_all(c: &mut Connection, keys: impl IntoIterator<Item = usize>, ver: usize, len: usize) {
+    for chunk in keys.into_iter().collect::<Vec<_>>().chunks(500) {
         let mut p = redis::pipe();
         for i in chunk {
             p.cmd("GET").arg(format!("key:{i}"));
@@ -247,18 +259,8 @@ fn deletes_and_overwrites_reclaim_disk_space() {
 #[test]
 fn flipped_byte_on_disk_is_a_counted_miss_never_wrong_bytes() {
     let dir = tempfile::tempdir().unwrap();
-    let prefix = dir.path().join("strata");
     // The server warns once per unreadable value; keep the test output readable.
-    let s = Server::start(&[
-        "--proactor_threads",
-        "1",
-        "--maxmemory",
-        "16mb",
-        "--tiered_prefix",
-        prefix.to_str().unwrap(),
-        "--log_level",
-        "error",
-    ]);
+    let s = tiered_server_with(&dir, "16mb", "1", &["--log_level", "error"]);
     let mut c = s.client();
     let n = 30_000;
     fill(&mut c, 0..n, 0, 700);
@@ -479,33 +481,13 @@ fn half_empty_pages_are_compacted() {
         thread::sleep(Duration::from_millis(100));
     }
     assert!(info_field(&mut c, "tiered", "tiered_compacted") > 0);
-    let kept: Vec<usize> = (0..n).filter(|i| i % 4 == 0).collect();
-    for chunk in kept.chunks(500) {
-        let mut p = redis::pipe();
-        for i in chunk {
-            p.cmd("GET").arg(format!("key:{i}"));
-        }
-        let got: Vec<Option<Vec<u8>>> = p.query(&mut c).unwrap();
-        for (i, g) in chunk.iter().zip(got) {
-            assert_eq!(g.as_deref(), Some(&value(*i, 0, 600)[..]), "key:{i}");
-        }
-    }
+    check_all(&mut c, (0..n).filter(|i| i % 4 == 0), 0, 600);
 }
 
 #[test]
 fn a_full_tier_file_stops_offloading_and_the_server_keeps_going() {
     let dir = tempfile::tempdir().unwrap();
-    let prefix = dir.path().join("strata");
-    let s = Server::start(&[
-        "--proactor_threads",
-        "1",
-        "--maxmemory",
-        "16mb",
-        "--tiered_max_file_size",
-        "2mb",
-        "--tiered_prefix",
-        prefix.to_str().unwrap(),
-    ]);
+    let s = tiered_server_with(&dir, "16mb", "1", &["--tiered_max_file_size", "2mb"]);
     let mut c = s.client();
     let mut stored = 0;
     let mut refused = false;
