@@ -29,6 +29,8 @@ set -euo pipefail
 export LC_ALL=C   # "." decimals for awk/printf whatever the locale
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=lib.sh
+source "$SCRIPT_DIR/lib.sh"
 ROOT="$(dirname "$SCRIPT_DIR")"
 
 N="${N:-200000}"
@@ -60,9 +62,6 @@ BENCH_PID=""                 # redis-benchmark while one runs
 CLK_TCK="$(getconf CLK_TCK)"
 PIN=1
 
-log()  { printf '%s\n' "$*"; }
-warn() { printf 'WARNING: %s\n' "$*" >&2; }
-die()  { printf 'ERROR: %s\n' "$*" >&2; exit 1; }
 
 # --- cleanup ---------------------------------------------------------------
 
@@ -98,13 +97,6 @@ trap 'exit 143' TERM
 
 # --- setup -----------------------------------------------------------------
 
-# Use sudo for apt-get only when we are not root and it exists.
-as_root() {
-    if [[ $EUID -eq 0 ]]; then "$@"
-    elif command -v sudo >/dev/null; then sudo "$@"
-    else die "need root (or sudo) to run: $*"
-    fi
-}
 
 install_redis_if_missing() {
     if command -v redis-server >/dev/null && command -v redis-benchmark >/dev/null \
@@ -129,54 +121,10 @@ build_strata() {
     [[ -x "$STRATA_BIN" ]] || die "strata binary not found at $STRATA_BIN"
 }
 
-# Expand a cpulist like "0-3,6" into one CPU id per line.
-expand_cpulist() {
-    local part
-    IFS=',' read -ra parts <<<"$1"
-    for part in "${parts[@]}"; do
-        if [[ "$part" == *-* ]]; then seq "${part%-*}" "${part#*-}"; else echo "$part"; fi
-    done
-}
 
-# Choose the server and client CPUs from those this process may use (a
-# container's cpuset need not start at 0). With one CPU, pinning is pointless.
-choose_cpus() {
-    local allowed
-    allowed="$(awk '/^Cpus_allowed_list/ {print $2}' /proc/self/status)"
-    mapfile -t cpus < <(expand_cpulist "${allowed:-0}")
-    if ! command -v taskset >/dev/null; then
-        warn "taskset not found; running without CPU pinning (results less fair)"
-        PIN=0
-    elif [[ "$(nproc)" -lt 2 || ${#cpus[@]} -lt 2 ]]; then
-        warn "only one CPU available; running without CPU pinning (server and client share it)"
-        PIN=0
-    fi
-    SERVER_CPU="${SERVER_CPU:-${cpus[0]}}"
-    CLIENT_CPU="${CLIENT_CPU:-${cpus[1]:-${cpus[0]}}}"
-}
 
-# Prefix that pins a command to CPU $1 (empty when pinning is off). Used as an
-# array prefix rather than a wrapper function so that a backgrounded server is
-# our direct child and $! is its PID (a backgrounded function would be a subshell).
-pin_prefix() {
-    PIN_CMD=()
-    if [[ $PIN -eq 1 ]]; then PIN_CMD=(taskset -c "$1"); fi
-}
 
-port_in_use() {
-    # A successful connect means something already listens there.
-    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
-}
 
-# First free port at or above $1, so a stray server is never benchmarked by mistake.
-find_free_port() {
-    local p="$1" limit=$(( $1 + 100 ))
-    while port_in_use "$p"; do
-        p=$((p + 1))
-        (( p < limit )) || die "no free port in $1..$limit"
-    done
-    echo "$p"
-}
 
 # --- servers ---------------------------------------------------------------
 
@@ -228,15 +176,6 @@ check_pinning() {
     done
 }
 
-# Server CPU time (user+system, all threads) in clock ticks. Fields are counted
-# after the last ')' because the command name may itself contain spaces.
-server_cpu_ticks() {
-    local stat rest
-    stat="$(cat "/proc/$SERVER_PID/stat")"
-    rest="${stat##*) }"
-    # rest starts at field 3 (state); utime is field 14 and stime field 15.
-    awk '{print $12 + $13}' <<<"$rest"
-}
 
 # --- benchmark -------------------------------------------------------------
 

@@ -44,6 +44,8 @@ set -euo pipefail
 export LC_ALL=C
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=lib.sh
+source "$SCRIPT_DIR/lib.sh"
 ROOT="$(dirname "$SCRIPT_DIR")"
 
 MAXMEM="${MAXMEM:-128mb}"
@@ -74,9 +76,6 @@ CHILD_PID=""
 PIN=1
 declare -A R   # results, printed in the final table
 
-log()  { printf '%s\n' "$*"; }
-warn() { printf 'WARNING: %s\n' "$*" >&2; }
-die()  { printf 'ERROR: %s\n' "$*" >&2; exit 1; }
 
 # --- cleanup ---------------------------------------------------------------
 
@@ -121,12 +120,6 @@ trap 'exit 143' TERM
 
 # --- setup -----------------------------------------------------------------
 
-as_root() {
-    if [[ $EUID -eq 0 ]]; then "$@"
-    elif command -v sudo >/dev/null; then sudo "$@"
-    else die "need root (or sudo) to run: $*"
-    fi
-}
 
 need_redis_cli() {
     command -v redis-cli >/dev/null && return 0
@@ -168,44 +161,10 @@ build() {
     [[ -x "$ZIPF_GET_BIN" ]] || die "zipf_get bench binary not found (build it: cargo bench --no-run)"
 }
 
-expand_cpulist() {
-    local part
-    IFS=',' read -ra parts <<<"$1"
-    for part in "${parts[@]}"; do
-        if [[ "$part" == *-* ]]; then seq "${part%-*}" "${part#*-}"; else echo "$part"; fi
-    done
-}
 
-choose_cpus() {
-    local allowed
-    allowed="$(awk '/^Cpus_allowed_list/ {print $2}' /proc/self/status)"
-    mapfile -t cpus < <(expand_cpulist "${allowed:-0}")
-    if ! command -v taskset >/dev/null; then
-        warn "taskset not found; running without CPU pinning"
-        PIN=0
-    elif [[ ${#cpus[@]} -lt 2 ]]; then
-        warn "only one CPU available; server and load generator share it"
-        PIN=0
-    fi
-    SERVER_CPU="${SERVER_CPU:-${cpus[0]}}"
-    CLIENT_CPU="${CLIENT_CPU:-${cpus[1]:-${cpus[0]}}}"
-}
 
-pin_prefix() {
-    PIN_CMD=()
-    if [[ $PIN -eq 1 ]]; then PIN_CMD=(taskset -c "$1"); fi
-}
 
-port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
-find_free_port() {
-    local p="$1" limit=$(( $1 + 100 ))
-    while port_in_use "$p"; do
-        p=$((p + 1))
-        (( p < limit )) || die "no free port in $1..$limit"
-    done
-    echo "$p"
-}
 
 # Bytes from a --maxmemory style size (same units as strata: k=1000, kb=1024, ...).
 to_bytes() {
@@ -329,12 +288,6 @@ wait_settled() {
     log "    settled: used_memory=$used tiered_disk_keys=$disk tiered_ram_keys=$ram"
 }
 
-# Server CPU time (user + system, all threads) in clock ticks; fields after the last ')'.
-server_cpu_ticks() {
-    local stat
-    stat="$(cat "/proc/$SERVER_PID/stat" 2>/dev/null)" || { echo 0; return; }
-    awk '{print $12 + $13}' <<<"${stat##*) }"
-}
 
 # Runs a measured GET load with INFO snapshots around it; $1 = result name, $2 = dist.
 measured_get() {

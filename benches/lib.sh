@@ -1,0 +1,70 @@
+# Shell helpers shared by the benchmark scripts (sourced, not run).
+# They expect `set -euo pipefail`, and use PIN (1 = pin with taskset), SERVER_PID and the
+# optional SERVER_CPU / CLIENT_CPU from the caller.
+
+log()  { printf '%s\n' "$*"; }
+warn() { printf 'WARNING: %s\n' "$*" >&2; }
+die()  { printf 'ERROR: %s\n' "$*" >&2; exit 1; }
+
+# Use sudo for apt-get only when we are not root and it exists.
+as_root() {
+    if [[ $EUID -eq 0 ]]; then "$@"
+    elif command -v sudo >/dev/null; then sudo "$@"
+    else die "need root (or sudo) to run: $*"
+    fi
+}
+
+# Expand a cpulist like "0-3,6" into one CPU id per line.
+expand_cpulist() {
+    local part
+    IFS=',' read -ra parts <<<"$1"
+    for part in "${parts[@]}"; do
+        if [[ "$part" == *-* ]]; then seq "${part%-*}" "${part#*-}"; else echo "$part"; fi
+    done
+}
+
+# Choose the server and client CPUs from those this process may use (a
+# container's cpuset need not start at 0). With one CPU, pinning is pointless.
+choose_cpus() {
+    local allowed
+    allowed="$(awk '/^Cpus_allowed_list/ {print $2}' /proc/self/status)"
+    mapfile -t cpus < <(expand_cpulist "${allowed:-0}")
+    if ! command -v taskset >/dev/null; then
+        warn "taskset not found; running without CPU pinning (results less fair)"
+        PIN=0
+    elif [[ "$(nproc)" -lt 2 || ${#cpus[@]} -lt 2 ]]; then
+        warn "only one CPU available; running without CPU pinning (server and client share it)"
+        PIN=0
+    fi
+    SERVER_CPU="${SERVER_CPU:-${cpus[0]}}"
+    CLIENT_CPU="${CLIENT_CPU:-${cpus[1]:-${cpus[0]}}}"
+}
+
+# Prefix that pins a command to CPU $1 (empty when pinning is off). Used as an
+# array prefix rather than a wrapper function so that a backgrounded server is
+# our direct child and $! is its PID (a backgrounded function would be a subshell).
+pin_prefix() {
+    PIN_CMD=()
+    if [[ $PIN -eq 1 ]]; then PIN_CMD=(taskset -c "$1"); fi
+}
+
+# A successful connect means something already listens there.
+port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# First free port at or above $1, so a stray server is never benchmarked by mistake.
+find_free_port() {
+    local p="$1" limit=$(( $1 + 100 ))
+    while port_in_use "$p"; do
+        p=$((p + 1))
+        (( p < limit )) || die "no free port in $1..$limit"
+    done
+    echo "$p"
+}
+
+# utime + stime of SERVER_PID in clock ticks (0 once it is gone).
+server_cpu_ticks() {
+    local stat
+    stat="$(cat "/proc/$SERVER_PID/stat" 2>/dev/null)" || { echo 0; return; }
+    # After "(comm) " the fields start at 3 (state); utime is 14, stime 15.
+    awk '{print $12 + $13}' <<<"${stat##*) }"
+}
