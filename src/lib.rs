@@ -8,6 +8,7 @@
 
 pub mod cmd;
 pub mod config;
+pub mod cron;
 pub mod glob;
 pub mod memory;
 pub mod net;

@@ -1,0 +1,1 @@
+//! Strata's on-disk formats, shared by the server and the offline tools.

@@ -1,0 +1,1 @@
+//! Five-field cron schedules for `--snapshot_cron`.

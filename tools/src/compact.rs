@@ -1,0 +1,2 @@
+//! strata-compact: offline verification and rewriting of Strata snapshots.
+fn main() {}
