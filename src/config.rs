@@ -86,6 +86,36 @@ pub struct Flags {
     )]
     pub tiered_min_value_size: u64,
 
+    /// Directory snapshots are saved to and loaded from.
+    #[arg(long, default_value = ".")]
+    pub dir: String,
+
+    /// Snapshot base name: `{timestamp}` is replaced by the save time (UTC). A name ending in
+    /// `.rdb` saves and loads Redis RDB files; any other gives Strata snapshots
+    /// (NAME-summary.strata plus one file per shard). Empty turns saving off.
+    #[arg(long, default_value = "dump")]
+    pub dbfilename: String,
+
+    /// Save a snapshot on this schedule (5-field cron, UTC), e.g. "*/5 * * * *".
+    #[arg(long = "snapshot_cron", alias = "snapshot-cron", value_parser = parse_cron)]
+    pub snapshot_cron: Option<crate::cron::CronSchedule>,
+
+    /// Block compression of Strata snapshots: none, lz4 or zstd.
+    #[arg(long = "snapshot_compression", alias = "snapshot-compression", default_value = "lz4", value_parser = parse_compression)]
+    pub snapshot_compression: ondisk::snapshot::Compression,
+
+    /// Cap on snapshot write bandwidth in MB/s, all shards together; 0 = no cap.
+    #[arg(
+        long = "snapshot_throttle_mb",
+        alias = "snapshot-throttle-mb",
+        default_value_t = 0
+    )]
+    pub snapshot_throttle_mb: u64,
+
+    /// Start even when a snapshot file is corrupt, with the keys read before the damage.
+    #[arg(long = "load_partial", alias = "load-partial")]
+    pub load_partial: bool,
+
     /// Log level: error, warn, info, debug or trace.
     #[arg(long = "log_level", alias = "log-level", default_value = "info")]
     pub log_level: String,
@@ -96,6 +126,15 @@ fn parse_fraction(s: &str) -> Result<f64, String> {
         Ok(v) if (0.0..=1.0).contains(&v) => Ok(v),
         _ => Err(format!("'{s}' is not a fraction between 0 and 1")),
     }
+}
+
+fn parse_cron(s: &str) -> Result<crate::cron::CronSchedule, String> {
+    s.parse().map_err(|e: crate::cron::CronError| e.to_string())
+}
+
+fn parse_compression(s: &str) -> Result<ondisk::snapshot::Compression, String> {
+    s.parse()
+        .map_err(|_| format!("'{s}' is not one of none, lz4, zstd"))
 }
 
 fn parse_mem_flag(s: &str) -> Result<u64, String> {
@@ -164,6 +203,19 @@ pub struct Settings {
     pub dbnum: u32,
     pub threads: usize,
     pub tiered: Option<TierSettings>,
+    pub dir: RwLock<String>,
+    pub dbfilename: RwLock<String>,
+    pub snapshot: SnapshotSettings,
+}
+
+/// Snapshot settings fixed at start.
+#[derive(Clone, Debug)]
+pub struct SnapshotSettings {
+    pub cron: Option<crate::cron::CronSchedule>,
+    pub compression: ondisk::snapshot::Compression,
+    /// Bytes per second for all shards together; 0 = no cap.
+    pub throttle_bytes: u64,
+    pub load_partial: bool,
 }
 
 /// Tiering settings (present only with `--tiered_prefix`).
@@ -252,6 +304,14 @@ impl Settings {
             dbnum: f.dbnum,
             threads: f.threads(),
             tiered,
+            dir: RwLock::new(f.dir.clone()),
+            dbfilename: RwLock::new(f.dbfilename.clone()),
+            snapshot: SnapshotSettings {
+                cron: f.snapshot_cron.clone(),
+                compression: f.snapshot_compression,
+                throttle_bytes: f.snapshot_throttle_mb.saturating_mul(1 << 20),
+                load_partial: f.load_partial,
+            },
         }
     }
 
@@ -269,6 +329,19 @@ impl Settings {
     /// Only `noeviction` exists until cache mode lands, so this is false.
     pub fn lfu_policy(&self) -> bool {
         false
+    }
+
+    /// The snapshot directory.
+    pub fn dir(&self) -> String {
+        self.dir.read().map(|d| d.clone()).unwrap_or_default()
+    }
+
+    /// The snapshot base name (may hold `{timestamp}`).
+    pub fn dbfilename(&self) -> String {
+        self.dbfilename
+            .read()
+            .map(|d| d.clone())
+            .unwrap_or_default()
     }
 
     pub fn requirepass(&self) -> String {
@@ -298,7 +371,16 @@ impl Settings {
                 "proto-max-bulk-len",
                 crate::protocol::MAX_BULK_LEN.to_string(),
             ),
-            ("save", String::new()),
+            (
+                "save",
+                self.snapshot
+                    .cron
+                    .as_ref()
+                    .map(|c| c.to_string())
+                    .unwrap_or_default(),
+            ),
+            ("dir", self.dir()),
+            ("dbfilename", self.dbfilename()),
             ("appendonly", "no".to_string()),
         ];
         all.into_iter()
@@ -333,6 +415,22 @@ impl Settings {
             "requirepass" => {
                 if let Ok(mut p) = self.requirepass.write() {
                     *p = value.to_string();
+                }
+            }
+            "dir" => {
+                if !std::path::Path::new(value).is_dir() {
+                    return Err(bad("No such file or directory"));
+                }
+                if let Ok(mut d) = self.dir.write() {
+                    *d = value.to_string();
+                }
+            }
+            "dbfilename" => {
+                if value.contains('/') {
+                    return Err(bad("dbfilename can't be a path, just a filename"));
+                }
+                if let Ok(mut d) = self.dbfilename.write() {
+                    *d = value.to_string();
                 }
             }
             "maxmemory-policy" if value.eq_ignore_ascii_case("noeviction") => {}

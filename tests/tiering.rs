@@ -27,14 +27,6 @@ fn value(i: usize, ver: usize, len: usize) -> Vec<u8> {
     v
 }
 
-fn info_field(c: &mut Connection, section: &str, field: &str) -> u64 {
-    let text: String = redis::cmd("INFO").arg(section).query(c).expect("INFO");
-    text.lines()
-        .find_map(|l| l.strip_prefix(&format!("{field}:")))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no {field} in INFO {section}"))
-}
-
 fn tiered_server(dir: &tempfile::TempDir, maxmemory: &str, threads: &str) -> Server {
     tiered_server_with(dir, maxmemory, threads, &[])
 }
@@ -123,22 +115,22 @@ fn dataset_four_times_ram_reads_back_exactly_with_rss_bounded() {
     check_all(&mut c, 0..n, 0, 1000);
     stop.store(true, Ordering::Relaxed);
     let peak = sampler.join().unwrap();
-    let disk = info_field(&mut c, "tiered", "tiered_disk_keys");
+    let disk = info_u64(&mut c, "tiered", "tiered_disk_keys");
     assert!(disk as usize > n / 2, "only {disk} of {n} values offloaded");
-    assert!(info_field(&mut c, "tiered", "tiered_reads") > 0);
-    assert_eq!(info_field(&mut c, "tiered", "tiered_read_errors"), 0);
+    assert!(info_u64(&mut c, "tiered", "tiered_reads") > 0);
+    assert_eq!(info_u64(&mut c, "tiered", "tiered_read_errors"), 0);
     assert!(
         peak <= max * 105 / 100,
         "RSS peaked at {peak} bytes, over maxmemory x 1.05 ({})",
         max * 105 / 100
     );
     // STRLEN, EXISTS and TYPE answer without loading.
-    let reads = info_field(&mut c, "tiered", "tiered_reads");
+    let reads = info_u64(&mut c, "tiered", "tiered_reads");
     let len: i64 = redis::cmd("STRLEN").arg("key:3").query(&mut c).unwrap();
     assert_eq!(len, 1000);
     let t: String = redis::cmd("TYPE").arg("key:3").query(&mut c).unwrap();
     assert_eq!(t, "string");
-    assert_eq!(info_field(&mut c, "tiered", "tiered_reads"), reads);
+    assert_eq!(info_u64(&mut c, "tiered", "tiered_reads"), reads);
 }
 
 #[test]
@@ -148,7 +140,7 @@ fn string_commands_work_on_offloaded_values() {
     let mut c = s.client();
     let n = 60_000;
     fill(&mut c, 0..n, 0, 500);
-    let disk = info_field(&mut c, "tiered", "tiered_disk_keys");
+    let disk = info_u64(&mut c, "tiered", "tiered_disk_keys");
     assert!(disk > 10_000, "only {disk} offloaded");
     // Read-modify-write commands and moves on (mostly) offloaded keys.
     let v7 = value(7, 0, 500);
@@ -220,7 +212,7 @@ fn string_commands_work_on_offloaded_values() {
         .unwrap();
     let got: Vec<u8> = redis::cmd("GET").arg("r14").query(&mut c).unwrap();
     assert_eq!(got, value(14, 0, 500));
-    assert_eq!(info_field(&mut c, "tiered", "tiered_read_errors"), 0);
+    assert_eq!(info_u64(&mut c, "tiered", "tiered_read_errors"), 0);
 }
 
 #[test]
@@ -230,7 +222,7 @@ fn deletes_and_overwrites_reclaim_disk_space() {
     let mut c = s.client();
     let n = 50_000;
     fill(&mut c, 0..n, 0, 600);
-    let used = info_field(&mut c, "tiered", "tiered_file_used");
+    let used = info_u64(&mut c, "tiered", "tiered_file_used");
     assert!(used > 10 << 20, "tier file used only {used} bytes");
     // Overwriting with short values (which stay in RAM) frees their disk copies.
     let mut p = redis::pipe();
@@ -238,18 +230,18 @@ fn deletes_and_overwrites_reclaim_disk_space() {
         p.cmd("SET").arg(format!("key:{i}")).arg("x").ignore();
     }
     p.query::<()>(&mut c).unwrap();
-    let after_overwrite = info_field(&mut c, "tiered", "tiered_entries");
+    let after_overwrite = info_u64(&mut c, "tiered", "tiered_entries");
     let mut p = redis::pipe();
     for i in n / 2..n {
         p.cmd("DEL").arg(format!("key:{i}")).ignore();
     }
     p.query::<()>(&mut c).unwrap();
     assert!(after_overwrite < n as u64 / 2 + 100);
-    assert_eq!(info_field(&mut c, "tiered", "tiered_entries"), 0);
-    assert_eq!(info_field(&mut c, "tiered", "tiered_disk_keys"), 0);
+    assert_eq!(info_u64(&mut c, "tiered", "tiered_entries"), 0);
+    assert_eq!(info_u64(&mut c, "tiered", "tiered_disk_keys"), 0);
     // Only the per-file header pages stay allocated (frees finish after their hole punches).
     let deadline = Instant::now() + Duration::from_secs(10);
-    while info_field(&mut c, "tiered", "tiered_file_used") > 2 * 4096 {
+    while info_u64(&mut c, "tiered", "tiered_file_used") > 2 * 4096 {
         assert!(Instant::now() < deadline, "disk space not reclaimed");
         thread::sleep(Duration::from_millis(20));
     }
@@ -264,7 +256,7 @@ fn flipped_byte_on_disk_is_a_counted_miss_never_wrong_bytes() {
     let mut c = s.client();
     let n = 30_000;
     fill(&mut c, 0..n, 0, 700);
-    assert!(info_field(&mut c, "tiered", "tiered_disk_keys") > 5_000);
+    assert!(info_u64(&mut c, "tiered", "tiered_disk_keys") > 5_000);
     // Flip one byte in each of the first data pages of the file.
     {
         use std::os::unix::fs::FileExt;
@@ -298,7 +290,7 @@ fn flipped_byte_on_disk_is_a_counted_miss_never_wrong_bytes() {
         }
     }
     assert!(misses > 0, "no key read from the corrupted pages");
-    let errors = info_field(&mut c, "tiered", "tiered_read_errors");
+    let errors = info_u64(&mut c, "tiered", "tiered_read_errors");
     assert!(errors >= 1, "read errors not counted");
     // The server keeps serving.
     let pong: String = redis::cmd("PING").query(&mut c).unwrap();
@@ -367,7 +359,7 @@ fn concurrent_clients_on_offloaded_keys_match_a_model() {
     for h in handles {
         h.join().expect("client thread");
     }
-    assert_eq!(info_field(&mut c, "tiered", "tiered_read_errors"), 0);
+    assert_eq!(info_u64(&mut c, "tiered", "tiered_read_errors"), 0);
 }
 
 #[test]
@@ -467,10 +459,10 @@ fn half_empty_pages_are_compacted() {
         p.cmd("DEL").arg(format!("key:{i}")).ignore();
     }
     p.query::<()>(&mut c).unwrap();
-    let before = info_field(&mut c, "tiered", "tiered_small_pages");
+    let before = info_u64(&mut c, "tiered", "tiered_small_pages");
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let now = info_field(&mut c, "tiered", "tiered_small_pages");
+        let now = info_u64(&mut c, "tiered", "tiered_small_pages");
         if now < before * 2 / 3 {
             break;
         }
@@ -480,7 +472,7 @@ fn half_empty_pages_are_compacted() {
         );
         thread::sleep(Duration::from_millis(100));
     }
-    assert!(info_field(&mut c, "tiered", "tiered_compacted") > 0);
+    assert!(info_u64(&mut c, "tiered", "tiered_compacted") > 0);
     check_all(&mut c, (0..n).filter(|i| i % 4 == 0), 0, 600);
 }
 
@@ -509,8 +501,8 @@ fn a_full_tier_file_stops_offloading_and_the_server_keeps_going() {
         refused,
         "writes past RAM and a full tier file were never refused"
     );
-    assert!(info_field(&mut c, "tiered", "tiered_full_events") >= 1);
-    assert!(info_field(&mut c, "tiered", "tiered_file_used") <= 2 << 20);
+    assert!(info_u64(&mut c, "tiered", "tiered_full_events") >= 1);
+    assert!(info_u64(&mut c, "tiered", "tiered_file_used") <= 2 << 20);
     // Everything stored before the refusal is intact.
     check_all(&mut c, 0..stored, 0, 1000);
 }

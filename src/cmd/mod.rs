@@ -230,6 +230,8 @@ pub static TABLE: &[Spec] = &[
     spec!("memory", -2, R, 0, 0, 0, Conn, "server", "4.0.0", "A container for memory diagnostics commands."),
     spec!("shutdown", -1, ADMIN | LOADING, 0, 0, 0, Conn, "server", "1.0.0", "Synchronously saves the database(s) to disk and shuts down the Redis server."),
     spec!("lastsave", 1, F | LOADING, 0, 0, 0, Conn, "server", "1.0.0", "Returns the Unix timestamp of the last successful save to disk."),
+    spec!("save", -1, ADMIN, 0, 0, 0, Conn, "server", "1.0.0", "Synchronously saves the database(s) to disk."),
+    spec!("bgsave", -1, ADMIN, 0, 0, 0, Conn, "server", "1.0.0", "Asynchronously saves the database(s) to disk."),
 ];
 
 /// Finds a command by name, case-insensitively.

@@ -43,7 +43,15 @@ pub async fn run(
                 Reply::bulk(Bytes::from(d.subsec_micros().to_string())),
             ])
         }
-        "lastsave" => Reply::Int(core.global.started_unix as i64),
+        "lastsave" => Reply::Int(
+            core.global
+                .persist
+                .lock()
+                .map(|p| p.last_save_unix)
+                .unwrap_or(core.global.started_unix) as i64,
+        ),
+        "save" => save(core, &args).await,
+        "bgsave" => bgsave(core, &args),
         "dbsize" => {
             let counts = core.on_all(move |s| s.dbs[db].table.len()).await;
             Reply::Int(counts.iter().sum::<usize>() as i64)
@@ -58,7 +66,7 @@ pub async fn run(
         "command" => command(&args),
         "debug" => debug(core, conn, &args).await,
         "memory" => memory(core, db, &args).await,
-        "shutdown" => shutdown(core, &args),
+        "shutdown" => shutdown(core, &args).await,
         _ => Reply::Error(format!("ERR unknown command '{}'", spec.name)),
     }
 }
@@ -448,6 +456,10 @@ async fn swapdb(core: &Rc<Core>, args: &[Bytes]) -> Reply {
     if a < 0 || a >= n || b < 0 || b >= n {
         return err(ERR_DB_RANGE);
     }
+    // A running save maps each table to its db as it was at the start.
+    if crate::server::snapshot::in_progress(core, false) {
+        return err("ERR SWAPDB is not allowed while a save is in progress");
+    }
     core.on_all(move |s| s.dbs.swap(a as usize, b as usize))
         .await;
     Reply::Ok
@@ -735,13 +747,36 @@ async fn info(core: &Rc<Core>, args: &[Bytes]) -> Reply {
         );
     }
     if want("persistence") {
-        section(
-            "Persistence",
-            format!(
-                "loading:0\r\nrdb_changes_since_last_save:0\r\nrdb_bgsave_in_progress:0\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:ok\r\naof_enabled:0\r\n",
-                g.started_unix
-            ),
-        );
+        let dirty = crate::server::snapshot::total_dirty(core).await;
+        let backlog: usize = core.on_all(|s| s.snapshot_backlog()).await.iter().sum();
+        let p = g.persist.lock().map(|p| p.clone()).ok();
+        if let Some(p) = p {
+            let now = now_ms();
+            let current = if p.in_progress {
+                (now.saturating_sub(p.current_started_ms) / 1000) as i64
+            } else {
+                -1
+            };
+            section(
+                "Persistence",
+                format!(
+                    "loading:0\r\nasync_loading:0\r\ncurrent_cow_peak:0\r\ncurrent_cow_size:0\r\nrdb_changes_since_last_save:{}\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\nrdb_last_bgsave_time_sec:{}\r\nrdb_current_bgsave_time_sec:{current}\r\nrdb_saves:{}\r\nrdb_last_cow_size:0\r\nrdb_last_save_size:{}\r\nrdb_last_save_keys:{}\r\nrdb_last_save_file:{}\r\nrdb_last_load_keys_loaded:{}\r\nrdb_last_load_keys_expired:{}\r\nrdb_last_load_keys_skipped:{}\r\nrdb_last_load_time_ms:{}\r\nrdb_save_backlog_bytes:{backlog}\r\naof_enabled:0\r\n",
+                    dirty.saturating_sub(p.dirty_at_last_save),
+                    u8::from(p.in_progress),
+                    p.last_save_unix,
+                    if p.last_ok { "ok" } else { "err" },
+                    if p.saves > 0 || !p.last_ok { (p.last_duration_ms / 1000) as i64 } else { -1 },
+                    p.saves,
+                    p.last_bytes,
+                    p.last_keys,
+                    p.last_file,
+                    p.load.keys,
+                    p.load.expired,
+                    p.load.skipped,
+                    p.load.duration_ms,
+                ),
+            );
+        }
     }
     if want("stats") {
         section(
@@ -1212,7 +1247,52 @@ async fn memory(core: &Rc<Core>, db: usize, args: &[Bytes]) -> Reply {
     }
 }
 
-fn shutdown(core: &Core, args: &[Bytes]) -> Reply {
+/// SAVE [RDB|DF] [NAME]: a snapshot in the foreground of this connection (the server keeps
+/// serving everyone else). RDB/DF pick the format (Dragonfly's words), NAME the file name.
+async fn save(core: &Rc<Core>, args: &[Bytes]) -> Reply {
+    use crate::server::snapshot::{self, Format};
+    let mut format = None;
+    let mut name = None;
+    for a in &args[1..] {
+        if format.is_none() && name.is_none() && is(a, "RDB") {
+            format = Some(Format::Rdb);
+        } else if format.is_none() && name.is_none() && is(a, "DF") {
+            format = Some(Format::Strata);
+        } else if name.is_none() {
+            let n = String::from_utf8_lossy(a).to_string();
+            if n.is_empty() || n.contains('/') {
+                return err("ERR invalid snapshot name: a file name without '/' is expected");
+            }
+            name = Some(n);
+        } else {
+            return err(ERR_SYNTAX);
+        }
+    }
+    match snapshot::save(core, format, name).await {
+        Ok(_) => Reply::Ok,
+        Err(e) => Reply::Error(e),
+    }
+}
+
+/// BGSAVE [SCHEDULE]: starts a save and answers at once.
+fn bgsave(core: &Rc<Core>, args: &[Bytes]) -> Reply {
+    use crate::server::snapshot;
+    let schedule = match args.len() {
+        1 => false,
+        2 if is(&args[1], "SCHEDULE") => true,
+        _ => return err(ERR_SYNTAX),
+    };
+    if snapshot::in_progress(core, schedule) {
+        if schedule {
+            return Reply::Status("Background saving scheduled");
+        }
+        return err(snapshot::IN_PROGRESS);
+    }
+    snapshot::bgsave(core);
+    Reply::Status("Background saving started")
+}
+
+async fn shutdown(core: &Rc<Core>, args: &[Bytes]) -> Reply {
     let mut save = None;
     for a in &args[1..] {
         if is(a, "NOSAVE") {
@@ -1226,13 +1306,16 @@ fn shutdown(core: &Core, args: &[Bytes]) -> Reply {
             return err(ERR_SYNTAX);
         }
     }
-    if save == Some(true) {
-        // Snapshots are not part of this build yet; refusing keeps the data rather than
-        // exiting as if it had been saved.
-        tracing::warn!("SHUTDOWN SAVE refused: snapshots are not available in this build");
-        return err("ERR Errors trying to SHUTDOWN. Check logs.");
+    tracing::info!("SHUTDOWN requested by a client");
+    if save == Some(false) {
+        core.global.remove_tier_files();
+        std::process::exit(0);
     }
-    tracing::info!("SHUTDOWN requested by a client; exiting");
-    core.global.remove_tier_files();
-    std::process::exit(0);
+    match crate::server::snapshot::shutdown(core, save == Some(true)).await {
+        Ok(()) => Reply::Ok,
+        Err(e) => {
+            tracing::warn!("SHUTDOWN SAVE failed, not exiting: {e}");
+            err("ERR Errors trying to SHUTDOWN. Check logs.")
+        }
+    }
 }

@@ -243,6 +243,13 @@ async fn execute_batch(
     if tiered {
         wait_for_room(core, &reqs).await;
     }
+    let backlog_limit = crate::server::snapshot::backlog_limit(
+        core.global.settings.maxmemory(),
+        core.global.shards(),
+    );
+    if core.shard.borrow().snapshot_backlog() > backlog_limit {
+        wait_for_snapshot(core, &reqs, backlog_limit).await;
+    }
     // Values the batch's local commands read from disk are fetched together.
     let pre = if tiered && n > 1 {
         let local: Vec<(&'static Spec, &[Bytes])> = reqs
@@ -331,6 +338,24 @@ async fn wait_for_room(core: &Core, reqs: &[Vec<Bytes>]) {
     for _ in 0..200 {
         glommio::timer::sleep(std::time::Duration::from_millis(1)).await;
         if crate::memory::used_memory() <= max {
+            return;
+        }
+    }
+}
+
+/// Holds a batch with writes while the running save has more copies of written buckets to
+/// write out than `limit` ([`crate::server::snapshot::backlog_limit`]): memory stays flat
+/// during a save.
+async fn wait_for_snapshot(core: &Core, reqs: &[Vec<Bytes>], limit: usize) {
+    let writes = reqs
+        .iter()
+        .any(|a| cmd::lookup(&a[0]).is_some_and(|s| s.has(cmd::WRITE)));
+    if !writes {
+        return;
+    }
+    for _ in 0..2000 {
+        glommio::timer::sleep(std::time::Duration::from_millis(1)).await;
+        if core.shard.borrow().snapshot_backlog() <= limit / 2 {
             return;
         }
     }

@@ -63,10 +63,18 @@ pub struct Global {
     pub peak_memory: AtomicU64,
     active_expire: AtomicBool,
     tier_files: Mutex<Vec<std::path::PathBuf>>,
+    /// Save state and history (INFO persistence, LASTSAVE, one save at a time).
+    pub persist: super::snapshot::PersistLock,
+    /// Set once core 0 serves clients (start-up load done): a signal then saves before exiting.
+    pub serving: AtomicBool,
 }
 
 impl Global {
     pub fn new(settings: Arc<Settings>, senders: Vec<mpsc::UnboundedSender<Msg>>) -> Global {
+        let started_unix = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
         Global {
             settings,
             senders,
@@ -74,14 +82,13 @@ impl Global {
             next_client: AtomicU64::new(1),
             next_tx: AtomicU64::new(1),
             started: Instant::now(),
-            started_unix: SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map(|d| d.as_secs())
-                .unwrap_or(0),
+            started_unix,
             total_connections: AtomicU64::new(0),
             peak_memory: AtomicU64::new(0),
             active_expire: AtomicBool::new(true),
             tier_files: Mutex::new(Vec::new()),
+            persist: Mutex::new(super::snapshot::PersistState::new(started_unix)),
+            serving: AtomicBool::new(false),
         }
     }
 

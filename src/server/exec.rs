@@ -110,7 +110,7 @@ pub async fn run_keyed(
                 Some(cur) if cur == ptr => match data {
                     Ok(v) => {
                         let v = Bytes::from(v);
-                        if let Some(e) = shard.lookup_mut(db, &key, now) {
+                        if let Some(e) = shard.lookup_repr(db, &key, now) {
                             e.value = Value::Str(CompactBytes::new(&v));
                             installed.push((key, ptr, v));
                         }
@@ -184,7 +184,7 @@ fn restore_pointers(
             shard.recent_loads.pop(&ptr.tag);
             shard.free_disk(ptr);
             shard.stats.uploaded += 1;
-        } else if let Some(e) = shard.dbs[db].table.get_mut(&key, crate::shard::hash(&key)) {
+        } else if let Some(e) = shard.peek_repr(db, &key) {
             e.value = Value::External(ptr);
         }
     }

@@ -17,7 +17,9 @@
 
 pub mod core;
 pub mod exec;
+pub mod load;
 pub mod offload;
+pub mod snapshot;
 pub mod txn;
 
 use std::net::SocketAddr;
@@ -67,6 +69,14 @@ pub fn run(flags: &Flags) -> Result<(), String> {
     }
     let global = Arc::new(Global::new(settings.clone(), senders));
     install_exit_handler(global.clone())?;
+    let snapshot: Option<load::Shared> = match load::find(&flags.dir, &flags.dbfilename)? {
+        Some(plan) => {
+            info!("loading snapshot {}", plan.describe());
+            let progress = load::Progress::new(&plan);
+            Some(Arc::new((plan, progress)))
+        }
+        None => None,
+    };
     let cpus = allowed_cpus();
     info!(
         version = env!("CARGO_PKG_VERSION"),
@@ -87,6 +97,7 @@ pub fn run(flags: &Flags) -> Result<(), String> {
     for (id, rx) in receivers.into_iter().enumerate() {
         let global = global.clone();
         let ready = ready.clone();
+        let snapshot = snapshot.clone();
         let fd = listener
             .try_clone()
             .map_err(|e| format!("cannot share the listening socket: {e}"))?
@@ -99,7 +110,7 @@ pub fn run(flags: &Flags) -> Result<(), String> {
             .name(&format!("strata-{id}"))
             // Registered I/O buffers count against maxmemory; the network path needs few.
             .io_memory(IO_MEMORY)
-            .spawn(move || async move { core_main(id, global, rx, fd, ready).await })
+            .spawn(move || async move { core_main(id, global, rx, fd, ready, snapshot).await })
             .map_err(|e| format!("cannot start executor {id}: {e}"))?;
         handles.push(h);
     }
@@ -120,6 +131,7 @@ async fn core_main(
     rx: mpsc::UnboundedReceiver<Msg>,
     listen_fd: RawFd,
     ready: Arc<std::sync::Barrier>,
+    snapshot: Option<load::Shared>,
 ) -> Result<(), String> {
     let mut shard = Shard::new(id, global.settings.clone());
     let tier = match &global.settings.tiered {
@@ -160,6 +172,18 @@ async fn core_main(
 
     // Start-up only: every core waits here once, before serving anything.
     ready.wait();
+    if let Some(shared) = &snapshot {
+        load::run(&core, &shared.0, &shared.1).await;
+    }
+    if id == 0 {
+        global
+            .serving
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        if let Some(schedule) = global.settings.snapshot.cron.clone() {
+            let c = core.clone();
+            glommio::spawn_local(async move { snapshot::cron(c, schedule).await }).detach();
+        }
+    }
     // SAFETY: `listen_fd` is a listening TCP socket duplicated for this core alone in `run`;
     // the std listener takes ownership and closes it.
     let listener = unsafe { std::net::TcpListener::from_raw_fd(listen_fd) };
@@ -231,8 +255,9 @@ fn listen(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
     Ok(s.into())
 }
 
-/// SIGTERM and SIGINT end the process after removing the tier files (the SSD tier is
-/// ephemeral, nothing in it survives a restart).
+/// SIGTERM and SIGINT save a snapshot (unless `--dbfilename` is empty) and end the process
+/// after removing the tier files (the SSD tier is ephemeral, nothing in it survives a restart).
+/// A second signal exits at once.
 fn install_exit_handler(global: Arc<Global>) -> Result<(), String> {
     use signal_hook::consts::{SIGINT, SIGTERM};
     let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT])
@@ -240,8 +265,27 @@ fn install_exit_handler(global: Arc<Global>) -> Result<(), String> {
     std::thread::Builder::new()
         .name("strata-signals".into())
         .spawn(move || {
-            if let Some(sig) = signals.forever().next() {
-                info!(signal = sig, "signal received; exiting");
+            let mut signals = signals.forever();
+            if let Some(sig) = signals.next() {
+                info!(signal = sig, "signal received; saving and exiting");
+                let serving = global.serving.load(std::sync::atomic::Ordering::SeqCst);
+                let job: core::Job = Box::new(|core: &Rc<Core>| {
+                    let c = core.clone();
+                    glommio::spawn_local(async move {
+                        let _ = snapshot::shutdown(&c, false).await;
+                    })
+                    .detach();
+                });
+                if !serving || !global.send(0, Msg::Run(job)) {
+                    global.remove_tier_files();
+                    std::process::exit(0);
+                }
+            }
+            if let Some(sig) = signals.next() {
+                info!(
+                    signal = sig,
+                    "second signal; exiting without waiting for the save"
+                );
                 global.remove_tier_files();
                 std::process::exit(0);
             }

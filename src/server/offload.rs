@@ -92,7 +92,7 @@ async fn compact(core: &Rc<Core>, tier: &Rc<TierStore>) {
             continue;
         };
         if shard.peek_external(*db, key) == Some(*old) {
-            if let Some(e) = shard.dbs[*db].table.get_mut(key, hash(key)) {
+            if let Some(e) = shard.peek_repr(*db, key) {
                 e.value = Value::External(new);
             }
             tier.free(*old);
@@ -121,7 +121,7 @@ fn install(
             .get(key, hash(key))
             .is_some_and(|e| matches!(&e.value, Value::Str(s) if s.as_bytes() == &value[..]));
         if same {
-            if let Some(e) = shard.dbs[*db].table.get_mut(key, hash(key)) {
+            if let Some(e) = shard.peek_repr(*db, key) {
                 e.value = Value::External(ptr);
             }
             shard.stats.offloaded += 1;

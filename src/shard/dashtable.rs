@@ -16,6 +16,13 @@
 //! once, however much the table grows meanwhile. The table never shrinks, so ranges never merge.
 //!
 //! Lookups, inserts and removals never allocate except when a split creates a segment.
+//!
+//! Point-in-time snapshots without a fork: [`Dashtable::snapshot_begin`] raises the epoch, so
+//! every bucket's version is now below it. A mutation of such a bucket first copies the bucket's
+//! entries aside ("captured") and stamps it; the snapshot walker copies the buckets it reaches
+//! that are still unstamped. Each entry that existed at the start is thus serialized exactly
+//! once, as it was at the start, and only buckets written during the save are ever copied.
+//! Splits capture the whole segment first; `clear` hands the old segments to the walker.
 
 use super::entry::CompactBytes;
 
@@ -146,15 +153,59 @@ pub struct Dashtable<V> {
     len: usize,
     /// Version stamped on buckets a mutation touches (snapshots compare against it).
     epoch: u64,
+    /// The epoch of the snapshot in progress, 0 when none: buckets below it are unserialized.
+    snap_epoch: u64,
+    snap: Option<Box<Snap<V>>>,
 }
 
-impl<V> Default for Dashtable<V> {
+/// Heap bytes a payload holds, so a snapshot can tell how much its captured copies weigh.
+pub trait Weigh {
+    fn weight(&self) -> usize;
+}
+
+impl Weigh for usize {
+    fn weight(&self) -> usize {
+        8
+    }
+}
+
+impl Weigh for () {
+    fn weight(&self) -> usize {
+        0
+    }
+}
+
+/// A snapshot in progress.
+struct Snap<V> {
+    /// Bytes held by `captured` (keys and payloads).
+    captured_bytes: usize,
+    /// Walker position: (segment, bucket).
+    cursor: (usize, usize),
+    /// Entries copied out of buckets just before a mutation, waiting to be serialized.
+    captured: Vec<(CompactBytes, V)>,
+    /// The segments as they were when `clear` ran during the snapshot; the walker finishes there.
+    frozen: Option<Vec<Segment<V>>>,
+}
+
+/// Copies `bucket`'s entries aside for the snapshot and marks it serialized.
+#[cold]
+fn capture<V: Clone + Weigh>(bucket: &mut Bucket<V>, snap: &mut Option<Box<Snap<V>>>, epoch: u64) {
+    if let Some(snap) = snap {
+        for (k, v) in bucket.slots.iter().flatten() {
+            snap.captured_bytes += k.heap_bytes() + v.weight() + 32;
+            snap.captured.push((k.clone(), v.clone()));
+        }
+    }
+    bucket.version = epoch;
+}
+
+impl<V: Clone + Weigh> Default for Dashtable<V> {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl<V> Dashtable<V> {
+impl<V: Clone + Weigh> Dashtable<V> {
     /// An empty table; the first segment is allocated on the first insert.
     pub fn new() -> Self {
         Dashtable {
@@ -163,7 +214,102 @@ impl<V> Dashtable<V> {
             segs: Vec::new(),
             len: 0,
             epoch: 1,
+            snap_epoch: 0,
+            snap: None,
         }
+    }
+
+    /// Must run before any change to bucket `(s, b)`: a bucket a snapshot has not serialized
+    /// yet is captured first. Then the bucket is stamped with the current epoch.
+    #[inline]
+    fn before_write(&mut self, s: usize, b: usize) {
+        let bucket = &mut self.segs[s].buckets[b];
+        if bucket.version < self.snap_epoch {
+            capture(bucket, &mut self.snap, self.epoch);
+        }
+        bucket.version = self.epoch;
+    }
+
+    /// Starts a point-in-time snapshot of the table (see the module comment). A snapshot
+    /// already in progress is left as it is.
+    pub fn snapshot_begin(&mut self) {
+        if self.snap.is_some() {
+            return;
+        }
+        self.epoch += 1;
+        self.snap_epoch = self.epoch;
+        self.snap = Some(Box::new(Snap {
+            captured_bytes: 0,
+            cursor: (0, 0),
+            captured: Vec::new(),
+            frozen: None,
+        }));
+    }
+
+    pub fn snapshot_active(&self) -> bool {
+        self.snap.is_some()
+    }
+
+    /// Bytes of the entries captured by mutations and not yet taken.
+    pub fn snapshot_captured_bytes(&self) -> usize {
+        self.snap.as_ref().map_or(0, |s| s.captured_bytes)
+    }
+
+    /// Moves the captured entries into `out`.
+    pub fn snapshot_drain(&mut self, out: &mut Vec<(CompactBytes, V)>) {
+        if let Some(snap) = &mut self.snap {
+            out.append(&mut snap.captured);
+            snap.captured_bytes = 0;
+        }
+    }
+
+    /// Walks up to `max_buckets` buckets, copying the entries of those not serialized yet into
+    /// `out`. True once the whole table has been walked (captured entries may remain: drain
+    /// them, then call [`Dashtable::snapshot_end`]).
+    pub fn snapshot_step(&mut self, max_buckets: usize, out: &mut Vec<(CompactBytes, V)>) -> bool {
+        let Some(snap) = &mut self.snap else {
+            return true;
+        };
+        let epoch = self.snap_epoch;
+        let from_frozen = snap.frozen.is_some();
+        let segs = match &mut snap.frozen {
+            Some(f) => f,
+            None => &mut self.segs,
+        };
+        for _ in 0..max_buckets {
+            let (s, b) = snap.cursor;
+            let Some(seg) = segs.get_mut(s) else {
+                return true;
+            };
+            let bucket = &mut seg.buckets[b];
+            if bucket.version < epoch {
+                if from_frozen {
+                    // Nothing else reads frozen segments: their entries move out.
+                    for i in 0..SLOTS {
+                        if let Some(e) = bucket.take(i) {
+                            out.push(e);
+                        }
+                    }
+                } else {
+                    out.extend(
+                        bucket
+                            .slots
+                            .iter()
+                            .flatten()
+                            .map(|(k, v)| (k.clone(), v.clone())),
+                    );
+                }
+                bucket.version = epoch;
+            }
+            snap.cursor = if b + 1 == ALL { (s + 1, 0) } else { (s, b + 1) };
+        }
+        false
+    }
+
+    /// Ends the snapshot (complete or abandoned); captured entries not taken are dropped.
+    pub fn snapshot_end(&mut self) {
+        self.snap = None;
+        self.snap_epoch = 0;
     }
 
     pub fn len(&self) -> usize {
@@ -239,17 +385,22 @@ impl<V> Dashtable<V> {
         self.segs[s].buckets[b].slots[i].as_ref().map(|(_, v)| v)
     }
 
-    /// Mutable value at a position; stamps the bucket's version.
+    /// Mutable value at a position; stamps the bucket's version (capturing it for a snapshot).
     pub fn at_mut(&mut self, (s, b, i): Pos) -> Option<&mut V> {
-        let bucket = &mut self.segs[s].buckets[b];
-        bucket.version = self.epoch;
-        bucket.slots[i].as_mut().map(|(_, v)| v)
+        self.before_write(s, b);
+        self.segs[s].buckets[b].slots[i].as_mut().map(|(_, v)| v)
+    }
+
+    /// Mutable value at a position for changes a snapshot does not record (access metadata):
+    /// no stamp, no capture. Changing what a snapshot serializes through it is a bug.
+    pub fn at_touch(&mut self, (s, b, i): Pos) -> Option<&mut V> {
+        self.segs[s].buckets[b].slots[i].as_mut().map(|(_, v)| v)
     }
 
     /// Removes the entry at a position.
     pub fn remove_at(&mut self, (s, b, i): Pos) -> Option<(CompactBytes, V)> {
+        self.before_write(s, b);
         let bucket = &mut self.segs[s].buckets[b];
-        bucket.version = self.epoch;
         let out = bucket.take(i);
         if out.is_some() {
             self.len -= 1;
@@ -264,18 +415,15 @@ impl<V> Dashtable<V> {
 
     /// Mutable access; stamps the bucket's version because the caller may change the value.
     pub fn get_mut(&mut self, key: &[u8], h: u64) -> Option<&mut V> {
-        let (s, b, i) = self.find(key, h)?;
-        let bucket = &mut self.segs[s].buckets[b];
-        bucket.version = self.epoch;
-        bucket.slots[i].as_mut().map(|(_, v)| v)
+        let pos = self.find(key, h)?;
+        self.at_mut(pos)
     }
 
     /// Inserts or replaces; returns the previous value.
     pub fn insert(&mut self, key: &[u8], h: u64, val: V) -> Option<V> {
         if let Some((s, b, i)) = self.find(key, h) {
-            let bucket = &mut self.segs[s].buckets[b];
-            bucket.version = self.epoch;
-            let slot = bucket.slots[i].as_mut()?;
+            self.before_write(s, b);
+            let slot = self.segs[s].buckets[b].slots[i].as_mut()?;
             return Some(std::mem::replace(&mut slot.1, val));
         }
         self.insert_new(CompactBytes::new(key), h, val);
@@ -305,9 +453,8 @@ impl<V> Dashtable<V> {
                 .chain(probe[2..].iter().copied())
                 .find_map(|bk| seg.buckets[bk].free_slot().map(|i| (bk, i)));
             if let Some((bk, i)) = target {
-                let bucket = &mut seg.buckets[bk];
-                bucket.version = self.epoch;
-                bucket.put(i, fp, key, val);
+                self.before_write(s, bk);
+                self.segs[s].buckets[bk].put(i, fp, key, val);
                 self.len += 1;
                 return;
             }
@@ -317,6 +464,10 @@ impl<V> Dashtable<V> {
 
     /// Splits segment `s` (which `h` maps to) by its next hash bit.
     fn split(&mut self, s: usize, h: u64) {
+        // Entries about to move must be serialized where they are.
+        for b in 0..ALL {
+            self.before_write(s, b);
+        }
         let d = self.segs[s].depth;
         if d == self.global_depth {
             let mut dir = Vec::with_capacity(self.dir.len() * 2);
@@ -330,6 +481,9 @@ impl<V> Dashtable<V> {
         let gd = self.global_depth;
         let new_id = self.segs.len() as u32;
         let mut fresh = Segment::new(d + 1);
+        for b in &mut fresh.buckets {
+            b.version = self.epoch;
+        }
         self.segs[s].depth = d + 1;
         // Entries whose bit (63 - d) is set move, to the same bucket and slot: that position was
         // valid for them before, so it is in the new segment too.
@@ -348,9 +502,7 @@ impl<V> Dashtable<V> {
                     let fp = bucket.fps[i];
                     if let Some((k, v)) = bucket.take(i) {
                         bucket.version = epoch;
-                        let nb = &mut fresh.buckets[bi];
-                        nb.put(i, fp, k, v);
-                        nb.version = epoch;
+                        fresh.buckets[bi].put(i, fp, k, v);
                     }
                 }
             }
@@ -370,9 +522,15 @@ impl<V> Dashtable<V> {
         self.remove_at(pos)
     }
 
-    /// Drops every entry and the segments.
+    /// Drops every entry and the segments. During a snapshot the old segments go to the
+    /// walker instead, which still has to serialize them.
     pub fn clear(&mut self) {
-        self.segs.clear();
+        match &mut self.snap {
+            Some(snap) if snap.frozen.is_none() => {
+                snap.frozen = Some(std::mem::take(&mut self.segs))
+            }
+            _ => self.segs.clear(),
+        }
         self.dir.clear();
         self.global_depth = 0;
         self.len = 0;
@@ -431,7 +589,8 @@ impl<V> Dashtable<V> {
 
     /// Visits up to `max_buckets` buckets from `cursor` (segment, bucket), calling `f` on each
     /// entry; entries for which `f` returns true are removed and handed to `on_remove`. Returns
-    /// the number visited buckets; `cursor` wraps to (0, 0) after the last bucket.
+    /// the number visited buckets; `cursor` wraps to (0, 0) after the last bucket. `f` may change
+    /// only what a snapshot does not record (access metadata); removals are captured.
     pub fn sweep(
         &mut self,
         cursor: &mut (usize, usize),
@@ -455,6 +614,9 @@ impl<V> Dashtable<V> {
                     None => false,
                 };
                 if remove {
+                    if bucket.version < self.snap_epoch {
+                        capture(bucket, &mut self.snap, self.epoch);
+                    }
                     bucket.version = self.epoch;
                     if let Some((k, v)) = bucket.take(i) {
                         self.len -= 1;
@@ -584,6 +746,88 @@ mod tests {
         }
         assert_eq!(removed, 1000);
         assert_eq!(t.len(), 2000);
+    }
+
+    /// Runs a snapshot while `mutate` changes the table between walker steps; the snapshot must
+    /// hold every key of the start exactly once, with its value at the start.
+    fn snapshot_under(mut mutate: impl FnMut(&mut Dashtable<usize>, usize)) {
+        let mut t: Dashtable<usize> = Dashtable::new();
+        let n = 20_000;
+        for i in 0..n {
+            let k = key(i);
+            t.insert(&k, hash(&k), i);
+        }
+        let before: HashMap<Vec<u8>, usize> =
+            t.iter().map(|(k, v)| (k.as_bytes().to_vec(), *v)).collect();
+        t.snapshot_begin();
+        let mut out = Vec::new();
+        let mut round = 0;
+        loop {
+            let done = t.snapshot_step(50, &mut out);
+            mutate(&mut t, round);
+            t.snapshot_drain(&mut out);
+            round += 1;
+            if done {
+                break;
+            }
+        }
+        t.snapshot_drain(&mut out);
+        t.snapshot_end();
+        let mut got: HashMap<Vec<u8>, usize> = HashMap::new();
+        for (k, v) in out {
+            assert!(
+                got.insert(k.as_bytes().to_vec(), v).is_none(),
+                "{k:?} twice"
+            );
+        }
+        assert_eq!(got.len(), before.len());
+        assert!(
+            got == before,
+            "snapshot differs from the table at its start"
+        );
+    }
+
+    #[test]
+    fn snapshot_is_point_in_time_under_writes_deletes_and_splits() {
+        let mut next = 1_000_000;
+        snapshot_under(|t, round| {
+            for j in 0..30 {
+                let i = (round * 7919 + j * 104729) % 20_000;
+                let k = key(i);
+                match j % 4 {
+                    0 => {
+                        t.insert(&k, hash(&k), i + 1);
+                    }
+                    1 => {
+                        t.remove(&k, hash(&k));
+                    }
+                    2 => {
+                        if let Some(v) = t.get_mut(&k, hash(&k)) {
+                            *v += 5;
+                        }
+                    }
+                    _ => {
+                        // New keys grow the table: splits during the walk.
+                        let k = key(next);
+                        t.insert(&k, hash(&k), next);
+                        next += 1;
+                    }
+                }
+            }
+            let mut c = (round % 3, 0);
+            t.sweep(&mut c, 4, |_, v| *v % 11 == 0, |_, _| {});
+        });
+    }
+
+    #[test]
+    fn snapshot_survives_clear() {
+        snapshot_under(|t, round| {
+            if round == 40 {
+                t.clear();
+            }
+            let k = key(round);
+            t.insert(&k, hash(&k), 7);
+        });
     }
 
     #[test]

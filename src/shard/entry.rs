@@ -177,6 +177,13 @@ impl Entry {
 
 const LFU_INIT: u32 = 5;
 
+impl crate::shard::dashtable::Weigh for Entry {
+    fn weight(&self) -> usize {
+        self.value.heap_bytes()
+    }
+}
+
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -27,27 +27,9 @@ pub fn now_ms() -> u64 {
         .unwrap_or(0)
 }
 
-/// Which shard owns `key`: only the `{hashtag}` part counts when present, so related keys can be
-/// kept together for multi-key commands.
-pub fn shard_of(key: &[u8], shards: usize) -> usize {
-    if shards <= 1 {
-        return 0;
-    }
-    let tag = hashtag(key);
-    (xxhash_rust::xxh3::xxh3_64_with_seed(tag, 0x57A7_A5EE) % shards as u64) as usize
-}
-
-/// The part of a key that decides its shard: the text inside the first non-empty `{...}`.
-pub fn hashtag(key: &[u8]) -> &[u8] {
-    if let Some(open) = key.iter().position(|&b| b == b'{') {
-        if let Some(len) = key[open + 1..].iter().position(|&b| b == b'}') {
-            if len > 0 {
-                return &key[open + 1..open + 1 + len];
-            }
-        }
-    }
-    key
-}
+/// Which shard owns `key` (the `{hashtag}` part only, when present). It lives in `ondisk`
+/// because snapshot files are per shard and the offline tools re-shard them.
+pub use ondisk::{hashtag, shard_of};
 
 /// One logical database inside a shard.
 #[derive(Default)]
@@ -90,6 +72,10 @@ pub struct Shard {
     /// Tags of values recently loaded from disk: a second load within the window brings the
     /// value back to RAM.
     pub recent_loads: lru::LruCache<u32, ()>,
+    /// Writes so far (rdb_changes_since_last_save is the growth since a save started).
+    pub dirty: u64,
+    /// The db a running snapshot's walker is in; None when no snapshot runs.
+    snap_db: Option<usize>,
 }
 
 impl Shard {
@@ -105,6 +91,8 @@ impl Shard {
             clock: 0,
             tier: None,
             recent_loads: lru::LruCache::new(std::num::NonZeroUsize::MIN.saturating_add(4095)),
+            dirty: 0,
+            snap_db: None,
         }
     }
 
@@ -131,8 +119,9 @@ impl Shard {
     }
 
     /// Looks a key up for reading: expired keys are deleted and reported missing; hits and
-    /// misses are counted and the entry's access metadata refreshed.
-    pub fn lookup(&mut self, db: usize, key: &[u8], now: u64) -> Option<&mut Entry> {
+    /// misses are counted and the entry's access metadata refreshed (not a write: a snapshot in
+    /// progress copies nothing for it).
+    pub fn lookup(&mut self, db: usize, key: &[u8], now: u64) -> Option<&Entry> {
         let (clock, r) = (self.clock, self.rng.gen::<u32>());
         match self.find_live(db, key, now) {
             None => {
@@ -141,7 +130,7 @@ impl Shard {
             }
             Some(pos) => {
                 self.stats.keyspace_hits += 1;
-                let e = self.dbs[db].table.at_mut(pos)?;
+                let e = self.dbs[db].table.at_touch(pos)?;
                 e.touch(clock, r);
                 e.flags |= Entry::REFERENCED;
                 Some(e)
@@ -153,6 +142,20 @@ impl Shard {
     pub fn lookup_mut(&mut self, db: usize, key: &[u8], now: u64) -> Option<&mut Entry> {
         let pos = self.find_live(db, key, now)?;
         self.dbs[db].table.at_mut(pos)
+    }
+
+    /// A live key's entry for a change of representation only (its value moving between RAM
+    /// and the tier file): the value stays the same, so a running snapshot copies nothing.
+    pub fn lookup_repr(&mut self, db: usize, key: &[u8], now: u64) -> Option<&mut Entry> {
+        let pos = self.find_live(db, key, now)?;
+        self.dbs[db].table.at_touch(pos)
+    }
+
+    /// Like [`Shard::lookup_repr`] without the expiry check.
+    pub fn peek_repr(&mut self, db: usize, key: &[u8]) -> Option<&mut Entry> {
+        let table = &mut self.dbs.get_mut(db)?.table;
+        let pos = table.find(key, hash(key))?;
+        table.at_touch(pos)
     }
 
     /// Position of a live (not expired) key; an expired one is removed on the way.
@@ -202,6 +205,7 @@ impl Shard {
     }
 
     pub fn store_entry(&mut self, db: usize, key: &[u8], entry: Entry) -> Option<Entry> {
+        self.dirty += 1;
         let d = &mut self.dbs[db];
         if entry.expire_at != 0 {
             d.volatile += 1;
@@ -251,6 +255,7 @@ impl Shard {
     /// Removes a key to store its entry elsewhere (RENAME, MOVE): an offloaded value keeps its
     /// disk pointer, which the entry carries along.
     pub fn take(&mut self, db: usize, key: &[u8]) -> Option<Entry> {
+        self.dirty += 1;
         let d = &mut self.dbs[db];
         let (_, e) = d.table.remove(key, hash(key))?;
         if e.expire_at != 0 {
@@ -266,6 +271,7 @@ impl Shard {
         };
         let was = e.expire_at;
         e.expire_at = at;
+        self.dirty += 1;
         let d = &mut self.dbs[db];
         match (was != 0, at != 0) {
             (false, true) => d.volatile += 1,
@@ -276,6 +282,7 @@ impl Shard {
     }
 
     pub fn flush_db(&mut self, db: usize) {
+        self.dirty += self.dbs[db].table.len() as u64;
         let ptrs: Vec<DiskPtr> = self.dbs[db]
             .table
             .iter()
@@ -288,6 +295,83 @@ impl Shard {
         d.table.clear();
         d.volatile = 0;
         d.expire_cursor = (0, 0);
+    }
+
+    /// Starts a point-in-time snapshot of every db (see [`Dashtable::snapshot_begin`]); frees of
+    /// tier space wait until it ends, so captured disk pointers stay readable.
+    pub fn snapshot_begin(&mut self) {
+        for d in &mut self.dbs {
+            d.table.snapshot_begin();
+        }
+        if let Some(t) = &self.tier {
+            t.hold_frees();
+        }
+        self.snap_db = Some(0);
+    }
+
+    pub fn snapshot_active(&self) -> bool {
+        self.snap_db.is_some()
+    }
+
+    /// One step of the snapshot: entries captured by writes, then up to `buckets` buckets of
+    /// the walk, go to `out` as (db, key, entry). True once everything has been handed out.
+    pub fn snapshot_step(
+        &mut self,
+        buckets: usize,
+        out: &mut Vec<(usize, CompactBytes, Entry)>,
+    ) -> bool {
+        let Some(mut db) = self.snap_db else {
+            return true;
+        };
+        let mut tmp = Vec::new();
+        for (i, d) in self.dbs.iter_mut().enumerate() {
+            d.table.snapshot_drain(&mut tmp);
+            out.extend(tmp.drain(..).map(|(k, e)| (i, k, e)));
+        }
+        while db < self.dbs.len() {
+            let done = self.dbs[db].table.snapshot_step(buckets, &mut tmp);
+            out.extend(tmp.drain(..).map(|(k, e)| (db, k, e)));
+            if !done {
+                self.snap_db = Some(db);
+                return false;
+            }
+            db += 1;
+            if !out.is_empty() {
+                break;
+            }
+        }
+        self.snap_db = Some(db);
+        if db < self.dbs.len() {
+            return false;
+        }
+        // Walk complete: no bucket is left unserialized, so nothing more can be captured.
+        for (i, d) in self.dbs.iter_mut().enumerate() {
+            d.table.snapshot_drain(&mut tmp);
+            out.extend(tmp.drain(..).map(|(k, e)| (i, k, e)));
+        }
+        true
+    }
+
+    /// Ends the snapshot (finished or abandoned) and lets held tier frees go through.
+    pub fn snapshot_end(&mut self) {
+        for d in &mut self.dbs {
+            d.table.snapshot_end();
+        }
+        if let Some(t) = &self.tier {
+            t.release_frees();
+        }
+        self.snap_db = None;
+    }
+
+    /// Bytes copied aside by writes that the running snapshot has not taken yet.
+    pub fn snapshot_backlog(&self) -> usize {
+        if self.snap_db.is_none() {
+            return 0;
+        }
+        self.dbs
+            .iter()
+            .map(|d| d.table.snapshot_captured_bytes())
+            .sum()
     }
 
     pub fn key_count(&self) -> usize {

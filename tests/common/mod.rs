@@ -12,6 +12,9 @@ use redis::Connection;
 pub struct Server {
     pub port: u16,
     child: Child,
+    /// The snapshot directory made for it when `--dir` was not given (so a test never saves
+    /// into, or loads from, the working directory).
+    _dir: Option<tempfile::TempDir>,
 }
 
 impl Server {
@@ -25,16 +28,29 @@ impl Server {
     /// Starts `strata` with `args` (plus `--port`) without waiting for it.
     pub fn spawn(args: &[&str]) -> Server {
         let port = free_port();
-        let child = Command::new(env!("CARGO_BIN_EXE_strata"))
+        let dir = (!args
+            .iter()
+            .any(|a| *a == "--dir" || a.starts_with("--dir=")))
+        .then(|| tempfile::tempdir().expect("temp dir"));
+        let mut command = Command::new(env!("CARGO_BIN_EXE_strata"));
+        command
             .arg("--port")
             .arg(port.to_string())
-            .args(["--log_level", "warn"])
+            .args(["--log_level", "warn"]);
+        if let Some(d) = &dir {
+            command.arg("--dir").arg(d.path());
+        }
+        let child = command
             .args(args)
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .spawn()
             .expect("spawn strata");
-        Server { port, child }
+        Server {
+            port,
+            child,
+            _dir: dir,
+        }
     }
 
     fn wait_ready(&mut self) {
@@ -96,6 +112,22 @@ impl Server {
 
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// Sends SIGTERM (a clean stop: the server saves, then exits).
+    pub fn terminate(&self) {
+        let ok = Command::new("kill")
+            .args(["-TERM", &self.pid().to_string()])
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        assert!(ok, "kill -TERM failed");
+    }
+
+    /// Kills the process at once (SIGKILL), like a crash, and reaps it.
+    pub fn crash(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
@@ -303,6 +335,22 @@ pub const DB_RANGE: &str = "-ERR DB index is out of range\r\n";
 // ---------------------------------------------------------------------------------------------
 // Through the `redis` crate
 // ---------------------------------------------------------------------------------------------
+
+/// A numeric field of `INFO section`.
+pub fn info_u64(c: &mut Connection, section: &str, field: &str) -> u64 {
+    let v = info_str(c, section, field);
+    v.parse()
+        .unwrap_or_else(|_| panic!("{field} in INFO {section} is not a number: {v}"))
+}
+
+/// A field of `INFO section`, as text.
+pub fn info_str(c: &mut Connection, section: &str, field: &str) -> String {
+    let text: String = redis::cmd("INFO").arg(section).query(c).expect("INFO");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .map(|v| v.trim().to_string())
+        .unwrap_or_else(|| panic!("no {field} in INFO {section}"))
+}
 
 /// Runs `args` (command name first) and converts the reply; panics on an error reply.
 pub fn q<T: redis::FromRedisValue>(c: &mut Connection, args: &[&str]) -> T {

@@ -1,0 +1,564 @@
+//! Turns snapshot bytes back into records without doing any I/O.
+//!
+//! The caller feeds raw file bytes in any chunk sizes; the decoder verifies each frame's
+//! checksums before it looks inside, so damaged bytes produce an error, never wrong records.
+//! It holds the unconsumed input, one decompressed block and one partly assembled record.
+//! The first error is sticky: every later call returns it again.
+
+use super::{
+    get_varint, kind, Compression, FileStats, Item, Record, RecordValue, SnapshotHeader,
+    END_PAYLOAD_LEN, FILE_HEADER_LEN, FLAG_CLIENT_FLAGS, FLAG_EXPIRE, FRAME_HEADER_LEN, MAGIC,
+    MAX_BLOCK_LEN, TAG_BLOCK, TAG_END, VERSION,
+};
+use crate::error::FormatError;
+use bytes::{Buf, Bytes, BytesMut};
+
+/// Where the decoder is inside the record stream.
+enum RecordState {
+    /// Between records, or inside a record's kind byte and length varint.
+    Head { buf: [u8; 11], len: usize },
+    /// Collecting the body of a record of a known kind.
+    Body { kind: u8, left: u64, buf: BytesMut },
+    /// Skipping the body of a record of an unknown kind.
+    Skip { left: u64 },
+}
+
+impl RecordState {
+    fn between_records() -> Self {
+        RecordState::Head {
+            buf: [0; 11],
+            len: 0,
+        }
+    }
+}
+
+/// Decodes one snapshot file fed in chunks. See the [module docs](super) for the layout.
+pub struct SnapshotDecoder {
+    /// Fed bytes not yet consumed.
+    input: BytesMut,
+    /// File offset of `input[0]`.
+    offset: u64,
+    /// Total bytes fed.
+    fed: u64,
+    header: Option<SnapshotHeader>,
+    /// CRC32 of every consumed byte.
+    file_crc: crc32fast::Hasher,
+    /// Decompressed block bytes not yet turned into records.
+    block: Bytes,
+    /// File offset of the frame `block` came from (errors inside records point there).
+    frame_offset: u64,
+    record: RecordState,
+    records: u64,
+    keys: u64,
+    raw_bytes: u64,
+    blocks: u64,
+    skipped_unknown: u64,
+    end: Option<FileStats>,
+    end_reported: bool,
+    failed: Option<FormatError>,
+    zstd: Option<zstd::bulk::Decompressor<'static>>,
+}
+
+impl Default for SnapshotDecoder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl SnapshotDecoder {
+    pub fn new() -> Self {
+        SnapshotDecoder {
+            input: BytesMut::new(),
+            offset: 0,
+            fed: 0,
+            header: None,
+            file_crc: crc32fast::Hasher::new(),
+            block: Bytes::new(),
+            frame_offset: 0,
+            record: RecordState::between_records(),
+            records: 0,
+            keys: 0,
+            raw_bytes: 0,
+            blocks: 0,
+            skipped_unknown: 0,
+            end: None,
+            end_reported: false,
+            failed: None,
+            zstd: None,
+        }
+    }
+
+    /// Appends more raw file bytes. Feeding about one block at a time keeps memory small.
+    pub fn feed(&mut self, data: &[u8]) {
+        self.input.extend_from_slice(data);
+        self.fed += data.len() as u64;
+    }
+
+    /// The file header, once enough bytes were fed and [`next`](Self::next) or
+    /// [`poll_header`](Self::poll_header) parsed it.
+    pub fn header(&self) -> Option<&SnapshotHeader> {
+        self.header.as_ref()
+    }
+
+    /// Parses the file header if enough bytes are there, without touching any record:
+    /// `Ok(None)` means feed more.
+    pub fn poll_header(&mut self) -> Result<Option<&SnapshotHeader>, FormatError> {
+        if let Some(e) = &self.failed {
+            return Err(e.clone());
+        }
+        if self.header.is_none() {
+            if let Err(e) = self.parse_header() {
+                self.failed = Some(e.clone());
+                return Err(e);
+            }
+        }
+        Ok(self.header.as_ref())
+    }
+
+    /// The next record, or the end of the file once the end frame checked out.
+    /// `Ok(None)` means more bytes are needed (or, after `End`, that there is nothing more).
+    #[allow(clippy::should_implement_trait)]
+    pub fn next(&mut self) -> Result<Option<Item>, FormatError> {
+        if let Some(e) = &self.failed {
+            return Err(e.clone());
+        }
+        let res = self.next_inner();
+        if let Err(e) = &res {
+            self.failed = Some(e.clone());
+        }
+        res
+    }
+
+    /// Call at end of input, after [`next`](Self::next) returned `Ok(None)`: an error unless
+    /// the end frame was read and nothing follows it.
+    pub fn finish(&self) -> Result<(), FormatError> {
+        if let Some(e) = &self.failed {
+            return Err(e.clone());
+        }
+        if self.end.is_some() {
+            if !self.input.is_empty() {
+                return Err(FormatError::corrupt(
+                    self.offset,
+                    "snapshot: bytes after the end frame",
+                ));
+            }
+            return Ok(());
+        }
+        let what = if self.header.is_none() {
+            "snapshot (no complete file header)".to_string()
+        } else {
+            format!(
+                "snapshot (no end frame; the last complete frame ends at offset {}): data ends",
+                self.offset
+            )
+        };
+        Err(FormatError::truncated(self.fed, what))
+    }
+
+    /// File offset consumed so far: the end of the last complete frame.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// Records of kinds this code does not know, skipped.
+    pub fn skipped_unknown(&self) -> u64 {
+        self.skipped_unknown
+    }
+
+    fn next_inner(&mut self) -> Result<Option<Item>, FormatError> {
+        if self.header.is_none() {
+            self.parse_header()?;
+            if self.header.is_none() {
+                return Ok(None);
+            }
+        }
+        loop {
+            if let Some(stats) = self.end {
+                if !self.input.is_empty() {
+                    return Err(FormatError::corrupt(
+                        self.offset,
+                        "snapshot: bytes after the end frame",
+                    ));
+                }
+                if !self.end_reported {
+                    self.end_reported = true;
+                    return Ok(Some(Item::End(stats)));
+                }
+                return Ok(None);
+            }
+            if !self.block.is_empty() {
+                if let Some(rec) = self.parse_records()? {
+                    return Ok(Some(Item::Record(rec)));
+                }
+                continue;
+            }
+            if !self.read_frame()? {
+                return Ok(None);
+            }
+        }
+    }
+
+    fn parse_header(&mut self) -> Result<(), FormatError> {
+        let have = self.input.len().min(MAGIC.len());
+        if self.input[..have] != MAGIC[..have] {
+            return Err(FormatError::bad_magic(0, "(not a Strata snapshot file)"));
+        }
+        if self.input.len() < FILE_HEADER_LEN {
+            return Ok(());
+        }
+        let b = &self.input[..FILE_HEADER_LEN];
+        let version = u16::from_le_bytes([b[8], b[9]]);
+        if version != VERSION {
+            return Err(FormatError::unsupported_version(
+                8,
+                format!("(snapshot version {version}, this build reads {VERSION})"),
+            ));
+        }
+        let stored_crc = le_u32(&b[36..40]);
+        if crc32fast::hash(&b[..36]) != stored_crc {
+            return Err(FormatError::checksum(0, "in snapshot file header"));
+        }
+        let compression = Compression::from_u8(b[10]).ok_or_else(|| {
+            FormatError::corrupt(
+                10,
+                format!("snapshot header: unknown compression {}", b[10]),
+            )
+        })?;
+        if b[11] != 0 {
+            return Err(FormatError::corrupt(
+                11,
+                "snapshot header: reserved byte set",
+            ));
+        }
+        let header = SnapshotHeader {
+            shard_index: le_u32(&b[12..16]),
+            shard_count: le_u32(&b[16..20]),
+            snapshot_id: le_u64(&b[20..28]),
+            created_ms: le_u64(&b[28..36]),
+            compression,
+        };
+        self.file_crc.update(b);
+        self.input.advance(FILE_HEADER_LEN);
+        self.offset += FILE_HEADER_LEN as u64;
+        self.header = Some(header);
+        Ok(())
+    }
+
+    /// Consumes one whole frame if it has arrived: `Ok(false)` means feed more.
+    fn read_frame(&mut self) -> Result<bool, FormatError> {
+        if self.input.len() < FRAME_HEADER_LEN {
+            return Ok(false);
+        }
+        let at = self.offset;
+        let h = &self.input[..FRAME_HEADER_LEN];
+        if crc32fast::hash(&h[..20]) != le_u32(&h[20..24]) {
+            return Err(FormatError::checksum(at, "in block header"));
+        }
+        let tag: [u8; 4] = [h[0], h[1], h[2], h[3]];
+        let codec = h[4];
+        let stored_len = le_u32(&h[8..12]) as usize;
+        let raw_len = le_u32(&h[12..16]) as usize;
+        let payload_crc = le_u32(&h[16..20]);
+        if h[5..8] != [0, 0, 0] {
+            return Err(FormatError::corrupt(at, "block header: reserved bytes set"));
+        }
+        if &tag != TAG_BLOCK && &tag != TAG_END {
+            return Err(FormatError::corrupt(
+                at,
+                format!(
+                    "block header: unknown tag {:?}",
+                    String::from_utf8_lossy(&tag)
+                ),
+            ));
+        }
+        if stored_len > MAX_BLOCK_LEN || raw_len > MAX_BLOCK_LEN {
+            return Err(FormatError::corrupt(
+                at,
+                format!("block header: block of {stored_len}/{raw_len} bytes is too large"),
+            ));
+        }
+        let frame_len = FRAME_HEADER_LEN + stored_len;
+        if self.input.len() < frame_len {
+            return Ok(false);
+        }
+        let payload = &self.input[FRAME_HEADER_LEN..frame_len];
+        if crc32fast::hash(payload) != payload_crc {
+            return Err(FormatError::checksum(at, "in block"));
+        }
+        if &tag == TAG_END {
+            return self.read_end(at, codec, stored_len, raw_len).map(|()| true);
+        }
+        let raw = self.decompress(at, codec, raw_len)?;
+        self.file_crc.update(&self.input[..frame_len]);
+        self.input.advance(frame_len);
+        self.offset += frame_len as u64;
+        self.frame_offset = at;
+        self.blocks += 1;
+        self.raw_bytes += raw.len() as u64;
+        self.block = raw;
+        Ok(true)
+    }
+
+    /// Decompresses the payload of the frame at the front of `input`.
+    fn decompress(&mut self, at: u64, codec: u8, raw_len: usize) -> Result<Bytes, FormatError> {
+        let stored_len = le_u32(&self.input[8..12]) as usize;
+        let payload = &self.input[FRAME_HEADER_LEN..FRAME_HEADER_LEN + stored_len];
+        let raw = match Compression::from_u8(codec) {
+            Some(Compression::None) => {
+                if stored_len != raw_len {
+                    return Err(FormatError::corrupt(
+                        at,
+                        "block header: raw block with differing lengths",
+                    ));
+                }
+                return Ok(Bytes::copy_from_slice(payload));
+            }
+            Some(Compression::Lz4) => {
+                lz4_flex::block::decompress(payload, raw_len).map_err(|e| {
+                    FormatError::corrupt(at, format!("lz4 block does not decode ({e})"))
+                })?
+            }
+            Some(Compression::Zstd) => {
+                if self.zstd.is_none() {
+                    let d = zstd::bulk::Decompressor::new().map_err(|e| FormatError::io(at, &e))?;
+                    self.zstd = Some(d);
+                }
+                let Some(d) = self.zstd.as_mut() else {
+                    return Err(FormatError::corrupt(at, "zstd context missing"));
+                };
+                d.decompress(payload, raw_len).map_err(|e| {
+                    FormatError::corrupt(at, format!("zstd block does not decode ({e})"))
+                })?
+            }
+            None => {
+                return Err(FormatError::corrupt(
+                    at,
+                    format!("block header: unknown codec {codec}"),
+                ))
+            }
+        };
+        if raw.len() != raw_len {
+            return Err(FormatError::corrupt(
+                at,
+                format!(
+                    "block decompressed to {} bytes, header says {raw_len}",
+                    raw.len()
+                ),
+            ));
+        }
+        Ok(Bytes::from(raw))
+    }
+
+    fn read_end(
+        &mut self,
+        at: u64,
+        codec: u8,
+        stored_len: usize,
+        raw_len: usize,
+    ) -> Result<(), FormatError> {
+        if codec != 0 || stored_len != END_PAYLOAD_LEN || raw_len != END_PAYLOAD_LEN {
+            return Err(FormatError::corrupt(at, "end frame: bad header"));
+        }
+        let p = &self.input[FRAME_HEADER_LEN..FRAME_HEADER_LEN + END_PAYLOAD_LEN];
+        let records = le_u64(&p[0..8]);
+        let keys = le_u64(&p[8..16]);
+        let raw_bytes = le_u64(&p[16..24]);
+        let stored_file_crc = le_u32(&p[24..28]);
+        if self.file_crc.clone().finalize() != stored_file_crc {
+            return Err(FormatError::checksum(
+                at,
+                "over the file contents (recorded in the end frame)",
+            ));
+        }
+        if !matches!(self.record, RecordState::Head { len: 0, .. }) {
+            return Err(FormatError::corrupt(at, "end frame: last record cut off"));
+        }
+        if records != self.records || keys != self.keys || raw_bytes != self.raw_bytes {
+            return Err(FormatError::corrupt(
+                at,
+                format!(
+                    "end frame: says {records} records/{keys} keys/{raw_bytes} bytes, \
+                     file has {}/{}/{}",
+                    self.records, self.keys, self.raw_bytes
+                ),
+            ));
+        }
+        let frame_len = FRAME_HEADER_LEN + END_PAYLOAD_LEN;
+        self.file_crc.update(&self.input[..frame_len]);
+        self.input.advance(frame_len);
+        self.offset += frame_len as u64;
+        self.end = Some(FileStats {
+            records,
+            keys,
+            raw_bytes,
+            blocks: self.blocks,
+            bytes: self.offset,
+            crc32: self.file_crc.clone().finalize(),
+        });
+        Ok(())
+    }
+
+    /// Advances through `block`; returns a record once one is complete.
+    fn parse_records(&mut self) -> Result<Option<Record>, FormatError> {
+        while !self.block.is_empty() {
+            match &mut self.record {
+                RecordState::Head { buf, len } => {
+                    let b = self.block.get_u8();
+                    buf[*len] = b;
+                    *len += 1;
+                    if *len == 1 {
+                        if b == 0 {
+                            return Err(FormatError::corrupt(self.frame_offset, "record kind 0"));
+                        }
+                        continue;
+                    }
+                    let body_len = match get_varint(&buf[1..*len]) {
+                        Ok(Some((v, _))) => v,
+                        Ok(None) => continue,
+                        Err(()) => {
+                            return Err(FormatError::corrupt(
+                                self.frame_offset,
+                                "record length varint too long",
+                            ))
+                        }
+                    };
+                    let kind = buf[0];
+                    if kind == kind::STRING || kind == kind::TOMBSTONE {
+                        self.record = RecordState::Body {
+                            kind,
+                            left: body_len,
+                            buf: BytesMut::new(),
+                        };
+                        if body_len == 0 {
+                            return self.complete_record(kind, Bytes::new()).map(Some);
+                        }
+                    } else {
+                        self.record = RecordState::Skip { left: body_len };
+                        if body_len == 0 {
+                            self.skip_done();
+                        }
+                    }
+                }
+                RecordState::Body { kind, left, buf } => {
+                    let n = (*left).min(self.block.len() as u64) as usize;
+                    let kind = *kind;
+                    if buf.is_empty() && n as u64 == *left {
+                        // The whole body is inside this block. Copy it anyway: a slice
+                        // would pin the whole block for as long as the caller keeps the value.
+                        let body = Bytes::copy_from_slice(&self.block[..n]);
+                        self.block.advance(n);
+                        return self.complete_record(kind, body).map(Some);
+                    }
+                    if buf.is_empty() {
+                        buf.reserve((*left).min(1 << 20) as usize);
+                    }
+                    buf.extend_from_slice(&self.block[..n]);
+                    self.block.advance(n);
+                    *left -= n as u64;
+                    if *left == 0 {
+                        let body = buf.split().freeze();
+                        return self.complete_record(kind, body).map(Some);
+                    }
+                }
+                RecordState::Skip { left } => {
+                    let n = (*left).min(self.block.len() as u64) as usize;
+                    self.block.advance(n);
+                    *left -= n as u64;
+                    if *left == 0 {
+                        self.skip_done();
+                    }
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    fn skip_done(&mut self) {
+        self.records += 1;
+        self.skipped_unknown += 1;
+        self.record = RecordState::between_records();
+    }
+
+    fn complete_record(&mut self, kind: u8, body: Bytes) -> Result<Record, FormatError> {
+        self.record = RecordState::between_records();
+        self.records += 1;
+        let rec = parse_body(kind, body).map_err(|what| {
+            FormatError::corrupt(self.frame_offset, format!("record in block: {what}"))
+        })?;
+        if matches!(rec.value, RecordValue::String(_)) {
+            self.keys += 1;
+        }
+        Ok(rec)
+    }
+}
+
+/// Parses a record body of a known kind; the error says what is wrong.
+fn parse_body(kind: u8, body: Bytes) -> Result<Record, &'static str> {
+    let mut pos = 0usize;
+    let db = take_varint(&body, &mut pos)?;
+    let db = u16::try_from(db).map_err(|_| "db number out of range")?;
+    if kind == kind::TOMBSTONE {
+        return Ok(Record {
+            db,
+            key: body.slice(pos..),
+            expire_at_ms: None,
+            client_flags: 0,
+            value: RecordValue::Tombstone,
+        });
+    }
+    let flags = *body.get(pos).ok_or("string record too short")?;
+    pos += 1;
+    if flags & !(FLAG_EXPIRE | FLAG_CLIENT_FLAGS) != 0 {
+        return Err("unknown string record flags");
+    }
+    let expire_at_ms = if flags & FLAG_EXPIRE != 0 {
+        let b = body.get(pos..pos + 8).ok_or("string record too short")?;
+        pos += 8;
+        Some(le_u64(b))
+    } else {
+        None
+    };
+    let client_flags = if flags & FLAG_CLIENT_FLAGS != 0 {
+        let b = body.get(pos..pos + 4).ok_or("string record too short")?;
+        pos += 4;
+        le_u32(b)
+    } else {
+        0
+    };
+    let key_len = take_varint(&body, &mut pos)?;
+    let key_end = usize::try_from(key_len)
+        .ok()
+        .and_then(|l| pos.checked_add(l))
+        .filter(|&end| end <= body.len())
+        .ok_or("key longer than the record")?;
+    Ok(Record {
+        db,
+        key: body.slice(pos..key_end),
+        expire_at_ms,
+        client_flags,
+        value: RecordValue::String(body.slice(key_end..)),
+    })
+}
+
+fn take_varint(body: &[u8], pos: &mut usize) -> Result<u64, &'static str> {
+    match get_varint(&body[*pos..]) {
+        Ok(Some((v, used))) => {
+            *pos += used;
+            Ok(v)
+        }
+        Ok(None) => Err("record too short"),
+        Err(()) => Err("varint too long"),
+    }
+}
+
+fn le_u32(b: &[u8]) -> u32 {
+    let mut a = [0u8; 4];
+    a.copy_from_slice(&b[..4]);
+    u32::from_le_bytes(a)
+}
+
+fn le_u64(b: &[u8]) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[..8]);
+    u64::from_le_bytes(a)
+}

@@ -1,0 +1,263 @@
+//! Strata's native snapshot file: one file per shard, written while the shard keeps serving.
+//!
+//! This module owns the byte layout and the codecs ([`SnapshotEncoder`], [`SnapshotDecoder`]);
+//! they never touch a file themselves, so the server can drive them with glommio and the tools
+//! with `std::fs` ([`SnapshotWriter`], [`SnapshotReader`]). Neither side ever holds more than
+//! about one block plus one record: a 100 MB value streams through many small blocks.
+//!
+//! # Layout (all integers little-endian)
+//!
+//! ```text
+//! file        = file_header frame* end_frame
+//!
+//! file_header (40 bytes)
+//!   0  magic        [8]  b"STRATASN"
+//!   8  version      u16  1
+//!  10  compression  u8   codec the writer asked for (0 none, 1 lz4, 2 zstd); informational,
+//!                        every frame names its own codec
+//!  11  reserved     u8   0
+//!  12  shard_index  u32
+//!  16  shard_count  u32
+//!  20  snapshot_id  u64
+//!  28  created_ms   u64  unix milliseconds
+//!  36  header_crc   u32  CRC32 of bytes 0..36
+//!
+//! frame_header (24 bytes), followed by `stored_len` payload bytes
+//!   0  tag          [4]  b"SBLK" data block, b"SEND" end frame
+//!   4  codec        u8   0 none, 1 lz4 (raw LZ4 block), 2 zstd (one zstd frame)
+//!   5  reserved     [3]  0
+//!   8  stored_len   u32  payload bytes on disk (at most 16 MiB)
+//!  12  raw_len      u32  payload bytes after decompression (at most 16 MiB)
+//!  16  payload_crc  u32  CRC32 of the stored payload
+//!  20  header_crc   u32  CRC32 of frame header bytes 0..20
+//!
+//! end_frame = frame_header with tag b"SEND", codec 0, stored_len = raw_len = 28, and payload
+//!   0  records      u64  records in the file, unknown kinds included
+//!   8  keys         u64  live keys (String records)
+//!  16  raw_bytes    u64  length of the record stream (all block payloads, decompressed)
+//!  24  file_crc     u32  CRC32 of every file byte before the end frame
+//! ```
+//!
+//! A block whose compressed form is not smaller than its raw form is stored raw (codec 0).
+//! A file without an end frame is truncated: the decoder reports where the data ended.
+//!
+//! # Record stream
+//!
+//! The decompressed block payloads concatenate into one stream of records; a record may start
+//! in one block and end several blocks later.
+//!
+//! ```text
+//! record  = kind u8, body_len varint (LEB128, at most 10 bytes), body[body_len]
+//!
+//! kind 1  String     db varint (<= 65535), flags u8 (bit 0: has expire, bit 1: has client
+//!                    flags, other bits 0), [expire_at_ms u64 if bit 0: absolute unix ms],
+//!                    [client_flags u32 if bit 1], key_len varint, key, value = rest of body
+//! kind 2  Tombstone  db varint, key = rest of body ("this key was deleted"; written by
+//!                    incremental snapshots, dropped by the compactor)
+//! ```
+//!
+//! Planned kinds: 3 list, 4 hash, 5 set, 6 zset, 7 stream; 8..=127 further data types;
+//! 128..=255 metadata records. Kind 0 is never valid, so zeroed bytes are caught. `body_len`
+//! lets an older reader skip kinds it does not know; it counts them
+//! ([`SnapshotDecoder::skipped_unknown`]).
+
+mod decoder;
+mod encoder;
+mod io;
+
+pub use decoder::SnapshotDecoder;
+pub use encoder::SnapshotEncoder;
+pub use io::{SnapshotReader, SnapshotWriter};
+
+use bytes::Bytes;
+use std::fmt;
+use std::str::FromStr;
+
+/// Magic bytes at the start of every snapshot file.
+pub const MAGIC: &[u8; 8] = b"STRATASN";
+/// The snapshot format version this code writes and reads.
+pub const VERSION: u16 = 1;
+/// Length of the file header.
+pub const FILE_HEADER_LEN: usize = 40;
+/// Length of every frame header.
+pub const FRAME_HEADER_LEN: usize = 24;
+/// Length of the end frame's payload.
+pub const END_PAYLOAD_LEN: usize = 28;
+/// Default raw block size.
+pub const DEFAULT_BLOCK_SIZE: usize = 64 * 1024;
+/// Largest raw or stored block; a decoder refuses bigger ones so a damaged length cannot make it
+/// buffer without limit.
+pub const MAX_BLOCK_LEN: usize = 16 * 1024 * 1024;
+
+pub(crate) const TAG_BLOCK: &[u8; 4] = b"SBLK";
+pub(crate) const TAG_END: &[u8; 4] = b"SEND";
+
+/// Record kinds in the record stream.
+pub mod kind {
+    pub const STRING: u8 = 1;
+    pub const TOMBSTONE: u8 = 2;
+    // Planned, not written yet:
+    pub const LIST: u8 = 3;
+    pub const HASH: u8 = 4;
+    pub const SET: u8 = 5;
+    pub const ZSET: u8 = 6;
+    pub const STREAM: u8 = 7;
+}
+
+pub(crate) const FLAG_EXPIRE: u8 = 1;
+pub(crate) const FLAG_CLIENT_FLAGS: u8 = 2;
+
+/// How blocks are compressed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Compression {
+    None,
+    /// LZ4 block format: fast, modest ratio. The usual choice for snapshots.
+    Lz4,
+    /// Zstandard at level 3: slower, better ratio.
+    Zstd,
+}
+
+impl Compression {
+    /// The codec byte stored in headers.
+    pub fn as_u8(self) -> u8 {
+        match self {
+            Compression::None => 0,
+            Compression::Lz4 => 1,
+            Compression::Zstd => 2,
+        }
+    }
+
+    pub fn from_u8(v: u8) -> Option<Self> {
+        match v {
+            0 => Some(Compression::None),
+            1 => Some(Compression::Lz4),
+            2 => Some(Compression::Zstd),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Compression::None => "none",
+            Compression::Lz4 => "lz4",
+            Compression::Zstd => "zstd",
+        }
+    }
+}
+
+impl fmt::Display for Compression {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Compression {
+    type Err = String;
+
+    /// Accepts `none`, `lz4` or `zstd`, in any case.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.to_ascii_lowercase().as_str() {
+            "none" => Ok(Compression::None),
+            "lz4" => Ok(Compression::Lz4),
+            "zstd" => Ok(Compression::Zstd),
+            _ => Err(format!(
+                "unknown compression '{s}' (expected none, lz4 or zstd)"
+            )),
+        }
+    }
+}
+
+/// What the file header says about the snapshot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotHeader {
+    pub shard_index: u32,
+    pub shard_count: u32,
+    pub snapshot_id: u64,
+    /// When the snapshot started, unix milliseconds.
+    pub created_ms: u64,
+    pub compression: Compression,
+}
+
+/// Totals of one snapshot file, as the encoder wrote them and the decoder verified them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct FileStats {
+    /// Records in the file, tombstones and unknown kinds included.
+    pub records: u64,
+    /// Live keys (String records).
+    pub keys: u64,
+    /// Length of the decompressed record stream.
+    pub raw_bytes: u64,
+    /// Data blocks (the end frame not included).
+    pub blocks: u64,
+    /// Whole file length, end frame included.
+    pub bytes: u64,
+    /// CRC32 of the whole file, end frame included; the summary stores it.
+    pub crc32: u32,
+}
+
+/// One decoded record. `key` and `value` share one allocation: the record's body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    pub db: u16,
+    pub key: Bytes,
+    /// Absolute unix milliseconds; `None` for keys without a TTL and for tombstones.
+    pub expire_at_ms: Option<u64>,
+    /// Opaque per-key flags set by clients (memcached-style); 0 when unset.
+    pub client_flags: u32,
+    pub value: RecordValue,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RecordValue {
+    String(Bytes),
+    /// The key was deleted since the snapshot this one is based on.
+    Tombstone,
+}
+
+/// What [`SnapshotDecoder::next`] yields.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Item {
+    Record(Record),
+    /// The end frame was read and every check passed.
+    End(FileStats),
+}
+
+/// Appends `v` as LEB128.
+pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+pub(crate) fn varint_len(mut v: u64) -> usize {
+    let mut n = 1;
+    while v >= 0x80 {
+        v >>= 7;
+        n += 1;
+    }
+    n
+}
+
+/// Reads a LEB128 value from the front of `data`: `Ok(Some((value, used)))`, `Ok(None)` when
+/// `data` ends inside it, `Err(())` when it is longer than 10 bytes or overflows 64 bits.
+pub(crate) fn get_varint(data: &[u8]) -> Result<Option<(u64, usize)>, ()> {
+    let mut v: u64 = 0;
+    for (i, &b) in data.iter().enumerate() {
+        if i == 9 && b > 1 {
+            return Err(());
+        }
+        v |= u64::from(b & 0x7f) << (7 * i);
+        if b & 0x80 == 0 {
+            return Ok(Some((v, i + 1)));
+        }
+        if i == 9 {
+            return Err(());
+        }
+    }
+    Ok(None)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,655 @@
+use super::*;
+use crate::error::{ErrorKind, FormatError};
+use proptest::prelude::*;
+
+fn header(compression: Compression) -> SnapshotHeader {
+    SnapshotHeader {
+        shard_index: 3,
+        shard_count: 8,
+        snapshot_id: 0x0123_4567_89AB_CDEF,
+        created_ms: 1_700_000_000_000,
+        compression,
+    }
+}
+
+/// Deterministic xorshift bytes.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn bytes(&mut self, n: usize) -> Vec<u8> {
+        (0..n).map(|_| self.next() as u8).collect()
+    }
+}
+
+fn string(db: u16, key: &[u8], value: &[u8], expire: Option<u64>, flags: u32) -> Record {
+    Record {
+        db,
+        key: Bytes::copy_from_slice(key),
+        expire_at_ms: expire,
+        client_flags: flags,
+        value: RecordValue::String(Bytes::copy_from_slice(value)),
+    }
+}
+
+fn tombstone(db: u16, key: &[u8]) -> Record {
+    Record {
+        db,
+        key: Bytes::copy_from_slice(key),
+        expire_at_ms: None,
+        client_flags: 0,
+        value: RecordValue::Tombstone,
+    }
+}
+
+/// A mix of every record shape: many small keys, empty and binary values, TTLs, client flags,
+/// tombstones, high db numbers and one 5 MB value.
+fn sample_records() -> Vec<Record> {
+    let mut rng = Rng(42);
+    let mut recs = Vec::new();
+    for i in 0..3000u32 {
+        let key = format!("key:{i}");
+        let value = format!("value-{i}-").repeat((i % 7) as usize);
+        let expire = (i % 3 == 0).then_some(1_700_000_000_000 + u64::from(i));
+        let flags = if i % 5 == 0 { i } else { 0 };
+        recs.push(string(
+            (i % 16) as u16,
+            key.as_bytes(),
+            value.as_bytes(),
+            expire,
+            flags,
+        ));
+    }
+    recs.push(string(0, b"empty", b"", None, 0));
+    recs.push(string(0, b"", b"empty key", None, 0));
+    let all: Vec<u8> = (0..=255u8).collect();
+    recs.push(string(1, &all, &all, Some(u64::MAX), u32::MAX));
+    recs.push(string(u16::MAX, b"last db", &rng.bytes(1000), Some(0), 1));
+    recs.push(string(2, b"big", &rng.bytes(5 * 1024 * 1024), Some(123), 7));
+    for i in 0..50u32 {
+        recs.push(tombstone((i % 4) as u16, format!("gone:{i}").as_bytes()));
+    }
+    recs.push(string(0, b"after big", b"still here", None, 0));
+    recs
+}
+
+fn encode(recs: &[Record], h: SnapshotHeader, block_size: usize) -> (Vec<u8>, FileStats) {
+    let mut enc = SnapshotEncoder::with_block_size(h, block_size);
+    let mut file = Vec::new();
+    for r in recs {
+        match &r.value {
+            RecordValue::String(v) => {
+                enc.write_string(r.db, &r.key, v, r.expire_at_ms, r.client_flags)
+            }
+            RecordValue::Tombstone => enc.write_tombstone(r.db, &r.key),
+        }
+        if enc.pending_bytes() > 100_000 {
+            while let Some(b) = enc.take_output() {
+                file.extend_from_slice(&b);
+            }
+        }
+    }
+    while let Some(b) = enc.take_output() {
+        file.extend_from_slice(&b);
+    }
+    let (tail, stats) = enc.finish();
+    file.extend_from_slice(&tail);
+    (file, stats)
+}
+
+/// Decodes `file` fed in chunks of `chunk` bytes; returns the records and the end stats.
+fn decode(
+    file: &[u8],
+    chunk: usize,
+) -> Result<(SnapshotHeader, Vec<Record>, FileStats), FormatError> {
+    let mut dec = SnapshotDecoder::new();
+    let mut recs = Vec::new();
+    let mut stats = None;
+    let mut fed = 0;
+    loop {
+        match dec.next()? {
+            Some(Item::Record(r)) => recs.push(r),
+            Some(Item::End(s)) => stats = Some(s),
+            None if fed < file.len() => {
+                let n = chunk.min(file.len() - fed);
+                dec.feed(&file[fed..fed + n]);
+                fed += n;
+            }
+            None => break,
+        }
+    }
+    dec.finish()?;
+    let h = dec.header().cloned().expect("header after a good file");
+    Ok((h, recs, stats.expect("end after finish() passed")))
+}
+
+/// Frame start offsets of a well-formed file, end frame included.
+fn frame_starts(file: &[u8]) -> Vec<usize> {
+    let mut starts = Vec::new();
+    let mut at = FILE_HEADER_LEN;
+    while at < file.len() {
+        starts.push(at);
+        let stored = u32::from_le_bytes(file[at + 8..at + 12].try_into().unwrap()) as usize;
+        at += FRAME_HEADER_LEN + stored;
+    }
+    assert_eq!(at, file.len());
+    starts
+}
+
+#[test]
+fn round_trip_with_each_compression() {
+    let recs = sample_records();
+    let mut sizes = Vec::new();
+    for c in [Compression::None, Compression::Lz4, Compression::Zstd] {
+        let (file, stats) = encode(&recs, header(c), DEFAULT_BLOCK_SIZE);
+        let (h, got, end) = decode(&file, 1 << 20).unwrap();
+        assert_eq!(h, header(c));
+        assert_eq!(got.len(), recs.len());
+        for (i, (a, b)) in got.iter().zip(&recs).enumerate() {
+            assert_eq!(a, b, "record {i} with {c}");
+        }
+        assert_eq!(end, stats);
+        assert_eq!(stats.records, recs.len() as u64);
+        assert_eq!(stats.keys, recs.len() as u64 - 50);
+        assert_eq!(stats.bytes, file.len() as u64);
+        assert_eq!(stats.crc32, crc32fast::hash(&file));
+        assert_eq!(stats.blocks as usize, frame_starts(&file).len() - 1);
+        // The 5 MB value alone needs more than 80 blocks of 64 KiB.
+        assert!(stats.blocks > 80, "{stats:?}");
+        sizes.push(file.len());
+    }
+    // The small keys compress; the random 5 MB do not, so blocks of them are stored raw.
+    assert!(sizes[1] < sizes[0] && sizes[2] < sizes[0], "{sizes:?}");
+}
+
+#[test]
+fn incompressible_blocks_are_stored_raw_and_compressible_ones_are_not() {
+    let mut rng = Rng(7);
+    let recs = vec![
+        string(0, b"noise", &rng.bytes(300_000), None, 0),
+        string(0, b"zeros", &vec![0u8; 300_000], None, 0),
+    ];
+    for c in [Compression::Lz4, Compression::Zstd] {
+        let (file, _) = encode(&recs, header(c), DEFAULT_BLOCK_SIZE);
+        let codecs: Vec<u8> = frame_starts(&file).iter().map(|&at| file[at + 4]).collect();
+        assert!(codecs.contains(&0), "{c}: {codecs:?}");
+        assert!(codecs.contains(&c.as_u8()), "{c}: {codecs:?}");
+        let (_, got, _) = decode(&file, 4096).unwrap();
+        assert_eq!(got, recs);
+    }
+}
+
+#[test]
+fn streamed_value_gives_the_same_bytes_as_a_whole_value() {
+    let mut rng = Rng(3);
+    let value = rng.bytes(1_000_003);
+    let (whole, whole_stats) = encode(
+        &[string(5, b"k", &value, Some(99), 4)],
+        header(Compression::Lz4),
+        4096,
+    );
+    let mut enc = SnapshotEncoder::with_block_size(header(Compression::Lz4), 4096);
+    enc.begin_string(5, b"k", value.len() as u64, Some(99), 4);
+    let mut file = Vec::new();
+    for chunk in value.chunks(7777) {
+        enc.value_chunk(chunk);
+        // Output is produced while the value streams: memory stays at about a block.
+        assert!(enc.pending_bytes() < 3 * 4096 + 7777 + 100);
+        while let Some(b) = enc.take_output() {
+            file.extend_from_slice(&b);
+        }
+    }
+    let (tail, stats) = enc.finish();
+    file.extend_from_slice(&tail);
+    assert_eq!(file, whole);
+    assert_eq!(stats, whole_stats);
+}
+
+#[test]
+fn one_byte_at_a_time_gives_the_same_records() {
+    let recs: Vec<Record> = sample_records()
+        .into_iter()
+        .filter(|r| match &r.value {
+            RecordValue::String(v) => v.len() < 100_000,
+            RecordValue::Tombstone => true,
+        })
+        .step_by(7)
+        .collect();
+    for c in [Compression::None, Compression::Lz4, Compression::Zstd] {
+        let (file, stats) = encode(&recs, header(c), 1000);
+        let (_, got, end) = decode(&file, 1).unwrap();
+        assert_eq!(got, recs);
+        assert_eq!(end, stats);
+        let (_, got, _) = decode(&file, 333).unwrap();
+        assert_eq!(got, recs);
+    }
+}
+
+#[test]
+fn empty_snapshot_round_trips() {
+    let (file, stats) = encode(&[], header(Compression::Zstd), DEFAULT_BLOCK_SIZE);
+    assert_eq!(
+        file.len(),
+        FILE_HEADER_LEN + FRAME_HEADER_LEN + END_PAYLOAD_LEN
+    );
+    let (_, got, end) = decode(&file, 10).unwrap();
+    assert!(got.is_empty());
+    assert_eq!(end, stats);
+    assert_eq!(stats.records, 0);
+}
+
+#[test]
+fn tiny_block_sizes_work() {
+    let recs = vec![string(1, b"abc", b"defgh", Some(5), 9), tombstone(2, b"x")];
+    for bs in [0, 1, 2, 5] {
+        let (file, stats) = encode(&recs, header(Compression::Lz4), bs);
+        let (_, got, _) = decode(&file, 3).unwrap();
+        assert_eq!(got, recs);
+        assert!(stats.blocks >= stats.raw_bytes / bs.max(1) as u64);
+    }
+}
+
+fn small_file() -> (Vec<u8>, Vec<Record>) {
+    let mut rng = Rng(11);
+    let recs: Vec<Record> = (0..40u32)
+        .map(|i| {
+            if i % 9 == 0 {
+                tombstone(0, format!("t{i}").as_bytes())
+            } else {
+                let v = rng.bytes((i * 13) as usize % 90);
+                string(
+                    i as u16 % 3,
+                    format!("k{i}").as_bytes(),
+                    &v,
+                    Some(u64::from(i)),
+                    i,
+                )
+            }
+        })
+        .collect();
+    (encode(&recs, header(Compression::Lz4), 256).0, recs)
+}
+
+/// Feeds all of `file`, collecting records until an error or the end.
+fn decode_lossy(file: &[u8]) -> (Vec<Record>, Result<(), FormatError>) {
+    let mut dec = SnapshotDecoder::new();
+    dec.feed(file);
+    let mut recs = Vec::new();
+    loop {
+        match dec.next() {
+            Ok(Some(Item::Record(r))) => recs.push(r),
+            Ok(Some(Item::End(_))) => {}
+            Ok(None) => return (recs, dec.finish()),
+            Err(e) => return (recs, Err(e)),
+        }
+    }
+}
+
+#[test]
+fn every_bit_flip_is_caught_at_its_frame() {
+    let (file, recs) = small_file();
+    let starts = frame_starts(&file);
+    assert!(
+        starts.len() > 5,
+        "want several blocks, got {}",
+        starts.len()
+    );
+    for i in 0..file.len() {
+        for bit in 0..8 {
+            let mut bad = file.clone();
+            bad[i] ^= 1 << bit;
+            let (got, res) = decode_lossy(&bad);
+            let err = res.expect_err("a flipped file must not decode");
+            // Whatever came out before the error is exactly the original data.
+            assert_eq!(got[..], recs[..got.len()], "byte {i} bit {bit}");
+            if i >= FILE_HEADER_LEN {
+                let frame = *starts.iter().filter(|&&s| s <= i).max().unwrap();
+                assert_eq!(err.kind, ErrorKind::ChecksumMismatch, "byte {i}: {err}");
+                assert_eq!(err.offset, frame as u64, "byte {i}: {err}");
+                assert!(
+                    err.to_string().contains("checksum mismatch in block"),
+                    "{err}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn every_cut_is_truncated_at_the_cut() {
+    let (file, recs) = small_file();
+    for cut in 0..file.len() {
+        let (got, res) = decode_lossy(&file[..cut]);
+        let err = res.expect_err("a cut file must not decode");
+        assert_eq!(err.kind, ErrorKind::Truncated, "cut {cut}: {err}");
+        assert_eq!(err.offset, cut as u64);
+        assert_eq!(got[..], recs[..got.len()]);
+    }
+    let (got, res) = decode_lossy(&file);
+    res.unwrap();
+    assert_eq!(got, recs);
+}
+
+#[test]
+fn bytes_after_the_end_frame_are_corrupt() {
+    let (mut file, _) = small_file();
+    file.push(0);
+    let (_, res) = decode_lossy(&file);
+    assert_eq!(res.unwrap_err().kind, ErrorKind::Corrupt);
+}
+
+#[test]
+fn header_problems_are_named() {
+    let (file, _) = small_file();
+    let mut bad = file.clone();
+    bad[0] = b'X';
+    assert_eq!(decode_lossy(&bad).1.unwrap_err().kind, ErrorKind::BadMagic);
+    // Recognised as foreign from the first byte, without waiting for a whole header.
+    assert_eq!(decode_lossy(b"R").1.unwrap_err().kind, ErrorKind::BadMagic);
+    let mut bad = file.clone();
+    bad[8] = 2;
+    assert_eq!(
+        decode_lossy(&bad).1.unwrap_err().kind,
+        ErrorKind::UnsupportedVersion
+    );
+    let mut bad = file.clone();
+    bad[20] ^= 1;
+    let err = decode_lossy(&bad).1.unwrap_err();
+    assert_eq!(err.kind, ErrorKind::ChecksumMismatch);
+    assert_eq!(err.offset, 0);
+}
+
+#[test]
+fn unknown_record_kinds_are_skipped_and_counted() {
+    let mut enc = SnapshotEncoder::with_block_size(header(Compression::None), 100);
+    enc.write_string(0, b"a", b"1", None, 0);
+    enc.write_raw_record(kind::LIST, b"a list body");
+    enc.write_raw_record(200, &vec![7u8; 1000]); // spans ten blocks
+    enc.write_raw_record(99, b"");
+    enc.write_string(0, b"b", b"2", None, 0);
+    let (file, stats) = enc.finish();
+    let mut dec = SnapshotDecoder::new();
+    dec.feed(&file);
+    let mut keys = Vec::new();
+    let mut end = None;
+    while let Some(item) = dec.next().unwrap() {
+        match item {
+            Item::Record(r) => keys.push(r.key),
+            Item::End(s) => end = Some(s),
+        }
+    }
+    dec.finish().unwrap();
+    assert_eq!(
+        keys,
+        vec![Bytes::from_static(b"a"), Bytes::from_static(b"b")]
+    );
+    assert_eq!(dec.skipped_unknown(), 3);
+    assert_eq!(end.unwrap().records, 5);
+    assert_eq!(stats.records, 5);
+}
+
+#[test]
+fn checksummed_but_malformed_records_are_corrupt() {
+    let cases: Vec<(u8, Vec<u8>)> = vec![
+        (0, b"zero kind".to_vec()),
+        (kind::STRING, vec![0, 0x80, 1]),     // unknown flag bit
+        (kind::STRING, vec![0]),              // no flags byte
+        (kind::STRING, vec![0, 1, 1, 2]),     // expire cut short
+        (kind::STRING, vec![0, 0, 50, b'k']), // key longer than the body
+        (kind::STRING, vec![0xff, 0xff, 0x7f, 0]), // db > 65535
+        (kind::TOMBSTONE, vec![0x80]),        // db varint cut short
+    ];
+    for (k, body) in cases {
+        let mut enc = SnapshotEncoder::new(header(Compression::None));
+        enc.write_raw_record(k, &body);
+        let (file, _) = enc.finish();
+        let (got, res) = decode_lossy(&file);
+        assert!(got.is_empty());
+        let err = res.unwrap_err();
+        assert_eq!(
+            err.kind,
+            ErrorKind::Corrupt,
+            "kind {k} body {body:?}: {err}"
+        );
+        assert_eq!(err.offset, FILE_HEADER_LEN as u64);
+    }
+}
+
+#[test]
+fn errors_are_sticky() {
+    let (mut file, _) = small_file();
+    file[FILE_HEADER_LEN + 30] ^= 1;
+    let mut dec = SnapshotDecoder::new();
+    dec.feed(&file);
+    let first = dec.next().unwrap_err();
+    assert_eq!(dec.next().unwrap_err(), first);
+    assert_eq!(dec.finish().unwrap_err(), first);
+}
+
+#[test]
+fn writer_and_reader_over_files() {
+    let recs = sample_records();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(crate::shard_file_name("snap", 3));
+    let file = std::fs::File::create(&path).unwrap();
+    let mut w = SnapshotWriter::new(std::io::BufWriter::new(file), header(Compression::Zstd));
+    for r in &recs {
+        match &r.value {
+            RecordValue::String(v) => {
+                w.write_string(r.db, &r.key, v, r.expire_at_ms, r.client_flags)
+            }
+            RecordValue::Tombstone => w.write_tombstone(r.db, &r.key),
+        }
+        .unwrap();
+    }
+    let written = w.finish().unwrap();
+    let bytes = std::fs::read(&path).unwrap();
+    assert_eq!(written.bytes, bytes.len() as u64);
+    assert_eq!(written.crc32, crc32fast::hash(&bytes));
+
+    let mut r = SnapshotReader::new(std::fs::File::open(&path).unwrap()).unwrap();
+    assert_eq!(r.header(), &header(Compression::Zstd));
+    let mut got = Vec::new();
+    while let Some(rec) = r.next_record().unwrap() {
+        got.push(rec);
+    }
+    assert_eq!(got, recs);
+    assert_eq!(r.stats(), Some(&written));
+    assert_eq!(r.skipped_unknown(), 0);
+
+    // The same file cut short: the reader reports where the data ended.
+    let cut = bytes.len() - 1000;
+    let mut r = SnapshotReader::new(&bytes[..cut]).unwrap();
+    let err = loop {
+        match r.next_record() {
+            Ok(Some(_)) => {}
+            Ok(None) => panic!("a cut file must not end cleanly"),
+            Err(e) => break e,
+        }
+    };
+    assert_eq!(err.kind, ErrorKind::Truncated);
+    assert_eq!(err.offset, cut as u64);
+    assert!(SnapshotReader::new(&bytes[..20]).is_err());
+    assert_eq!(
+        SnapshotReader::new(&b"REDIS0010"[..]).err().unwrap().kind,
+        ErrorKind::BadMagic
+    );
+}
+
+#[test]
+fn streaming_writer_matches_whole_writes() {
+    let mut a = SnapshotWriter::with_block_size(Vec::new(), header(Compression::None), 512);
+    a.write_string(0, b"k", &[1u8; 5000], None, 0).unwrap();
+    let mut b = SnapshotWriter::with_block_size(Vec::new(), header(Compression::None), 512);
+    b.begin_string(0, b"k", 5000, None, 0).unwrap();
+    b.value_chunk(&[1u8; 2000]).unwrap();
+    b.value_chunk(&[1u8; 3000]).unwrap();
+    let (a, sa) = a.finish_into_inner().unwrap();
+    let (b, sb) = b.finish_into_inner().unwrap();
+    assert_eq!(a, b);
+    assert_eq!(sa, sb);
+}
+
+#[test]
+#[should_panic(expected = "announced")]
+fn too_many_value_bytes_panic() {
+    let mut enc = SnapshotEncoder::new(header(Compression::None));
+    enc.begin_string(0, b"k", 3, None, 0);
+    enc.value_chunk(b"four");
+}
+
+#[test]
+#[should_panic(expected = "missing")]
+fn unfinished_value_panics_at_the_next_record() {
+    let mut enc = SnapshotEncoder::new(header(Compression::None));
+    enc.begin_string(0, b"k", 3, None, 0);
+    enc.value_chunk(b"ab");
+    enc.write_tombstone(0, b"x");
+}
+
+#[test]
+fn compression_names() {
+    for c in [Compression::None, Compression::Lz4, Compression::Zstd] {
+        assert_eq!(c.to_string().parse::<Compression>().unwrap(), c);
+        assert_eq!(Compression::from_u8(c.as_u8()), Some(c));
+    }
+    assert_eq!("ZSTD".parse::<Compression>().unwrap(), Compression::Zstd);
+    assert!("gzip".parse::<Compression>().unwrap_err().contains("gzip"));
+    assert_eq!(Compression::from_u8(3), None);
+}
+
+#[test]
+fn varints() {
+    for v in [
+        0,
+        1,
+        127,
+        128,
+        300,
+        u64::from(u32::MAX),
+        u64::MAX - 1,
+        u64::MAX,
+    ] {
+        let mut b = Vec::new();
+        put_varint(&mut b, v);
+        assert_eq!(b.len(), varint_len(v));
+        assert_eq!(get_varint(&b), Ok(Some((v, b.len()))));
+        assert_eq!(get_varint(&b[..b.len() - 1]), Ok(None));
+    }
+    assert_eq!(get_varint(&[0xff; 11]), Err(()));
+    // Ten bytes whose last one would overflow 64 bits.
+    let mut b = vec![0xff; 9];
+    b.push(0x02);
+    assert_eq!(get_varint(&b), Err(()));
+}
+
+/// Wraps a raw record stream in valid frames and an end frame with the given counts, so the
+/// record parser itself sees arbitrary bytes behind good checksums.
+fn frame_stream(stream: &[u8], block: usize, counts: [u64; 3]) -> Vec<u8> {
+    use super::encoder::{encode_file_header, encode_frame_header};
+    let mut file = encode_file_header(&header(Compression::None)).to_vec();
+    for chunk in stream.chunks(block.max(1)) {
+        file.extend_from_slice(&encode_frame_header(TAG_BLOCK, 0, chunk, chunk.len()));
+        file.extend_from_slice(chunk);
+    }
+    let mut p = Vec::new();
+    for c in counts {
+        p.extend_from_slice(&c.to_le_bytes());
+    }
+    p.extend_from_slice(&crc32fast::hash(&file).to_le_bytes());
+    file.extend_from_slice(&encode_frame_header(TAG_END, 0, &p, p.len()));
+    file.extend_from_slice(&p);
+    file
+}
+
+#[test]
+fn end_frame_counts_must_match() {
+    let mut stream = vec![kind::TOMBSTONE, 2, 0, b'x'];
+    stream.extend_from_slice(&[kind::STRING, 4, 0, 0, 1, b'k']);
+    let good = frame_stream(&stream, 3, [2, 1, stream.len() as u64]);
+    let (got, res) = decode_lossy(&good);
+    res.unwrap();
+    assert_eq!(got.len(), 2);
+    for counts in [[3, 1, 10], [2, 2, 10], [2, 1, 11]] {
+        let (_, res) = decode_lossy(&frame_stream(&stream, 3, counts));
+        assert_eq!(res.unwrap_err().kind, ErrorKind::Corrupt, "{counts:?}");
+    }
+    // A record cut off by the end frame.
+    let (_, res) = decode_lossy(&frame_stream(&stream[..8], 3, [1, 0, 8]));
+    assert_eq!(res.unwrap_err().kind, ErrorKind::Corrupt);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn arbitrary_record_streams_never_panic(
+        stream in proptest::collection::vec(any::<u8>(), 0..400),
+        block in 1usize..64,
+        chunk in 1usize..50,
+    ) {
+        let file = frame_stream(&stream, block, [0, 0, stream.len() as u64]);
+        let mut dec = SnapshotDecoder::new();
+        for piece in file.chunks(chunk) {
+            dec.feed(piece);
+            while let Ok(Some(_)) = dec.next() {}
+        }
+        let _ = dec.finish();
+    }
+
+    #[test]
+    fn arbitrary_files_never_panic(
+        tail in proptest::collection::vec(any::<u8>(), 0..300),
+    ) {
+        let mut file = super::encoder::encode_file_header(&header(Compression::Lz4)).to_vec();
+        file.extend_from_slice(&tail);
+        let (_, res) = decode_lossy(&file);
+        prop_assert!(res.is_err());
+        let (_, res) = decode_lossy(&tail);
+        prop_assert!(res.is_err());
+    }
+
+    #[test]
+    fn mutated_files_never_decode_wrong_data(
+        edits in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..6),
+    ) {
+        let (file, recs) = small_file();
+        let mut bad = file.clone();
+        for (at, v) in edits {
+            let at = at % bad.len();
+            bad[at] = v;
+        }
+        let (got, res) = decode_lossy(&bad);
+        prop_assert_eq!(&got[..], &recs[..got.len()]);
+        if bad != file {
+            prop_assert!(res.is_err());
+        }
+    }
+
+    #[test]
+    fn random_records_round_trip(
+        recs in proptest::collection::vec(
+            (any::<u16>(), proptest::collection::vec(any::<u8>(), 0..20),
+             proptest::collection::vec(any::<u8>(), 0..300),
+             proptest::option::of(any::<u64>()), any::<u32>(), any::<bool>()),
+            0..30),
+        block in 1usize..500,
+        codec in 0u8..3,
+    ) {
+        let recs: Vec<Record> = recs
+            .into_iter()
+            .map(|(db, k, v, e, f, t)| if t { tombstone(db, &k) } else { string(db, &k, &v, e, f) })
+            .collect();
+        let c = Compression::from_u8(codec).unwrap();
+        let (file, stats) = encode(&recs, header(c), block);
+        let (_, got, end) = decode(&file, 97).unwrap();
+        prop_assert_eq!(got, recs);
+        prop_assert_eq!(end, stats);
+    }
+}

@@ -1,0 +1,830 @@
+//! Saving snapshots: SAVE, BGSAVE, `--snapshot_cron` and the save at shutdown.
+//!
+//! A save is point-in-time and forkless. Under the cross-shard lock every shard starts a
+//! snapshot of its tables (see `shard::dashtable`): from then on a write to a bucket not yet
+//! serialized copies that bucket aside first. Each shard's serializer then walks its tables on
+//! its own core, a few buckets per step between client commands, and streams records to its file.
+//! Offloaded values are read from the tier file, whose frees are held until the save ends, so a
+//! value overwritten meanwhile can still be read as it was. Writers wait while the copies a
+//! save has not written yet pass [`backlog_limit`], so memory stays flat under a write load.
+//!
+//! Files, in `--dir`: `NAME-<id>-NNNN.strata` per shard and `NAME-summary.strata`, each written
+//! as `*.tmp`, fsynced and renamed; the summary's rename commits the snapshot, and the files of
+//! the snapshot it replaces are deleted only after that. A crash at any point leaves the previous
+//! summary and the files it names. A name ending in `.rdb` writes one Redis RDB file instead,
+//! stitched from per-shard fragments.
+//!
+//! Never: blocks a core for more than one step; holds more than one step's entries (plus the
+//! writers' copies) in memory.
+
+use std::cell::RefCell;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures::future::FutureExt;
+use glommio::io::BufferedFile;
+use ondisk::rdb::{rdb_header, rdb_trailer, Crc64, RdbEncoder};
+use ondisk::snapshot::{SnapshotEncoder, SnapshotHeader};
+use ondisk::summary::{shard_file_name, summary_file_name, Summary, SummaryFile};
+use tracing::{info, warn};
+
+use super::core::Core;
+use super::txn::Txn;
+use crate::shard::{now_ms, Entry, Value};
+
+/// Buckets one serializer step walks per db.
+const STEP_BUCKETS: usize = 32;
+/// Captured bytes per shard above which writers wait for the serializer: 1/64 of maxmemory,
+/// between 256 KiB and 16 MiB, so a save under writes keeps RSS within a few percent.
+pub fn backlog_limit(maxmemory: u64, shards: usize) -> usize {
+    let max = if maxmemory == 0 {
+        16 << 20
+    } else {
+        maxmemory / 64 / shards.max(1) as u64
+    };
+    max.clamp(256 << 10, 16 << 20) as usize
+}
+/// Offloaded values read at once by a serializer.
+const READS_IN_FLIGHT: usize = 64;
+/// Values at least this long are encoded in chunks, the file written between chunks.
+const CHUNK: usize = 1 << 20;
+/// RDB version written (redis-server 7.0 reads up to 10).
+const RDB_VERSION: u32 = 10;
+
+/// File format of a save.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Strata,
+    Rdb,
+}
+
+/// What INFO persistence and LASTSAVE report; one per process.
+#[derive(Clone, Debug)]
+pub struct PersistState {
+    pub in_progress: bool,
+    /// A BGSAVE SCHEDULE waiting for the running save to end.
+    pub scheduled: bool,
+    pub current_started_ms: u64,
+    pub saves: u64,
+    pub last_save_unix: u64,
+    pub last_ok: bool,
+    pub last_duration_ms: u64,
+    pub last_bytes: u64,
+    pub last_keys: u64,
+    pub last_file: String,
+    /// Writes counted by the shards when the last successful save started.
+    pub dirty_at_last_save: u64,
+    pub load: LoadReport,
+}
+
+/// The start-up load, for INFO.
+#[derive(Clone, Debug, Default)]
+pub struct LoadReport {
+    pub file: String,
+    pub keys: u64,
+    pub expired: u64,
+    pub skipped: u64,
+    pub bytes: u64,
+    pub duration_ms: u64,
+}
+
+impl PersistState {
+    pub fn new(started_unix: u64) -> PersistState {
+        PersistState {
+            in_progress: false,
+            scheduled: false,
+            current_started_ms: 0,
+            saves: 0,
+            last_save_unix: started_unix,
+            last_ok: true,
+            last_duration_ms: 0,
+            last_bytes: 0,
+            last_keys: 0,
+            last_file: String::new(),
+            dirty_at_last_save: 0,
+            load: LoadReport::default(),
+        }
+    }
+}
+
+/// Outcome of a successful save.
+#[derive(Clone, Debug)]
+pub struct SaveReport {
+    pub keys: u64,
+    pub bytes: u64,
+    pub file: String,
+    pub duration: Duration,
+}
+
+/// What a shard's serializer writes, and where.
+#[derive(Clone)]
+struct ShardJob {
+    tmp: PathBuf,
+    format: Format,
+    header: SnapshotHeader,
+    /// Bytes per second for this shard; 0 = no cap.
+    throttle: u64,
+    started_ms: u64,
+}
+
+/// What a shard's serializer wrote.
+struct ShardOutput {
+    keys: u64,
+    bytes: u64,
+    crc32: u32,
+    records: u64,
+    unreadable: u64,
+}
+
+/// The error text of a save refused because another runs.
+pub const IN_PROGRESS: &str = "ERR Background save already in progress";
+
+fn state(core: &Core) -> std::sync::MutexGuard<'_, PersistState> {
+    match core.global.persist.lock() {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
+    }
+}
+
+/// `{timestamp}` in a file name becomes the UTC save time, e.g. 2026-11-30T06-34-30.
+pub fn expand_name(name: &str, now_ms: u64) -> String {
+    if !name.contains("{timestamp}") {
+        return name.to_string();
+    }
+    let secs = now_ms / 1000;
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    let (y, m, d) = civil_from_days(days as i64);
+    let ts = format!(
+        "{y:04}-{m:02}-{d:02}T{:02}-{:02}-{:02}",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    );
+    name.replace("{timestamp}", &ts)
+}
+
+/// Gregorian date of a day count since 1970-01-01.
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
+/// Runs one save to completion. Err when one is already running or the save failed; the
+/// outcome is recorded for INFO either way.
+pub async fn save(
+    core: &Rc<Core>,
+    format: Option<Format>,
+    name: Option<String>,
+) -> Result<SaveReport, String> {
+    {
+        let mut st = state(core);
+        if st.in_progress {
+            return Err(IN_PROGRESS.to_string());
+        }
+        st.in_progress = true;
+        st.current_started_ms = now_ms();
+    }
+    let started = Instant::now();
+    let dirty = total_dirty(core).await;
+    let result = save_now(core, format, name).await;
+    let again = {
+        let mut st = state(core);
+        st.in_progress = false;
+        st.last_duration_ms = started.elapsed().as_millis() as u64;
+        match &result {
+            Ok(r) => {
+                st.saves += 1;
+                st.last_ok = true;
+                st.last_save_unix = now_ms() / 1000;
+                st.last_bytes = r.bytes;
+                st.last_keys = r.keys;
+                st.last_file = r.file.clone();
+                st.dirty_at_last_save = dirty;
+            }
+            Err(_) => st.last_ok = false,
+        }
+        std::mem::take(&mut st.scheduled)
+    };
+    match &result {
+        Ok(r) => info!(
+            keys = r.keys,
+            bytes = r.bytes,
+            "snapshot saved to {} in {:.2}s ({} keys, {}, {:.1} MB/s)",
+            r.file,
+            r.duration.as_secs_f64(),
+            r.keys,
+            super::human_bytes(r.bytes),
+            r.bytes as f64 / 1e6 / r.duration.as_secs_f64().max(1e-6)
+        ),
+        Err(e) => warn!("snapshot failed: {e}"),
+    }
+    if again {
+        bgsave(core);
+    }
+    result
+}
+
+/// Starts a save in the background; its outcome goes to the log and INFO.
+pub fn bgsave(core: &Rc<Core>) {
+    let c = core.clone();
+    glommio::spawn_local(async move {
+        let _ = save(&c, None, None).await;
+    })
+    .detach();
+}
+
+/// True while a save runs; with `schedule`, a save is queued to follow it (BGSAVE SCHEDULE).
+pub fn in_progress(core: &Core, schedule: bool) -> bool {
+    let mut st = state(core);
+    if st.in_progress && schedule {
+        st.scheduled = true;
+    }
+    st.in_progress
+}
+
+/// Writes counted by all shards (for rdb_changes_since_last_save).
+pub async fn total_dirty(core: &Rc<Core>) -> u64 {
+    core.on_all(|s| s.dirty).await.iter().sum()
+}
+
+async fn save_now(
+    core: &Rc<Core>,
+    format: Option<Format>,
+    name: Option<String>,
+) -> Result<SaveReport, String> {
+    let settings = core.global.settings.clone();
+    let name = name.unwrap_or_else(|| settings.dbfilename());
+    if name.is_empty() {
+        return Err("ERR saving is off (--dbfilename is empty)".into());
+    }
+    let dir = PathBuf::from(settings.dir());
+    if !dir.is_dir() {
+        return Err(format!("ERR --dir '{}' is not a directory", dir.display()));
+    }
+    let started = Instant::now();
+    let id = now_ms();
+    let name = expand_name(&name, id);
+    let format = format.unwrap_or(if name.ends_with(".rdb") {
+        Format::Rdb
+    } else {
+        Format::Strata
+    });
+    let n = core.global.shards();
+    let stem = match format {
+        Format::Rdb => name.clone(),
+        Format::Strata => format!("{name}-{id:x}"),
+    };
+    let jobs: Vec<ShardJob> = (0..n)
+        .map(|s| ShardJob {
+            tmp: dir.join(match format {
+                Format::Strata => format!("{}.tmp", shard_file_name(&stem, s as u32)),
+                Format::Rdb => format!("{stem}.{s:04}.tmp"),
+            }),
+            format,
+            header: SnapshotHeader {
+                shard_index: s as u32,
+                shard_count: n as u32,
+                snapshot_id: id,
+                created_ms: id,
+                compression: settings.snapshot.compression,
+            },
+            throttle: settings.snapshot.throttle_bytes / n as u64,
+            started_ms: id,
+        })
+        .collect();
+
+    // The point in time: every shard starts its snapshot while all are locked, so no
+    // cross-shard command is half in it.
+    {
+        let txn = Txn::begin(core, (0..n).collect())
+            .await
+            .ok_or("ERR server is shutting down")?;
+        for s in 0..n {
+            txn.run(s, |sh| sh.snapshot_begin())
+                .await
+                .ok_or("ERR server is shutting down")?;
+        }
+    }
+    info!(
+        "saving snapshot '{name}' ({n} shard(s)) to {}",
+        dir.display()
+    );
+    let parts = futures::future::join_all(jobs.iter().cloned().enumerate().map(|(s, job)| {
+        core.on_shard_async(
+            s,
+            Box::new(move |c: Rc<Core>| async move { serialize_shard(c, job).await }.boxed_local()),
+        )
+    }))
+    .await;
+    let mut outputs = Vec::with_capacity(n);
+    let mut failure = None;
+    for p in parts {
+        match p {
+            Some(Ok(o)) => outputs.push(o),
+            Some(Err(e)) => failure = Some(e),
+            None => failure = Some("ERR server is shutting down".into()),
+        }
+    }
+    if let Some(e) = failure {
+        for j in &jobs {
+            let _ = std::fs::remove_file(&j.tmp);
+        }
+        return Err(e);
+    }
+    let unreadable: u64 = outputs.iter().map(|o| o.unreadable).sum();
+    if unreadable > 0 {
+        warn!("{unreadable} offloaded value(s) could not be read from the tier file and are missing from the snapshot");
+    }
+    let keys = outputs.iter().map(|o| o.keys).sum();
+    let (file, bytes) = match format {
+        Format::Strata => commit_strata(core, &dir, &name, &stem, id, &jobs, &outputs).await?,
+        Format::Rdb => commit_rdb(&dir, &name, &jobs).await?,
+    };
+    Ok(SaveReport {
+        keys,
+        bytes,
+        file,
+        duration: started.elapsed(),
+    })
+}
+
+/// Renames the shard files, then writes and renames the summary (the commit), then removes the
+/// files of the snapshot this one replaces. Returns the summary path and total bytes.
+async fn commit_strata(
+    core: &Core,
+    dir: &Path,
+    name: &str,
+    stem: &str,
+    id: u64,
+    jobs: &[ShardJob],
+    outputs: &[ShardOutput],
+) -> Result<(String, u64), String> {
+    let settings = &core.global.settings;
+    let summary_path = dir.join(summary_file_name(name));
+    let previous = std::fs::read(&summary_path)
+        .ok()
+        .and_then(|b| Summary::decode(&b).ok());
+    let mut files = Vec::with_capacity(jobs.len());
+    for (s, (job, out)) in jobs.iter().zip(outputs).enumerate() {
+        let file_name = shard_file_name(stem, s as u32);
+        rename(&job.tmp, &dir.join(&file_name)).await?;
+        files.push(SummaryFile {
+            name: file_name,
+            bytes: out.bytes,
+            crc32: out.crc32,
+            records: out.records,
+        });
+    }
+    let total = files.iter().map(|f| f.bytes).sum();
+    let summary = Summary {
+        snapshot_id: id,
+        created_ms: id,
+        shard_count: jobs.len() as u32,
+        db_count: settings.dbnum,
+        compression: settings.snapshot.compression,
+        files,
+    };
+    let tmp = dir.join(format!("{}.tmp", summary_file_name(name)));
+    write_file(&tmp, &summary.encode()).await?;
+    rename(&tmp, &summary_path).await?;
+    sync_dir(dir).await?;
+    if let Some(old) = previous {
+        for f in old.files {
+            if !summary.files.iter().any(|n| n.name == f.name) {
+                let _ = std::fs::remove_file(dir.join(&f.name));
+            }
+        }
+    }
+    Ok((summary_path.display().to_string(), total))
+}
+
+/// Stitches the shards' RDB fragments into one file: header, fragments, EOF and CRC-64.
+async fn commit_rdb(dir: &Path, name: &str, jobs: &[ShardJob]) -> Result<(String, u64), String> {
+    let path = dir.join(name);
+    let tmp = dir.join(format!("{name}.tmp"));
+    let result = async {
+        let mut w = FileWriter::create(&tmp).await?;
+        let mut crc = Crc64::new();
+        let header = rdb_header(RDB_VERSION);
+        crc.update(&header);
+        w.write(&header).await?;
+        let mut total = header.len() as u64;
+        for job in jobs {
+            let f = BufferedFile::open(&job.tmp)
+                .await
+                .map_err(|e| format!("ERR cannot open {}: {e}", job.tmp.display()))?;
+            let mut pos = 0u64;
+            loop {
+                let got = f
+                    .read_at(pos, CHUNK)
+                    .await
+                    .map_err(|e| format!("ERR cannot read {}: {e}", job.tmp.display()))?;
+                if got.is_empty() {
+                    break;
+                }
+                crc.update(&got);
+                w.write(&got).await?;
+                pos += got.len() as u64;
+            }
+            total += pos;
+            let _ = f.close().await;
+        }
+        let trailer = rdb_trailer(crc);
+        w.write(&trailer).await?;
+        total += trailer.len() as u64;
+        w.close().await?;
+        rename(&tmp, &path).await?;
+        sync_dir(dir).await?;
+        Ok::<u64, String>(total)
+    }
+    .await;
+    for job in jobs {
+        let _ = std::fs::remove_file(&job.tmp);
+    }
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    Ok((path.display().to_string(), result?))
+}
+
+/// The encoder of one shard's file.
+enum Encoder {
+    Strata(Box<SnapshotEncoder>),
+    Rdb(Box<RdbEncoder>),
+}
+
+impl Encoder {
+    fn take(&mut self) -> Option<Bytes> {
+        match self {
+            Encoder::Strata(e) => e.take_output(),
+            Encoder::Rdb(e) => e.take_output(),
+        }
+    }
+}
+
+/// Writes a shard's file while walking its tables; always ends the shard's snapshot.
+async fn serialize_shard(core: Rc<Core>, job: ShardJob) -> Result<ShardOutput, String> {
+    let result = write_shard(&core, &job).await;
+    core.shard.borrow_mut().snapshot_end();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&job.tmp);
+    }
+    result
+}
+
+async fn write_shard(core: &Rc<Core>, job: &ShardJob) -> Result<ShardOutput, String> {
+    let mut w = FileWriter::create(&job.tmp).await?;
+    let mut enc = match job.format {
+        Format::Strata => Encoder::Strata(Box::new(SnapshotEncoder::new(job.header.clone()))),
+        Format::Rdb => Encoder::Rdb(Box::new(RdbEncoder::fragment())),
+    };
+    let throttle = Throttle::new(job.throttle);
+    let mut out = ShardOutput {
+        keys: 0,
+        bytes: 0,
+        crc32: 0,
+        records: 0,
+        unreadable: 0,
+    };
+    let mut batch: Vec<(usize, crate::shard::CompactBytes, Entry)> = Vec::new();
+    let total = core.shard.borrow().key_count().max(1);
+    let mut next_log = 10;
+    loop {
+        let done = core
+            .shard
+            .borrow_mut()
+            .snapshot_step(STEP_BUCKETS, &mut batch);
+        let mut reads = Vec::new();
+        for (db, key, e) in batch.drain(..) {
+            if e.expire_at != 0 && e.expire_at <= job.started_ms {
+                continue;
+            }
+            let expire = (e.expire_at != 0).then_some(e.expire_at);
+            match e.value {
+                Value::Str(v) => {
+                    put_value(
+                        &mut enc,
+                        &mut w,
+                        &throttle,
+                        &mut out,
+                        db,
+                        key.as_bytes(),
+                        v.as_bytes(),
+                        expire,
+                    )
+                    .await?;
+                }
+                Value::External(p) => reads.push((db, key, p, expire)),
+            }
+        }
+        if !reads.is_empty() {
+            let tier = core.shard.borrow().tier.clone();
+            let Some(tier) = tier else {
+                return Err("ERR offloaded values without a tier file".into());
+            };
+            // A bounded number of reads at a time: a write burst can capture thousands of
+            // offloaded entries, and their values must not all come to RAM at once.
+            for group in reads.chunks(READS_IN_FLIGHT) {
+                let values =
+                    futures::future::join_all(group.iter().map(|(_, _, p, _)| tier.read(*p))).await;
+                for ((db, key, _, expire), v) in group.iter().zip(values) {
+                    match v {
+                        Ok(v) => {
+                            put_value(
+                                &mut enc,
+                                &mut w,
+                                &throttle,
+                                &mut out,
+                                *db,
+                                key.as_bytes(),
+                                &v,
+                                *expire,
+                            )
+                            .await?;
+                        }
+                        Err(e) => {
+                            warn!("snapshot: cannot read the value of {key:?} from the tier file: {e}");
+                            out.unreadable += 1;
+                        }
+                    }
+                }
+                drain(&mut enc, &mut w, &throttle, &mut out).await?;
+            }
+        }
+        drain(&mut enc, &mut w, &throttle, &mut out).await?;
+        let pct = out.keys * 100 / total as u64;
+        if pct >= next_log && total > 100_000 {
+            info!(
+                shard = job.header.shard_index,
+                "snapshot {pct}% ({} keys)", out.keys
+            );
+            next_log = pct / 10 * 10 + 10;
+        }
+        if done {
+            break;
+        }
+        futures_lite::future::yield_now().await;
+    }
+    let tail = match enc {
+        Encoder::Strata(e) => {
+            let (tail, stats) = e.finish();
+            out.crc32 = stats.crc32;
+            out.records = stats.records;
+            tail
+        }
+        Encoder::Rdb(e) => e.finish(),
+    };
+    w.write(&tail).await?;
+    out.bytes += tail.len() as u64;
+    w.close().await?;
+    Ok(out)
+}
+
+/// Encodes one string value, in chunks for long ones so the file is written as it goes.
+#[allow(clippy::too_many_arguments)]
+async fn put_value(
+    enc: &mut Encoder,
+    w: &mut FileWriter,
+    throttle: &Throttle,
+    out: &mut ShardOutput,
+    db: usize,
+    key: &[u8],
+    value: &[u8],
+    expire: Option<u64>,
+) -> Result<(), String> {
+    match enc {
+        Encoder::Strata(e) if value.len() > CHUNK => {
+            e.begin_string(db as u16, key, value.len() as u64, expire, 0);
+            for chunk in value.chunks(CHUNK) {
+                if let Encoder::Strata(e) = enc {
+                    e.value_chunk(chunk);
+                }
+                drain(enc, w, throttle, out).await?;
+            }
+        }
+        Encoder::Strata(e) => e.write_string(db as u16, key, value, expire, 0),
+        Encoder::Rdb(e) => {
+            e.select_db(db as u32);
+            e.write_string(key, value, expire);
+        }
+    }
+    out.keys += 1;
+    Ok(())
+}
+
+/// Writes what the encoder has ready.
+async fn drain(
+    enc: &mut Encoder,
+    w: &mut FileWriter,
+    throttle: &Throttle,
+    out: &mut ShardOutput,
+) -> Result<(), String> {
+    while let Some(b) = enc.take() {
+        w.write(&b).await?;
+        out.bytes += b.len() as u64;
+        throttle.account(b.len() as u64).await;
+    }
+    Ok(())
+}
+
+/// Paces writes to a byte rate.
+struct Throttle {
+    rate: u64,
+    start: Instant,
+    bytes: RefCell<u64>,
+}
+
+impl Throttle {
+    fn new(rate: u64) -> Throttle {
+        Throttle {
+            rate,
+            start: Instant::now(),
+            bytes: RefCell::new(0),
+        }
+    }
+
+    async fn account(&self, n: u64) {
+        if self.rate == 0 {
+            return;
+        }
+        let total = {
+            let mut b = self.bytes.borrow_mut();
+            *b += n;
+            *b
+        };
+        let due = Duration::from_secs_f64(total as f64 / self.rate as f64);
+        let elapsed = self.start.elapsed();
+        if due > elapsed {
+            glommio::timer::sleep(due - elapsed).await;
+        }
+    }
+}
+
+/// A file written front to back through io_uring in large buffered writes, fsynced on close.
+/// (glommio's StreamWriter can panic when polled without a completed write.)
+struct FileWriter {
+    file: BufferedFile,
+    path: PathBuf,
+    pos: u64,
+    buf: Vec<u8>,
+}
+
+const WRITE_BUFFER: usize = 256 << 10;
+
+impl FileWriter {
+    async fn create(path: &Path) -> Result<FileWriter, String> {
+        let file = BufferedFile::create(path)
+            .await
+            .map_err(|e| format!("ERR cannot create {}: {e}", path.display()))?;
+        Ok(FileWriter {
+            file,
+            path: path.to_path_buf(),
+            pos: 0,
+            buf: Vec::with_capacity(WRITE_BUFFER),
+        })
+    }
+
+    async fn write(&mut self, bytes: &[u8]) -> Result<(), String> {
+        self.buf.extend_from_slice(bytes);
+        if self.buf.len() >= WRITE_BUFFER {
+            self.flush().await?;
+        }
+        Ok(())
+    }
+
+    async fn flush(&mut self) -> Result<(), String> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let data = std::mem::replace(&mut self.buf, Vec::with_capacity(WRITE_BUFFER));
+        let len = data.len();
+        let n = self
+            .file
+            .write_at(data, self.pos)
+            .await
+            .map_err(|e| format!("ERR cannot write {}: {e}", self.path.display()))?;
+        // A regular file takes a whole write unless the disk is full.
+        if n < len {
+            return Err(format!(
+                "ERR cannot write {}: short write at offset {} (disk full?)",
+                self.path.display(),
+                self.pos + n as u64
+            ));
+        }
+        self.pos += n as u64;
+        Ok(())
+    }
+
+    /// Flushes, fsyncs and closes the file.
+    async fn close(mut self) -> Result<(), String> {
+        self.flush().await?;
+        let path = self.path.display().to_string();
+        self.file
+            .fdatasync()
+            .await
+            .map_err(|e| format!("ERR cannot sync {path}: {e}"))?;
+        self.file
+            .close()
+            .await
+            .map_err(|e| format!("ERR cannot close {path}: {e}"))
+    }
+}
+
+async fn write_file(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    let mut w = FileWriter::create(path).await?;
+    w.write(bytes).await?;
+    w.close().await
+}
+
+async fn rename(from: &Path, to: &Path) -> Result<(), String> {
+    glommio::io::rename(from, to).await.map_err(|e| {
+        format!(
+            "ERR cannot rename {} to {}: {e}",
+            from.display(),
+            to.display()
+        )
+    })
+}
+
+async fn sync_dir(dir: &Path) -> Result<(), String> {
+    let d = glommio::io::Directory::open(dir)
+        .await
+        .map_err(|e| format!("ERR cannot open {}: {e}", dir.display()))?;
+    let r = d
+        .sync()
+        .await
+        .map_err(|e| format!("ERR cannot sync {}: {e}", dir.display()));
+    let _ = d.close().await;
+    r
+}
+
+/// Runs `--snapshot_cron` on core 0: a save at every scheduled minute.
+pub async fn cron(core: Rc<Core>, schedule: crate::cron::CronSchedule) {
+    loop {
+        let now = now_ms() / 1000;
+        let Some(next) = schedule.next_after(now) else {
+            warn!("--snapshot_cron '{schedule}' never fires; no scheduled saves");
+            return;
+        };
+        glommio::timer::sleep(Duration::from_secs(next.saturating_sub(now))).await;
+        // The timer may fire a little early; wait out the rest of the second.
+        while now_ms() / 1000 < next {
+            glommio::timer::sleep(Duration::from_millis(50)).await;
+        }
+        if in_progress(&core, false) {
+            continue;
+        }
+        let _ = save(&core, None, None).await;
+    }
+}
+
+/// Saves (when saving is on) and exits the process: SHUTDOWN and SIGTERM. A failed save keeps
+/// the server running when `must_save` (SHUTDOWN SAVE), like Redis.
+pub async fn shutdown(core: &Rc<Core>, must_save: bool) -> Result<(), String> {
+    let enabled = !core.global.settings.dbfilename().is_empty();
+    if enabled || must_save {
+        // A save already running is waited for, then this one runs.
+        while in_progress(core, false) {
+            glommio::timer::sleep(Duration::from_millis(10)).await;
+        }
+        if let Err(e) = save(core, None, None).await {
+            if must_save {
+                return Err(e);
+            }
+            warn!("exiting without a snapshot: {e}");
+        }
+    }
+    info!("shutting down");
+    core.global.remove_tier_files();
+    std::process::exit(0);
+}
+
+/// Mutex type used by [`crate::server::Global`].
+pub type PersistLock = Mutex<PersistState>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamp_names() {
+        // 2026-11-30 06:34:30 UTC
+        assert_eq!(
+            expand_name("dump-{timestamp}", 1_796_020_470_000),
+            "dump-2026-11-30T06-34-30"
+        );
+        assert_eq!(expand_name("dump.rdb", 1), "dump.rdb");
+        assert_eq!(civil_from_days(0), (1970, 1, 1));
+        assert_eq!(civil_from_days(19_782), (2024, 2, 29));
+    }
+}
