@@ -86,6 +86,12 @@ pub struct Flags {
     )]
     pub tiered_min_value_size: u64,
 
+    /// Cache mode: when memory is full, evict the entries least likely to be read again instead
+    /// of refusing writes with -OOM (with tiering, RAM entries move to SSD first and only a full
+    /// SSD budget drops entries).
+    #[arg(long = "cache_mode", alias = "cache-mode")]
+    pub cache_mode: bool,
+
     /// Directory snapshots are saved to and loaded from.
     #[arg(long, default_value = ".")]
     pub dir: String,
@@ -206,6 +212,7 @@ pub struct Settings {
     pub dir: RwLock<String>,
     pub dbfilename: RwLock<String>,
     pub snapshot: SnapshotSettings,
+    pub cache_mode: bool,
 }
 
 /// Snapshot settings fixed at start.
@@ -304,6 +311,7 @@ impl Settings {
             dbnum: f.dbnum,
             threads: f.threads(),
             tiered,
+            cache_mode: f.cache_mode,
             dir: RwLock::new(f.dir.clone()),
             dbfilename: RwLock::new(f.dbfilename.clone()),
             snapshot: SnapshotSettings {
@@ -325,10 +333,18 @@ impl Settings {
         self.maxmemory.load(Ordering::Relaxed)
     }
 
-    /// Whether the eviction policy tracks access frequency (OBJECT FREQ) rather than idle time.
-    /// Only `noeviction` exists until cache mode lands, so this is false.
+    /// Whether the eviction policy tracks access frequency (OBJECT FREQ): cache mode's does.
     pub fn lfu_policy(&self) -> bool {
-        false
+        self.cache_mode
+    }
+
+    /// The Redis policy name closest to what Strata does (CONFIG GET maxmemory-policy).
+    pub fn policy_name(&self) -> &'static str {
+        if self.cache_mode {
+            "allkeys-lfu"
+        } else {
+            "noeviction"
+        }
     }
 
     /// The snapshot directory.
@@ -366,7 +382,8 @@ impl Settings {
             ("databases", self.dbnum.to_string()),
             ("dbnum", self.dbnum.to_string()),
             ("proactor_threads", self.threads.to_string()),
-            ("maxmemory-policy", "noeviction".to_string()),
+            ("maxmemory-policy", self.policy_name().to_string()),
+            ("cache_mode", self.cache_mode.to_string()),
             (
                 "proto-max-bulk-len",
                 crate::protocol::MAX_BULK_LEN.to_string(),
@@ -433,7 +450,7 @@ impl Settings {
                     *d = value.to_string();
                 }
             }
-            "maxmemory-policy" if value.eq_ignore_ascii_case("noeviction") => {}
+            "maxmemory-policy" if value.eq_ignore_ascii_case(self.policy_name()) => {}
             "save" | "appendonly" if value.is_empty() || value == "no" => {}
             _ => {
                 return Err(format!(

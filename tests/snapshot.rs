@@ -30,8 +30,11 @@ fn value(i: usize) -> Vec<u8> {
     (0..len).map(|j| ((i * 131 + j * 7) % 256) as u8).collect()
 }
 
+/// (db, key) -> (value, has a TTL): what the server should hold.
+type Model = BTreeMap<(u32, Vec<u8>), (Vec<u8>, bool)>;
+
 /// Fills dbs 0 and 3 with `n` keys each (binary values, some with TTLs); returns the model.
-fn populate(c: &mut Connection, n: usize) -> BTreeMap<(u32, Vec<u8>), (Vec<u8>, bool)> {
+fn populate(c: &mut Connection, n: usize) -> Model {
     let mut model = BTreeMap::new();
     for db in [0u32, 3] {
         let _: () = redis::cmd("SELECT").arg(db).query(c).unwrap();
@@ -59,7 +62,7 @@ fn populate(c: &mut Connection, n: usize) -> BTreeMap<(u32, Vec<u8>), (Vec<u8>, 
 }
 
 /// Asserts the server holds exactly `model` (values byte for byte, TTL present or not).
-fn check(c: &mut Connection, model: &BTreeMap<(u32, Vec<u8>), (Vec<u8>, bool)>) {
+fn check(c: &mut Connection, model: &Model) {
     for db in [0u32, 3] {
         let _: () = redis::cmd("SELECT").arg(db).query(c).unwrap();
         let want = model.keys().filter(|(d, _)| *d == db).count();

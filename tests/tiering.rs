@@ -5,7 +5,7 @@
 mod common;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -49,30 +49,6 @@ fn tiered_server_with(
     ];
     args.extend_from_slice(extra);
     Server::start(&args)
-}
-
-/// Samples the server's RSS every 20 ms until stopped; returns the peak.
-fn rss_sampler(pid: u32) -> (Arc<AtomicBool>, thread::JoinHandle<u64>) {
-    let stop = Arc::new(AtomicBool::new(false));
-    let s = stop.clone();
-    let h = thread::spawn(move || {
-        let mut peak = 0u64;
-        while !s.load(Ordering::Relaxed) {
-            if let Ok(st) = std::fs::read_to_string(format!("/proc/{pid}/status")) {
-                if let Some(kb) = st
-                    .lines()
-                    .find(|l| l.starts_with("VmRSS:"))
-                    .and_then(|l| l.split_whitespace().nth(1))
-                    .and_then(|v| v.parse::<u64>().ok())
-                {
-                    peak = peak.max(kb * 1024);
-                }
-            }
-            thread::sleep(Duration::from_millis(20));
-        }
-        peak
-    });
-    (stop, h)
 }
 
 fn fill(c: &mut Connection, keys: std::ops::Range<usize>, ver: usize, len: usize) {

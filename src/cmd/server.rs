@@ -690,6 +690,8 @@ async fn info(core: &Rc<Core>, args: &[Bytes]) -> Reply {
         total.keyspace_misses += r.stats.keyspace_misses;
         total.expired_keys += r.stats.expired_keys;
         total.commands += r.stats.commands;
+        total.evicted_ram += r.stats.evicted_ram;
+        total.evicted_ssd += r.stats.evicted_ssd;
         table_bytes += r.table_bytes;
         for (i, (k, v)) in r.keys.iter().enumerate() {
             if let Some(slot) = keys.get_mut(i) {
@@ -737,11 +739,13 @@ async fn info(core: &Rc<Core>, args: &[Bytes]) -> Reply {
         section(
             "Memory",
             format!(
-                "used_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\nused_memory_table:{table_bytes}\r\nmaxmemory:{max}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:noeviction\r\nmem_fragmentation_ratio:{:.2}\r\n",
+                "used_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\nused_memory_table:{table_bytes}\r\nmaxmemory:{max}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\ncache_mode:{}\r\nmem_fragmentation_ratio:{:.2}\r\n",
                 human_bytes(used),
                 human_bytes(rss),
                 human_bytes(peak),
                 human_bytes(max),
+                g.settings.policy_name(),
+                u8::from(g.settings.cache_mode),
                 if used > 0 { rss as f64 / used as f64 } else { 0.0 },
             ),
         );
@@ -782,10 +786,13 @@ async fn info(core: &Rc<Core>, args: &[Bytes]) -> Reply {
         section(
             "Stats",
             format!(
-                "total_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:0\r\nexpired_keys:{}\r\nevicted_keys:0\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\n",
+                "total_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:0\r\nexpired_keys:{}\r\nevicted_keys:{}\r\nevicted_keys_ram:{}\r\nevicted_keys_ssd:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\n",
                 g.total_connections.load(Ordering::Relaxed),
                 total.commands,
                 total.expired_keys,
+                total.evicted_ram + total.evicted_ssd,
+                total.evicted_ram,
+                total.evicted_ssd,
                 total.keyspace_hits,
                 total.keyspace_misses,
             ),

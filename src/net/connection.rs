@@ -169,9 +169,10 @@ fn route(core: &Core, conn: &ConnState, args: &[Bytes], oom: &mut Option<bool>) 
         return Route::Reply(err(ERR_NOAUTH));
     }
     if spec.has(cmd::DENYOOM) {
+        // Cache mode evicts instead of refusing (see `server::eviction`).
         let over = *oom.get_or_insert_with(|| {
             let max = core.global.settings.maxmemory();
-            max > 0 && crate::memory::used_memory() > max
+            max > 0 && !core.global.settings.cache_mode && crate::memory::used_memory() > max
         });
         if over {
             return Route::Reply(err(ERR_OOM));
@@ -242,6 +243,16 @@ async fn execute_batch(
     }
     if tiered {
         wait_for_room(core, &reqs).await;
+    }
+    if core.global.settings.cache_mode {
+        let incoming: usize = reqs
+            .iter()
+            .filter(|a| cmd::lookup(&a[0]).is_some_and(|s| s.has(cmd::DENYOOM)))
+            .map(|a| a.iter().map(|x| x.len()).sum::<usize>())
+            .sum();
+        if incoming > 0 {
+            crate::server::eviction::make_room(core, incoming as u64);
+        }
     }
     let backlog_limit = crate::server::snapshot::backlog_limit(
         core.global.settings.maxmemory(),

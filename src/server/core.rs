@@ -67,6 +67,9 @@ pub struct Global {
     pub persist: super::snapshot::PersistLock,
     /// Set once core 0 serves clients (start-up load done): a signal then saves before exiting.
     pub serving: AtomicBool,
+    /// RSS beyond what the allocator counts (code, stacks, allocator slack), refreshed each
+    /// second: cache mode's eviction goal leaves room for it so RSS stays near maxmemory.
+    pub rss_overhead: AtomicU64,
 }
 
 impl Global {
@@ -89,6 +92,7 @@ impl Global {
             tier_files: Mutex::new(Vec::new()),
             persist: Mutex::new(super::snapshot::PersistState::new(started_unix)),
             serving: AtomicBool::new(false),
+            rss_overhead: AtomicU64::new(0),
         }
     }
 

@@ -6,7 +6,8 @@
 //! of the files (file i goes to core i mod cores; an RDB file to core 0) and routes each record
 //! to the shard that owns its key now, so a snapshot taken with 4 threads loads on 2. Keys that
 //! expired while the server was down are skipped. A snapshot larger than maxmemory streams into
-//! the SSD tier when tiering is on (the loader waits for the offloader) and fails otherwise.
+//! the SSD tier when tiering is on (the loader waits for the offloader), is cut down by eviction
+//! in cache mode, and fails otherwise.
 //!
 //! A corrupt or truncated file stops the start with a message naming the file and the offset,
 //! unless `--load_partial` (then the records before the damage stay).
@@ -310,8 +311,14 @@ impl<'a> Router<'a> {
             return Ok(());
         }
         let n = recs.len() as u64;
+        let max = self.core.global.settings.maxmemory();
+        let goal = if max == 0 {
+            0
+        } else {
+            super::eviction::ram_goal(&self.core.global, max)
+        };
         self.core
-            .on_shard(s, move |sh| insert(sh, recs))
+            .on_shard(s, move |sh| insert(sh, recs, goal))
             .await
             .ok_or("server is shutting down")?;
         self.progress.keys.fetch_add(n, Ordering::Relaxed);
@@ -319,8 +326,16 @@ impl<'a> Router<'a> {
     }
 }
 
-fn insert(sh: &mut Shard, recs: Vec<Rec>) {
+fn insert(sh: &mut Shard, recs: Vec<Rec>, goal: u64) {
+    let evict = sh.settings.cache_mode && goal > 0;
     for r in recs {
+        if evict && crate::memory::used_memory() > goal {
+            sh.evict(
+                crate::shard::evict::Candidates::Any,
+                Duration::from_millis(5),
+                |_| crate::memory::used_memory() <= goal,
+            );
+        }
         sh.store(r.db, &r.key, Value::str(&r.value), r.expire_at);
     }
 }
@@ -334,6 +349,10 @@ async fn wait_for_memory(core: &Rc<Core>) -> Result<(), String> {
         return Ok(());
     }
     let used = || crate::memory::used_memory();
+    // Cache mode makes room by evicting as records arrive (see `insert`).
+    if settings.cache_mode && settings.tiered.is_none() {
+        return Ok(());
+    }
     if settings.tiered.is_none() {
         if used() > max {
             return Err(format!(
@@ -353,7 +372,8 @@ async fn wait_for_memory(core: &Rc<Core>) -> Result<(), String> {
             .tier
             .as_ref()
             .is_some_and(|t| t.is_full());
-        if full || waited > Duration::from_secs(60) {
+        // In cache mode a full tier is relieved by eviction (the heartbeat), so it waits too.
+        if (full && !settings.cache_mode) || waited > Duration::from_secs(60) {
             return Err(format!(
                 "the snapshot does not fit in --maxmemory {} plus the SSD tier (--tiered_max_file_size)",
                 super::human_bytes(max)

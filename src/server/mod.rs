@@ -16,6 +16,7 @@
 //! not blocked on. Executors park when idle (no spinning).
 
 pub mod core;
+pub mod eviction;
 pub mod exec;
 pub mod load;
 pub mod offload;
@@ -68,6 +69,10 @@ pub fn run(flags: &Flags) -> Result<(), String> {
         receivers.push(rx);
     }
     let global = Arc::new(Global::new(settings.clone(), senders));
+    global.rss_overhead.store(
+        crate::memory::rss_bytes().saturating_sub(crate::memory::used_memory()),
+        std::sync::atomic::Ordering::Relaxed,
+    );
     install_exit_handler(global.clone())?;
     let snapshot: Option<load::Shared> = match load::find(&flags.dir, &flags.dbfilename)? {
         Some(plan) => {
@@ -214,7 +219,7 @@ async fn core_main(
 
 /// Periodic per-core work at `--hz`: active expiry with a CPU budget, memory peak tracking.
 async fn background(core: Rc<Core>) {
-    let mut last_trim = std::time::Instant::now();
+    let mut last_trim = (std::time::Instant::now(), std::time::Instant::now());
     loop {
         let settings = &core.global.settings;
         let (period, hz) = (
@@ -228,9 +233,16 @@ async fn background(core: Rc<Core>) {
         let used = core.global.note_memory();
         core.shard.borrow_mut().tick_clock();
         if core.id == 0 {
-            trim_heap(used, &mut last_trim);
+            trim_heap(&core.global, used, &mut last_trim);
         }
-        if !core.global.active_expire_enabled() || core.gate.is_locked() {
+        if core.gate.is_locked() {
+            continue;
+        }
+        // Cache mode: eviction toward the memory goal, a quarter of the tick at most.
+        if settings.cache_mode {
+            eviction::heartbeat(&core, period / 4);
+        }
+        if !core.global.active_expire_enabled() {
             continue;
         }
         // A quarter of the tick at most, like Redis' slow expire cycle.
@@ -294,14 +306,28 @@ fn install_exit_handler(global: Arc<Global>) -> Result<(), String> {
     Ok(())
 }
 
-/// Once a second at most, hands freed heap memory back to the OS when RSS runs well past what
-/// is allocated (glibc keeps freed blocks otherwise, e.g. after values moved to SSD).
-fn trim_heap(used: u64, last: &mut std::time::Instant) {
-    if last.elapsed() < Duration::from_secs(1) {
+/// Ten times a second notes how far RSS runs past what is allocated; once a second at most
+/// hands freed heap memory back to the OS when that is a lot (glibc keeps freed blocks
+/// otherwise, e.g. after values moved to SSD).
+fn trim_heap(
+    global: &Global,
+    used: u64,
+    (measured, trimmed): &mut (std::time::Instant, std::time::Instant),
+) {
+    if measured.elapsed() < Duration::from_millis(100) {
         return;
     }
-    *last = std::time::Instant::now();
-    if crate::memory::rss_bytes() > used + (16 << 20) {
+    *measured = std::time::Instant::now();
+    let rss = crate::memory::rss_bytes();
+    global.rss_overhead.store(
+        rss.saturating_sub(used),
+        std::sync::atomic::Ordering::Relaxed,
+    );
+    if trimmed.elapsed() < Duration::from_secs(1) {
+        return;
+    }
+    *trimmed = std::time::Instant::now();
+    if rss > used + (16 << 20) {
         #[cfg(target_env = "gnu")]
         // SAFETY: malloc_trim has no preconditions; it only returns free heap pages to the OS.
         unsafe {

@@ -633,6 +633,32 @@ impl<V: Clone + Weigh> Dashtable<V> {
         visited
     }
 
+    /// Calls `f` with the position, key and value of every entry of `n` buckets picked by `rnd`
+    /// (given a bound, returns a number below it): eviction's sample.
+    pub fn sample_buckets(
+        &self,
+        n: usize,
+        mut rnd: impl FnMut(usize) -> usize,
+        mut f: impl FnMut(Pos, &CompactBytes, &V),
+    ) {
+        if self.len == 0 {
+            return;
+        }
+        for _ in 0..n {
+            let s = rnd(self.segs.len());
+            let b = rnd(ALL);
+            let bucket = &self.segs[s].buckets[b];
+            let mut mask = bucket.used;
+            while mask != 0 {
+                let i = mask.trailing_zeros() as usize;
+                mask &= mask - 1;
+                if let Some((k, v)) = &bucket.slots[i] {
+                    f((s, b, i), k, v);
+                }
+            }
+        }
+    }
+
     /// A random entry (uniform over occupied buckets' slots, good enough for RANDOMKEY).
     pub fn random(&self, mut rnd: impl FnMut(usize) -> usize) -> Option<(&CompactBytes, &V)> {
         if self.len == 0 {

@@ -5,6 +5,7 @@
 //! expiry; [`Shard::active_expire`] reaps keys nobody reads, with bounded work per tick.
 
 pub mod dashtable;
+pub mod evict;
 pub mod entry;
 
 use std::rc::Rc;
@@ -56,6 +57,9 @@ pub struct ShardStats {
     pub compacted: u64,
     /// Offloaded values currently referenced by keys.
     pub external_values: u64,
+    /// Keys evicted in cache mode, by where their value was.
+    pub evicted_ram: u64,
+    pub evicted_ssd: u64,
 }
 
 pub struct Shard {

@@ -336,6 +336,35 @@ pub const DB_RANGE: &str = "-ERR DB index is out of range\r\n";
 // Through the `redis` crate
 // ---------------------------------------------------------------------------------------------
 
+/// Samples the server's RSS every 20 ms until stopped; returns the peak.
+pub fn rss_sampler(
+    pid: u32,
+) -> (
+    std::sync::Arc<std::sync::atomic::AtomicBool>,
+    std::thread::JoinHandle<u64>,
+) {
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let s = stop.clone();
+    let h = std::thread::spawn(move || {
+        let mut peak = 0u64;
+        while !s.load(std::sync::atomic::Ordering::Relaxed) {
+            if let Ok(st) = std::fs::read_to_string(format!("/proc/{pid}/status")) {
+                if let Some(kb) = st
+                    .lines()
+                    .find(|l| l.starts_with("VmRSS:"))
+                    .and_then(|l| l.split_whitespace().nth(1))
+                    .and_then(|v| v.parse::<u64>().ok())
+                {
+                    peak = peak.max(kb * 1024);
+                }
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        peak
+    });
+    (stop, h)
+}
+
 /// A numeric field of `INFO section`.
 pub fn info_u64(c: &mut Connection, section: &str, field: &str) -> u64 {
     let v = info_str(c, section, field);

@@ -599,6 +599,17 @@ impl TierStore {
             .collect())
     }
 
+    /// (bytes of live values, bytes allocated in the file, the file's size limit): cheap, for
+    /// decisions on the hot path.
+    pub fn space(&self) -> (u64, u64, u64) {
+        let a = self.alloc.borrow();
+        (
+            self.stats.borrow().value_bytes,
+            a.used_pages() * PAGE,
+            a.capacity_pages() * PAGE,
+        )
+    }
+
     pub fn stats(&self) -> TierStats {
         let mut st = self.stats.borrow().clone();
         let a = self.alloc.borrow();

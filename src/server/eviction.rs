@@ -1,0 +1,102 @@
+//! Cache mode's driver: when eviction runs and how much (the policy is `shard::evict`).
+//!
+//! - The heartbeat, at `--hz` on every core, evicts toward [`ram_goal`] when used memory passed
+//!   it, and, with tiering, drops offloaded entries while the tier file is near its budget.
+//! - A batch with writes that finds used memory above maxmemory evicts on the spot before it
+//!   runs (a burst larger than the heartbeat keeps up with), so writes never get -OOM.
+//! - With tiering, RAM pressure is first the offloader's: values move to SSD, writers wait for
+//!   it briefly (`connection::wait_for_room`), and entries are dropped only when RAM still
+//!   passes maxmemory or the SSD budget is full. So entries go RAM → SSD → gone.
+//!
+//! Never: evicts when not in cache mode; spends more than its budget per call.
+
+use std::time::Duration;
+
+use super::core::Core;
+use crate::shard::evict::{Candidates, Evicted};
+use crate::shard::Shard;
+
+/// Used memory the heartbeat keeps under: maxmemory less what RSS holds beyond the allocator's
+/// count (at most a quarter of maxmemory) and 2% more, so RSS itself stays near maxmemory.
+pub fn ram_goal(global: &super::Global, max: u64) -> u64 {
+    let overhead = global
+        .rss_overhead
+        .load(std::sync::atomic::Ordering::Relaxed)
+        .min(max / 4);
+    (max - overhead) / 100 * 98
+}
+
+/// The tier file counts as full past this share of its budget...
+const TIER_HIGH: f64 = 0.95;
+/// ...and eviction of offloaded entries runs until live values are under this share.
+const TIER_LOW: f64 = 0.85;
+
+fn used() -> u64 {
+    crate::memory::used_memory()
+}
+
+/// True when the shard's tier file is (nearly) out of room.
+fn tier_pressed(sh: &Shard) -> bool {
+    sh.tier.as_ref().is_some_and(|t| {
+        let (_, allocated, cap) = t.space();
+        t.is_full() || allocated as f64 > TIER_HIGH * cap as f64
+    })
+}
+
+fn tier_relieved(sh: &Shard) -> bool {
+    sh.tier.as_ref().is_none_or(|t| {
+        let (live, _, cap) = t.space();
+        (live as f64) < TIER_LOW * cap as f64
+    })
+}
+
+/// One heartbeat: at most `budget` of eviction on this core.
+pub fn heartbeat(core: &Core, budget: Duration) -> Evicted {
+    let settings = &core.global.settings;
+    let max = settings.maxmemory();
+    if !settings.cache_mode || max == 0 {
+        return Evicted::default();
+    }
+    let mut sh = core.shard.borrow_mut();
+    let mut out = Evicted::default();
+    if tier_pressed(&sh) {
+        let e = sh.evict(Candidates::OnDisk, budget / 2, tier_relieved);
+        out.ram += e.ram;
+        out.ssd += e.ssd;
+    }
+    // With tiering the offloader handles RAM until maxmemory itself is passed.
+    let goal = if sh.tier.is_some() && !tier_pressed(&sh) {
+        max
+    } else {
+        ram_goal(&core.global, max)
+    };
+    if used() > goal {
+        let e = sh.evict(Candidates::Any, budget, |_| used() <= goal);
+        out.ram += e.ram;
+        out.ssd += e.ssd;
+    }
+    out
+}
+
+/// Before a batch with writes of about `incoming` bytes: evicts on this core until they fit
+/// under the memory goal, for at most a millisecond.
+pub fn make_room(core: &Core, incoming: u64) {
+    let max = core.global.settings.maxmemory();
+    if max == 0 {
+        return;
+    }
+    let limit = if core.global.settings.tiered.is_some() {
+        max
+    } else {
+        ram_goal(&core.global, max) / 98 * 100
+    };
+    if used() + incoming <= limit {
+        return;
+    }
+    let goal = limit.saturating_sub(incoming);
+    core.shard
+        .borrow_mut()
+        .evict(Candidates::Any, Duration::from_millis(1), |_| {
+            used() <= goal
+        });
+}

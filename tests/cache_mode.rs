@@ -1,0 +1,339 @@
+//! Cache mode end to end: eviction instead of -OOM, RSS within bound, hot keys surviving a scan,
+//! RAM → SSD → gone with tiering, eviction racing SSD reads and expiry, live maxmemory changes;
+//! and store mode's -OOM that loses nothing.
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::*;
+use redis::Connection;
+
+/// A value that names its key, so any version read back can be checked.
+fn value_of(key: &str, len: usize) -> Vec<u8> {
+    key.as_bytes().iter().copied().cycle().take(len).collect()
+}
+
+/// Writes keys `prefix:{from..to}` with `len`-byte values in pipelines; panics on any error.
+fn write(c: &mut Connection, prefix: &str, from: usize, to: usize, len: usize) {
+    let mut p = redis::pipe();
+    for i in from..to {
+        let k = format!("{prefix}:{i}");
+        p.cmd("SET").arg(&k).arg(value_of(&k, len)).ignore();
+        if i % 200 == 199 || i + 1 == to {
+            let r: redis::RedisResult<()> = p.query(c);
+            if let Err(e) = r {
+                panic!("write of {k} failed: {e}");
+            }
+            p = redis::pipe();
+        }
+    }
+}
+
+#[test]
+fn cache_mode_never_refuses_writes_and_keeps_rss_within_bound() {
+    let s = Server::start(&[
+        "--proactor_threads",
+        "1",
+        "--cache_mode",
+        "--maxmemory",
+        "48mb",
+    ]);
+    let max = 48u64 << 20;
+    let mut c = s.client();
+    assert_eq!(
+        info_str(&mut c, "memory", "maxmemory_policy"),
+        "allkeys-lfu"
+    );
+    let (stop, peak) = rss_sampler(s.pid());
+    // Ten times maxmemory.
+    write(&mut c, "w", 0, 120_000, 4096);
+    stop.store(true, Ordering::Relaxed);
+    let peak = peak.join().unwrap();
+    let evicted = info_u64(&mut c, "stats", "evicted_keys");
+    assert!(evicted > 100_000, "evicted {evicted}");
+    assert_eq!(info_u64(&mut c, "stats", "evicted_keys_ram"), evicted);
+    assert!(info_u64(&mut c, "memory", "used_memory") <= max);
+    assert!(
+        peak as f64 <= max as f64 * 1.05,
+        "peak RSS {peak} passed maxmemory {max} by more than 5%"
+    );
+    // What is left reads back intact, and nearly all the newest keys are there (among keys
+    // of equal frequency, eviction prefers the longest idle, at one-second resolution).
+    let size: usize = q(&mut c, &["DBSIZE"]);
+    assert!(size > 5_000, "only {size} keys left");
+    let mut present = 0;
+    for i in 119_900..120_000 {
+        let k = format!("w:{i}");
+        let v: Option<Vec<u8>> = redis::cmd("GET").arg(&k).query(&mut c).unwrap();
+        if let Some(v) = v {
+            assert_eq!(v, value_of(&k, 4096), "{k}");
+            present += 1;
+        }
+    }
+    assert!(
+        present >= 80,
+        "only {present} of the 100 newest keys are there"
+    );
+}
+
+#[test]
+fn store_mode_answers_oom_and_loses_nothing() {
+    let s = Server::start(&["--proactor_threads", "1", "--maxmemory", "16mb"]);
+    let mut c = s.client();
+    let mut stored = 0;
+    loop {
+        let k = format!("s:{stored}");
+        let r: redis::RedisResult<()> = redis::cmd("SET")
+            .arg(&k)
+            .arg(value_of(&k, 4096))
+            .query(&mut c);
+        match r {
+            Ok(()) => stored += 1,
+            Err(e) => {
+                assert!(e.to_string().contains("OOM"), "{e}");
+                break;
+            }
+        }
+        assert!(
+            stored < 10_000,
+            "no OOM after {stored} writes of 4 KiB into 16 MB"
+        );
+    }
+    assert!(stored > 1000);
+    let mut raw = s.raw();
+    rt(
+        &mut raw,
+        &["SET", "one-more", "x"],
+        &e("OOM command not allowed when used memory > 'maxmemory'."),
+    );
+    // Reads and deletes still work, and every stored key is intact.
+    assert_eq!(q::<usize>(&mut c, &["DBSIZE"]), stored);
+    for i in 0..stored {
+        let k = format!("s:{i}");
+        let v: Vec<u8> = redis::cmd("GET").arg(&k).query(&mut c).unwrap();
+        assert_eq!(v, value_of(&k, 4096));
+    }
+    assert_eq!(info_u64(&mut c, "stats", "evicted_keys"), 0);
+}
+
+#[test]
+fn hot_keys_survive_a_scan() {
+    let s = Server::start(&[
+        "--proactor_threads",
+        "1",
+        "--cache_mode",
+        "--maxmemory",
+        "32mb",
+    ]);
+    let mut c = s.client();
+    write(&mut c, "hot", 0, 5_000, 1024);
+    for _ in 0..3 {
+        let mut p = redis::pipe();
+        for i in 0..5_000 {
+            p.cmd("GET").arg(format!("hot:{i}"));
+        }
+        let got: Vec<Option<Vec<u8>>> = p.query(&mut c).unwrap();
+        assert!(got.iter().all(|v| v.is_some()));
+    }
+    // A one-off sweep of five times the memory, never read again.
+    write(&mut c, "scan", 0, 150_000, 1024);
+    assert!(info_u64(&mut c, "stats", "evicted_keys") > 100_000);
+    let mut p = redis::pipe();
+    for i in 0..5_000 {
+        p.cmd("EXISTS").arg(format!("hot:{i}"));
+    }
+    let left: Vec<u32> = p.query(&mut c).unwrap();
+    let left: u32 = left.iter().sum();
+    assert!(
+        left >= 4_900,
+        "only {left} of 5000 hot keys survived the scan"
+    );
+}
+
+#[test]
+fn with_tiering_entries_go_ram_then_ssd_then_gone() {
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = dir.path().join("t");
+    let s = Server::start(&[
+        "--proactor_threads",
+        "1",
+        "--cache_mode",
+        "--maxmemory",
+        "32mb",
+        "--tiered_prefix",
+        prefix.to_str().unwrap(),
+        "--tiered_max_file_size",
+        "48mb",
+    ]);
+    let mut c = s.client();
+    // 40 MB: more than RAM, less than RAM + SSD: values move to SSD, nothing is dropped.
+    write(&mut c, "t", 0, 40_000, 1000);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while info_u64(&mut c, "tiered", "tiered_disk_keys") < 10_000 {
+        assert!(Instant::now() < deadline, "values did not move to SSD");
+        thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(info_u64(&mut c, "stats", "evicted_keys"), 0);
+    assert_eq!(q::<usize>(&mut c, &["DBSIZE"]), 40_000);
+    // 160 MB more: the SSD budget fills and the coldest entries are dropped, from SSD.
+    write(&mut c, "t", 40_000, 200_000, 1000);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while info_u64(&mut c, "stats", "evicted_keys_ssd") == 0 {
+        assert!(Instant::now() < deadline, "nothing was dropped from SSD");
+        thread::sleep(Duration::from_millis(50));
+    }
+    let ssd = info_u64(&mut c, "stats", "evicted_keys_ssd");
+    let ram = info_u64(&mut c, "stats", "evicted_keys_ram");
+    assert!(ssd > ram, "dropped {ram} from RAM but only {ssd} from SSD");
+    let (_, _, cap) = (0, 0, 48u64 << 20);
+    assert!(info_u64(&mut c, "tiered", "tiered_file_used") <= cap);
+    // The newest keys are there and intact; the oldest are gone.
+    for i in 199_900..200_000 {
+        let k = format!("t:{i}");
+        let v: Option<Vec<u8>> = redis::cmd("GET").arg(&k).query(&mut c).unwrap();
+        assert_eq!(v, Some(value_of(&k, 1000)), "{k}");
+    }
+    let oldest: u32 = (0..1000)
+        .map(|i| q::<u32>(&mut c, &["EXISTS", &format!("t:{i}")]))
+        .sum();
+    assert!(
+        oldest < 500,
+        "{oldest} of the 1000 oldest keys are still there"
+    );
+}
+
+#[test]
+fn eviction_races_ssd_reads_and_expiry_without_wrong_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = dir.path().join("t");
+    let s = Server::start(&[
+        "--proactor_threads",
+        "2",
+        "--cache_mode",
+        "--maxmemory",
+        "24mb",
+        "--tiered_prefix",
+        prefix.to_str().unwrap(),
+        "--tiered_max_file_size",
+        "16mb",
+    ]);
+    let stop = Arc::new(AtomicBool::new(false));
+    let bad = Arc::new(AtomicU64::new(0));
+    let reads = Arc::new(AtomicU64::new(0));
+    let mut workers = Vec::new();
+    for w in 0..4u64 {
+        let (stop, bad, reads) = (stop.clone(), bad.clone(), reads.clone());
+        let mut c = s.client();
+        workers.push(thread::spawn(move || {
+            let mut x: u64 = 0x9E37_79B9_7F4A_7C15 ^ (w + 1);
+            while !stop.load(Ordering::Relaxed) {
+                let mut p = redis::pipe();
+                let mut keys = Vec::with_capacity(64);
+                for j in 0..64u64 {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    let n = x % 80_000;
+                    let k = format!("r:{n}");
+                    match (j + w) % 4 {
+                        0 => p
+                            .cmd("SET")
+                            .arg(&k)
+                            .arg(value_of(&k, 900))
+                            .arg("PX")
+                            .arg(50 + n % 400),
+                        1 => p.cmd("SET").arg(&k).arg(value_of(&k, 900)),
+                        _ => p.cmd("GET").arg(&k),
+                    };
+                    keys.push(k);
+                }
+                let replies: Vec<redis::Value> = p.query(&mut c).expect("pipeline");
+                for (r, k) in replies.into_iter().zip(keys) {
+                    match r {
+                        redis::Value::BulkString(v) => {
+                            reads.fetch_add(1, Ordering::Relaxed);
+                            if v != value_of(&k, 900) {
+                                bad.fetch_add(1, Ordering::Relaxed);
+                            }
+                        }
+                        redis::Value::Nil | redis::Value::Okay => {}
+                        other => panic!("unexpected reply {other:?}"),
+                    }
+                }
+            }
+        }));
+    }
+    // Run until eviction, SSD reads and expiry have all happened for a while (a slow machine
+    // takes longer), then stop.
+    let mut c = s.client();
+    let started = Instant::now();
+    let mut all_seen_at = None;
+    loop {
+        thread::sleep(Duration::from_millis(200));
+        let seen = info_u64(&mut c, "stats", "evicted_keys") > 0
+            && info_u64(&mut c, "tiered", "tiered_reads") > 0
+            && info_u64(&mut c, "stats", "expired_keys") > 0;
+        if seen && all_seen_at.is_none() {
+            all_seen_at = Some(Instant::now());
+        }
+        if all_seen_at.is_some_and(|t| t.elapsed() > Duration::from_secs(2)) {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "no eviction, SSD read and expiry within a minute"
+        );
+    }
+    stop.store(true, Ordering::Relaxed);
+    for w in workers {
+        w.join().unwrap();
+    }
+    assert_eq!(bad.load(Ordering::Relaxed), 0, "wrong values read");
+    assert!(
+        reads.load(Ordering::Relaxed) > 1000,
+        "only {} hits",
+        reads.load(Ordering::Relaxed)
+    );
+    assert_eq!(q::<String>(&mut c, &["PING"]), "PONG");
+}
+
+#[test]
+fn config_set_maxmemory_shrinks_the_cache_live() {
+    let s = Server::start(&[
+        "--proactor_threads",
+        "2",
+        "--cache_mode",
+        "--maxmemory",
+        "64mb",
+    ]);
+    let mut c = s.client();
+    write(&mut c, "m", 0, 50_000, 1024);
+    assert!(info_u64(&mut c, "memory", "used_memory") > 40 << 20);
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory")
+        .arg("16mb")
+        .query(&mut c)
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while info_u64(&mut c, "memory", "used_memory") > 16 << 20 {
+        assert!(Instant::now() < deadline, "the cache did not shrink");
+        thread::sleep(Duration::from_millis(50));
+    }
+    let left: usize = q(&mut c, &["DBSIZE"]);
+    assert!(left < 16_000 && left > 3_000, "{left} keys left");
+    // And grows again: writes are taken without eviction while there is room.
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory")
+        .arg("64mb")
+        .query(&mut c)
+        .unwrap();
+    let before = info_u64(&mut c, "stats", "evicted_keys");
+    write(&mut c, "g", 0, 10_000, 1024);
+    assert_eq!(info_u64(&mut c, "stats", "evicted_keys"), before);
+}

@@ -1,0 +1,166 @@
+//! `to-rdb` and `from-rdb`: moving data between Strata snapshots and Redis RDB files.
+//!
+//! Both directions stream: one key at a time through `ondisk`'s RDB reader and writer, and
+//! both leave out keys already expired. What one side can hold and the other cannot is
+//! reported, never silently lost: client flags (RDB has none) on export, keys of types Strata
+//! does not hold yet on import (counted per type; a warning, not an error).
+
+use crate::error::{Failure, EXIT_OK};
+use crate::input::{for_each_live, is_expired, SnapshotInput};
+use crate::output::{check_name, now_ms, AtomicFile, SnapshotOutput, SnapshotSpec};
+use crate::progress::Progress;
+use ondisk::rdb::types;
+use ondisk::{Compression, RdbItem, RdbReader, RdbWriter, RecordValue};
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::path::Path;
+
+/// Redis' default `databases`: keys in higher dbs need it raised.
+const REDIS_DEFAULT_DATABASES: u32 = 16;
+
+pub fn to_rdb(summary: &Path, out: &Path, version: u32, now: u64) -> Result<u8, Failure> {
+    let input = SnapshotInput::open(summary)?;
+    let (guard, file) = AtomicFile::create(out)?;
+    let mut w = RdbWriter::new(file, version);
+    let progress = Progress::new("to-rdb", input.total_bytes());
+    let mut with_flags = 0u64;
+    let mut max_db = 0u32;
+    let write_err = |e: std::io::Error| Failure::io("cannot write", guard.tmp_path(), &e);
+    let counts = for_each_live(&input, now, &progress, |rec| {
+        let RecordValue::String(value) = &rec.value else {
+            return Ok(());
+        };
+        if rec.client_flags != 0 {
+            with_flags += 1;
+        }
+        max_db = max_db.max(u32::from(rec.db));
+        w.select_db(u32::from(rec.db)).map_err(write_err)?;
+        w.write_string(&rec.key, value, rec.expire_at_ms)
+            .map_err(write_err)
+    })?;
+    let file = w.finish().map_err(write_err)?;
+    let bytes = file.metadata().map(|m| m.len()).unwrap_or(0);
+    guard.commit(file)?;
+    progress.finish();
+
+    report!(
+        "output: {} (RDB version {version}, {} keys, {bytes} bytes)",
+        out.display(),
+        counts.kept
+    );
+    report!("kept: {}", counts.kept);
+    report!("expired dropped: {}", counts.expired);
+    report!("tombstoned dropped: {}", counts.tombstoned);
+    if with_flags > 0 {
+        crate::warn(&format!(
+            "{with_flags} key(s) had client flags, which RDB cannot hold; they were exported without"
+        ));
+    }
+    if max_db >= REDIS_DEFAULT_DATABASES {
+        crate::warn(&format!(
+            "keys in db {max_db}: redis-server needs `databases {}` or more to load this file",
+            max_db + 1
+        ));
+    }
+    Ok(EXIT_OK)
+}
+
+pub struct FromRdbOptions<'a> {
+    pub rdb: &'a Path,
+    pub out_dir: &'a Path,
+    pub name: &'a str,
+    pub shards: u32,
+    pub compression: Compression,
+    pub now_ms: u64,
+}
+
+pub fn from_rdb(opts: &FromRdbOptions<'_>) -> Result<u8, Failure> {
+    check_name(opts.name)?;
+    let path = opts.rdb;
+    let file = File::open(path).map_err(|e| Failure::open_input(path, &e))?;
+    let total = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let progress = Progress::new("from-rdb", total);
+    let bad = |e: ondisk::FormatError| Failure::format(&e).context(path.display());
+    let mut reader = RdbReader::new(progress.reader(file)).map_err(bad)?;
+    let mut out = SnapshotOutput::create(&SnapshotSpec {
+        dir: opts.out_dir,
+        name: opts.name,
+        shards: opts.shards,
+        compression: opts.compression,
+        created_ms: now_ms(),
+        min_id: 0,
+        keep: &[],
+    })?;
+    let (mut kept, mut expired, mut max_db) = (0u64, 0u64, 0u16);
+    let mut skipped: BTreeMap<&'static str, u64> = BTreeMap::new();
+    while let Some(item) = reader.next().map_err(bad)? {
+        match item {
+            RdbItem::String {
+                db,
+                key,
+                value,
+                expire_at_ms,
+            } => {
+                let Ok(db) = u16::try_from(db) else {
+                    return Err(Failure::Corrupt(format!(
+                        "{}: key in db {db} before offset {}; Strata holds dbs 0 to {}",
+                        path.display(),
+                        reader.offset(),
+                        u16::MAX
+                    )));
+                };
+                if is_expired(expire_at_ms, opts.now_ms) {
+                    expired += 1;
+                    continue;
+                }
+                out.write_string(db, &key, &value, expire_at_ms, 0)?;
+                kept += 1;
+                max_db = max_db.max(db);
+            }
+            RdbItem::Skipped { type_code, .. } => {
+                *skipped.entry(types::name(type_code)).or_default() += 1;
+            }
+            RdbItem::Aux { .. } => {}
+        }
+    }
+    let db_count = (u32::from(max_db) + 1).max(REDIS_DEFAULT_DATABASES);
+    let done = out.commit(db_count)?;
+    progress.finish();
+
+    let bytes: u64 = done.summary.files.iter().map(|f| f.bytes).sum();
+    let skipped_total: u64 = skipped.values().sum();
+    let per_type = skipped
+        .iter()
+        .map(|(t, n)| format!("{t} {n}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    report!(
+        "output: {} ({} files, {}, {bytes} bytes)",
+        done.summary_path.display(),
+        done.summary.files.len(),
+        opts.compression
+    );
+    report!("kept: {kept}");
+    report!("expired dropped: {expired}");
+    if skipped_total > 0 {
+        report!("skipped: {skipped_total} ({per_type})");
+        crate::warn(&format!(
+            "skipped {skipped_total} key(s) of types Strata does not hold yet: {per_type}"
+        ));
+    } else {
+        report!("skipped: 0");
+    }
+    if reader.functions_skipped() > 0 {
+        crate::warn(&format!(
+            "skipped {} function librar(y/ies): Strata does not run Lua",
+            reader.functions_skipped()
+        ));
+    }
+    if reader.module_aux_skipped() > 0 {
+        crate::warn(&format!(
+            "skipped {} module AUX section(s)",
+            reader.module_aux_skipped()
+        ));
+    }
+    Ok(EXIT_OK)
+}

@@ -1,0 +1,129 @@
+//! Memory stays bounded whatever the snapshot's size: compacting ~150 MB (re-sharded and
+//! recompressed, with tombstones so the two-pass path runs) must peak well below the data.
+
+mod common;
+
+use common::*;
+use ondisk::{shard_file_name, Compression, SnapshotHeader, SnapshotWriter, Summary, SummaryFile};
+use std::fs::File;
+use std::path::Path;
+use std::time::Duration;
+
+const KEYS: u32 = 150_000;
+const VALUE: usize = 1024;
+const LIMIT_KB: u64 = 60 * 1024;
+
+/// Writes one uncompressed 150+ MB shard file plus its summary, quickly: the values share one
+/// buffer with the key's number stamped in front.
+fn big_snapshot(dir: &Path) -> std::path::PathBuf {
+    let stem = "dump-1";
+    let name = shard_file_name(stem, 0);
+    let header = SnapshotHeader {
+        shard_index: 0,
+        shard_count: 1,
+        snapshot_id: 1,
+        created_ms: NOW,
+        compression: Compression::None,
+    };
+    let mut w = SnapshotWriter::new(File::create(dir.join(&name)).unwrap(), header);
+    let mut value = Rng(5).bytes(VALUE);
+    for i in 0..KEYS {
+        value[..4].copy_from_slice(&i.to_le_bytes());
+        let key = format!("key:{i:08}");
+        let expire = (i % 10 == 0).then_some(NOW - 1);
+        w.write_string((i % 4) as u16, key.as_bytes(), &value, expire, 0)
+            .unwrap();
+        if i % 1000 == 999 {
+            w.write_tombstone((i % 4) as u16, key.as_bytes()).unwrap();
+        }
+    }
+    let stats = w.finish().unwrap();
+    let summary = Summary {
+        snapshot_id: 1,
+        created_ms: NOW,
+        shard_count: 1,
+        db_count: 16,
+        compression: Compression::None,
+        files: vec![SummaryFile {
+            name,
+            bytes: stats.bytes,
+            crc32: stats.crc32,
+            records: stats.records,
+        }],
+    };
+    let path = dir.join("dump-summary.strata");
+    std::fs::write(&path, summary.encode()).unwrap();
+    path
+}
+
+/// Peak resident memory of a running process, in KiB.
+fn vm_hwm_kb(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+#[test]
+fn compacting_150_mb_peaks_under_60_mb() {
+    let dir = tempfile::tempdir().unwrap();
+    let summary = big_snapshot(dir.path());
+    let input_bytes = std::fs::metadata(dir.path().join("dump-1-0000.strata"))
+        .unwrap()
+        .len();
+    assert!(input_bytes > 150_000_000, "{input_bytes}");
+    let out = dir.path().join("out");
+
+    let mut child = bin()
+        .args(["compact"])
+        .arg(&summary)
+        .arg("--out-dir")
+        .arg(&out)
+        .args(["--shards", "4", "--compression", "lz4", "--now-ms"])
+        .arg(NOW.to_string())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let mut peak = 0u64;
+    let mut samples = 0u32;
+    let status = loop {
+        if let Some(kb) = vm_hwm_kb(pid) {
+            peak = peak.max(kb);
+            samples += 1;
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let output = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        samples > 3,
+        "the child ran too briefly to be measured ({samples} samples)"
+    );
+    // The tombstoned keys (i % 1000 == 999) are never among the expired ones (i % 10 == 0).
+    let tombstoned = u64::from(KEYS / 1000);
+    let expired = u64::from(KEYS / 10);
+    let kept = u64::from(KEYS) - expired - tombstoned;
+    assert!(stdout.contains(&format!("\nkept: {kept}\n")), "{stdout}");
+    assert!(
+        stdout.contains(&format!("\nexpired dropped: {expired}\n")),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!("\ntombstoned dropped: {tombstoned}\n")),
+        "{stdout}"
+    );
+    eprintln!("compacting {input_bytes} bytes peaked at {peak} KiB ({samples} samples)");
+    assert!(
+        peak < LIMIT_KB,
+        "peak RSS {peak} KiB over {LIMIT_KB} KiB for a {input_bytes}-byte snapshot"
+    );
+}

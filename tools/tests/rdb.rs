@@ -1,0 +1,433 @@
+//! `to-rdb` and `from-rdb`: the round trip, what each side cannot hold, and a real
+//! redis-server loading the export (skipped with a message when it is not installed).
+
+mod common;
+
+use common::*;
+use ondisk::rdb::{rdb_header, rdb_trailer, Crc64};
+use ondisk::{Compression, RdbItem, RdbReader};
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// (db, key) -> (value, expire): what an RDB file can hold.
+type RdbModel = BTreeMap<(u16, Vec<u8>), (Vec<u8>, Option<u64>)>;
+
+/// The live model without client flags (RDB has none).
+fn without_flags(files: &[Vec<ondisk::Record>]) -> RdbModel {
+    live_model(files)
+        .into_iter()
+        .map(|(k, (v, e, _))| (k, (v, e)))
+        .collect()
+}
+
+fn to_rdb(summary: &Path, out: &Path, extra: &[&str]) -> Run {
+    let mut args: Vec<std::ffi::OsString> = vec![
+        "to-rdb".into(),
+        summary.into(),
+        "--out".into(),
+        out.into(),
+        "--now-ms".into(),
+        NOW.to_string().into(),
+    ];
+    args.extend(extra.iter().map(Into::into));
+    run(args)
+}
+
+fn from_rdb(rdb: &Path, out_dir: &Path, extra: &[&str]) -> Run {
+    let mut args: Vec<std::ffi::OsString> = vec![
+        "from-rdb".into(),
+        rdb.into(),
+        "--out-dir".into(),
+        out_dir.into(),
+        "--now-ms".into(),
+        NOW.to_string().into(),
+    ];
+    args.extend(extra.iter().map(Into::into));
+    run(args)
+}
+
+fn rdb_strings(path: &Path) -> RdbModel {
+    let mut r = RdbReader::new(std::fs::File::open(path).unwrap()).unwrap();
+    let mut m = RdbModel::new();
+    while let Some(item) = r.next().unwrap() {
+        if let RdbItem::String {
+            db,
+            key,
+            value,
+            expire_at_ms,
+        } = item
+        {
+            let old = m.insert((db as u16, key.to_vec()), (value.to_vec(), expire_at_ms));
+            assert!(old.is_none());
+        }
+    }
+    m
+}
+
+#[test]
+fn snapshot_to_rdb_to_snapshot_keeps_keys_values_and_ttls() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut recs = varied_records(3000);
+    recs.push(tombstone(0, b"key:3"));
+    let files = vec![recs];
+    let summary = write_files(dir.path(), "dump", 0x11, &files, Compression::Lz4);
+    let model = without_flags(&files);
+    let flagged = live_model(&files).values().filter(|v| v.2 != 0).count();
+    assert!(flagged > 0);
+
+    let rdb = dir.path().join("out.rdb");
+    let r = to_rdb(&summary, &rdb, &[]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.field("kept"), model.len().to_string());
+    assert_eq!(r.field("expired dropped"), "600");
+    assert_eq!(r.field("tombstoned dropped"), "1");
+    assert_eq!(
+        r.stderr,
+        format!(
+            "strata-compact: warning: {flagged} key(s) had client flags, which RDB cannot hold; \
+             they were exported without\n"
+        )
+    );
+    assert!(!dir.path().join("out.rdb.tmp").exists());
+    assert_eq!(rdb_strings(&rdb), model);
+    assert_eq!(&std::fs::read(&rdb).unwrap()[..9], b"REDIS0010");
+
+    let back = dir.path().join("back");
+    let r = from_rdb(&rdb, &back, &["--shards", "4", "--compression", "zstd"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.field("kept"), model.len().to_string());
+    assert_eq!(r.field("expired dropped"), "0");
+    assert_eq!(r.field("skipped"), "0");
+    assert_eq!(r.stderr, "");
+    let out = back.join("dump-summary.strata");
+    let rb = read_back(&out);
+    assert_eq!(rb.summary.compression, Compression::Zstd);
+    assert_eq!(rb.files.len(), 4);
+    for (i, recs) in rb.files.iter().enumerate() {
+        for rec in recs {
+            assert_eq!(ondisk::shard_of(&rec.key, 4), i);
+        }
+    }
+    let got: RdbModel = rb
+        .model()
+        .into_iter()
+        .map(|(k, (v, e, f))| {
+            assert_eq!(f, 0);
+            (k, (v, e))
+        })
+        .collect();
+    assert_eq!(got, model);
+    let r = run_ok([Path::new("verify"), &out]);
+    assert_eq!(r.last_line(), format!("OK: 4 files, {} keys", model.len()));
+}
+
+#[test]
+fn older_rdb_versions_and_bad_versions() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = vec![vec![string(0, b"k", b"v", None, 0)]];
+    let summary = write_files(dir.path(), "dump", 1, &files, Compression::None);
+    let rdb = dir.path().join("v7.rdb");
+    let r = to_rdb(&summary, &rdb, &["--rdb-version", "7"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(&std::fs::read(&rdb).unwrap()[..9], b"REDIS0007");
+    for bad in ["6", "13", "x"] {
+        let r = to_rdb(&summary, &rdb, &["--rdb-version", bad]);
+        assert_eq!(r.code, 2, "{r:?}");
+        assert!(r.stderr.starts_with("strata-compact: error: "), "{r:?}");
+    }
+    // The directory form of the input.
+    let r = run_ok([
+        Path::new("to-rdb"),
+        dir.path(),
+        Path::new("--out"),
+        &dir.path().join("dir.rdb"),
+    ]);
+    assert_eq!(r.field("kept"), "1");
+    // An output directory that does not exist is an I/O error.
+    let r = to_rdb(&summary, &dir.path().join("no/such/dir.rdb"), &[]);
+    assert_eq!(r.code, 3, "{r:?}");
+}
+
+/// An RDB with strings, an expired string, two lists and a set, made by hand.
+fn mixed_rdb(path: &Path) {
+    let mut b = rdb_header(10);
+    b.extend_from_slice(&[0xFE, 0x00]); // SELECTDB 0
+    b.extend_from_slice(&[0x00, 1, b's', 2, b'h', b'i']); // string s = "hi"
+    b.extend_from_slice(&[0x01, 2, b'l', b'1', 2, 1, b'a', 1, b'b']); // list l1 [a, b]
+    b.push(0xFC); // EXPIRETIME_MS, in the past
+    b.extend_from_slice(&((NOW - 1) as i64).to_le_bytes());
+    b.extend_from_slice(&[0x00, 3, b'o', b'l', b'd', 1, b'x']);
+    b.extend_from_slice(&[0xFE, 0x03]); // SELECTDB 3
+    b.extend_from_slice(&[0x02, 2, b's', b'1', 1, 1, b'm']); // set s1 {m}
+    b.push(0xFC); // EXPIRETIME_MS, in the future
+    b.extend_from_slice(&((NOW + 5000) as i64).to_le_bytes());
+    b.extend_from_slice(&[0x00, 1, b't', 0xC0, 42]); // string t = 42 (int-encoded)
+    b.extend_from_slice(&[0x01, 2, b'l', b'2', 1, 1, b'z']); // list l2 [z]
+    let mut crc = Crc64::new();
+    crc.update(&b);
+    b.extend_from_slice(&rdb_trailer(crc));
+    std::fs::write(path, b).unwrap();
+}
+
+#[test]
+fn from_rdb_skips_other_types_with_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let rdb = dir.path().join("mixed.rdb");
+    mixed_rdb(&rdb);
+    let out = dir.path().join("snap");
+    let r = from_rdb(&rdb, &out, &["--name", "imported"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.field("kept"), "2");
+    assert_eq!(r.field("expired dropped"), "1");
+    assert_eq!(r.field("skipped"), "3 (list 2, set 1)");
+    assert_eq!(
+        r.stderr,
+        "strata-compact: warning: skipped 3 key(s) of types Strata does not hold yet: \
+         list 2, set 1\n"
+    );
+    let rb = read_back(&out.join("imported-summary.strata"));
+    assert_eq!(rb.summary.compression, Compression::Lz4);
+    assert_eq!(rb.files.len(), 1);
+    let want: BTreeMap<_, _> = [
+        ((0u16, b"s".to_vec()), (b"hi".to_vec(), None, 0u32)),
+        (
+            (3u16, b"t".to_vec()),
+            (b"42".to_vec(), Some(NOW + 5000), 0u32),
+        ),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(rb.model(), want);
+}
+
+#[test]
+fn from_rdb_refuses_a_damaged_file_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let rdb = dir.path().join("mixed.rdb");
+    mixed_rdb(&rdb);
+    let mut bytes = std::fs::read(&rdb).unwrap();
+    let n = bytes.len();
+    bytes[n - 3] ^= 1; // inside the CRC-64
+    std::fs::write(&rdb, &bytes).unwrap();
+    let out = dir.path().join("snap");
+    let r = from_rdb(&rdb, &out, &[]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains("mixed.rdb: "), "{r:?}");
+    assert!(r.stderr.contains("offset"), "{r:?}");
+    assert_eq!(list(&out), Vec::<String>::new());
+
+    std::fs::write(&rdb, b"not an rdb at all").unwrap();
+    let r = from_rdb(&rdb, &out, &[]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let r = from_rdb(&dir.path().join("absent.rdb"), &out, &[]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains("absent.rdb: missing"), "{r:?}");
+}
+
+// ---- a real redis-server ----
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+fn redis_binary() -> Option<PathBuf> {
+    ["/usr/bin/redis-server", "/usr/local/bin/redis-server"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists())
+}
+
+/// A redis-server on an RDB file, killed on drop.
+struct Redis {
+    child: Child,
+    conn: BufReader<TcpStream>,
+    log: PathBuf,
+}
+
+#[derive(Debug, PartialEq)]
+enum Resp {
+    Simple(String),
+    Error(String),
+    Int(i64),
+    Bulk(Option<Vec<u8>>),
+}
+
+impl Redis {
+    fn start(bin: &Path, dir: &Path, dbfilename: &str) -> Redis {
+        let mut last = String::new();
+        for _ in 0..5 {
+            let port = TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port();
+            let log = dir.join(format!("redis-{port}.log"));
+            let mut child = Command::new(bin)
+                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+                .arg("--dir")
+                .arg(dir)
+                .args([
+                    "--dbfilename",
+                    dbfilename,
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                ])
+                .arg("--logfile")
+                .arg(&log)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while Instant::now() < deadline {
+                if let Ok(Some(status)) = child.try_wait() {
+                    last = format!(
+                        "redis-server exited ({status}): {}",
+                        std::fs::read_to_string(&log).unwrap_or_default()
+                    );
+                    break;
+                }
+                if let Ok(s) = TcpStream::connect(("127.0.0.1", port)) {
+                    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+                    let mut conn = BufReader::new(s);
+                    if send(&mut conn, &[b"PING"]).ok() == Some(Resp::Simple("PONG".into())) {
+                        return Redis { child, conn, log };
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+            if !last.contains("Address already in use") && !last.is_empty() {
+                break;
+            }
+        }
+        panic!("could not start redis-server: {last}");
+    }
+
+    fn cmd(&mut self, args: &[&[u8]]) -> Resp {
+        send(&mut self.conn, args).unwrap_or_else(|e| {
+            panic!(
+                "redis: {e}; log: {}",
+                std::fs::read_to_string(&self.log).unwrap_or_default()
+            )
+        })
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn send(conn: &mut BufReader<TcpStream>, args: &[&[u8]]) -> std::io::Result<Resp> {
+    let mut out = format!("*{}\r\n", args.len()).into_bytes();
+    for a in args {
+        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+        out.extend_from_slice(a);
+        out.extend_from_slice(b"\r\n");
+    }
+    conn.get_mut().write_all(&out)?;
+    let mut line = Vec::new();
+    conn.read_until(b'\n', &mut line)?;
+    if line.len() < 3 {
+        return Err(std::io::Error::other("connection closed"));
+    }
+    let text = String::from_utf8_lossy(&line[1..line.len() - 2]).into_owned();
+    let num = || text.parse::<i64>().map_err(std::io::Error::other);
+    Ok(match line[0] {
+        b'+' => Resp::Simple(text.clone()),
+        b'-' => Resp::Error(text.clone()),
+        b':' => Resp::Int(num()?),
+        b'$' => {
+            let n = num()?;
+            if n < 0 {
+                Resp::Bulk(None)
+            } else {
+                let mut b = vec![0u8; n as usize + 2];
+                conn.read_exact(&mut b)?;
+                b.truncate(n as usize);
+                Resp::Bulk(Some(b))
+            }
+        }
+        other => return Err(std::io::Error::other(format!("unexpected {other}"))),
+    })
+}
+
+#[test]
+fn redis_server_loads_the_export() {
+    let Some(bin) = redis_binary() else {
+        eprintln!("redis-server not found: skipping redis_server_loads_the_export");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let now = now_ms();
+    let big = Rng(9).bytes(100_000);
+    let files = vec![
+        vec![
+            string(0, b"greeting", b"hello", None, 0),
+            string(0, b"counter", b"12345", None, 0),
+            string(0, b"ttl", b"soon", Some(now + 3_600_000), 0),
+            string(0, b"gone", b"expired", Some(now - 1000), 0),
+            string(5, b"greeting", b"db five", None, 0),
+        ],
+        vec![
+            string(0, b"big", &big, None, 0),
+            string(0, b"repeat", &b"abc".repeat(1000), None, 0),
+            string(0, b"bin\x00key", b"\x00\xff", None, 0),
+        ],
+    ];
+    let summary = write_files(dir.path(), "dump", 0x99, &files, Compression::Lz4);
+    let r = run_ok([
+        Path::new("to-rdb"),
+        &summary,
+        Path::new("--out"),
+        &dir.path().join("export.rdb"),
+    ]);
+    assert_eq!(r.field("kept"), "7");
+
+    let mut redis = Redis::start(&bin, dir.path(), "export.rdb");
+    assert_eq!(redis.cmd(&[b"DBSIZE"]), Resp::Int(6));
+    let get = |redis: &mut Redis, k: &[u8]| redis.cmd(&[b"GET", k]);
+    assert_eq!(
+        get(&mut redis, b"greeting"),
+        Resp::Bulk(Some(b"hello".to_vec()))
+    );
+    assert_eq!(
+        get(&mut redis, b"counter"),
+        Resp::Bulk(Some(b"12345".to_vec()))
+    );
+    assert_eq!(get(&mut redis, b"big"), Resp::Bulk(Some(big.clone())));
+    assert_eq!(
+        get(&mut redis, b"repeat"),
+        Resp::Bulk(Some(b"abc".repeat(1000)))
+    );
+    assert_eq!(
+        get(&mut redis, b"bin\x00key"),
+        Resp::Bulk(Some(b"\x00\xff".to_vec()))
+    );
+    assert_eq!(get(&mut redis, b"gone"), Resp::Bulk(None));
+    match redis.cmd(&[b"PTTL", b"ttl"]) {
+        Resp::Int(ms) => assert!(ms > 3_500_000 && ms <= 3_600_000, "{ms}"),
+        other => panic!("PTTL: {other:?}"),
+    }
+    assert_eq!(redis.cmd(&[b"PTTL", b"greeting"]), Resp::Int(-1));
+    assert_eq!(redis.cmd(&[b"SELECT", b"5"]), Resp::Simple("OK".into()));
+    assert_eq!(
+        get(&mut redis, b"greeting"),
+        Resp::Bulk(Some(b"db five".to_vec()))
+    );
+    assert!(!matches!(redis.cmd(&[b"PING"]), Resp::Error(_)));
+}
