@@ -17,6 +17,22 @@ fn value_of(key: &str, len: usize) -> Vec<u8> {
     key.as_bytes().iter().copied().cycle().take(len).collect()
 }
 
+/// A cache-mode server with tiering (files under `dir`).
+fn tiered_cache(dir: &tempfile::TempDir, threads: &str, maxmemory: &str, tier: &str) -> Server {
+    let prefix = dir.path().join("t");
+    Server::start(&[
+        "--proactor_threads",
+        threads,
+        "--cache_mode",
+        "--maxmemory",
+        maxmemory,
+        "--tiered_prefix",
+        prefix.to_str().unwrap(),
+        "--tiered_max_file_size",
+        tier,
+    ])
+}
+
 /// Writes keys `prefix:{from..to}` with `len`-byte values in pipelines; panics on any error.
 fn write(c: &mut Connection, prefix: &str, from: usize, to: usize, len: usize) {
     let mut p = redis::pipe();
@@ -157,18 +173,7 @@ fn hot_keys_survive_a_scan() {
 #[test]
 fn with_tiering_entries_go_ram_then_ssd_then_gone() {
     let dir = tempfile::tempdir().unwrap();
-    let prefix = dir.path().join("t");
-    let s = Server::start(&[
-        "--proactor_threads",
-        "1",
-        "--cache_mode",
-        "--maxmemory",
-        "32mb",
-        "--tiered_prefix",
-        prefix.to_str().unwrap(),
-        "--tiered_max_file_size",
-        "48mb",
-    ]);
+    let s = tiered_cache(&dir, "1", "32mb", "48mb");
     let mut c = s.client();
     // 40 MB: more than RAM, less than RAM + SSD: values move to SSD, nothing is dropped.
     write(&mut c, "t", 0, 40_000, 1000);
@@ -209,18 +214,7 @@ fn with_tiering_entries_go_ram_then_ssd_then_gone() {
 #[test]
 fn eviction_races_ssd_reads_and_expiry_without_wrong_data() {
     let dir = tempfile::tempdir().unwrap();
-    let prefix = dir.path().join("t");
-    let s = Server::start(&[
-        "--proactor_threads",
-        "2",
-        "--cache_mode",
-        "--maxmemory",
-        "24mb",
-        "--tiered_prefix",
-        prefix.to_str().unwrap(),
-        "--tiered_max_file_size",
-        "16mb",
-    ]);
+    let s = tiered_cache(&dir, "2", "24mb", "16mb");
     let stop = Arc::new(AtomicBool::new(false));
     let bad = Arc::new(AtomicU64::new(0));
     let reads = Arc::new(AtomicU64::new(0));

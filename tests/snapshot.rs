@@ -20,6 +20,30 @@ fn server_in(dir: &Path, threads: usize, extra: &[&str]) -> Server {
     Server::start(&args)
 }
 
+/// A 2-thread server whose saves are capped at `mb` MB/s, uncompressed: saves take seconds.
+fn slow_saver(dir: &Path, mb: u32) -> Server {
+    let mb = mb.to_string();
+    server_in(
+        dir,
+        2,
+        &[
+            "--snapshot_throttle_mb",
+            &mb,
+            "--snapshot_compression",
+            "none",
+        ],
+    )
+}
+
+/// Waits (up to 90 s) until no save is in progress.
+fn wait_for_save(c: &mut Connection) {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while info_u64(c, "persistence", "rdb_bgsave_in_progress") == 1 {
+        assert!(Instant::now() < deadline, "the save did not finish");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// Binary-safe value for key `i`: every byte value appears, some values are 100 KB.
 fn value(i: usize) -> Vec<u8> {
     let len = match i % 50 {
@@ -146,16 +170,7 @@ fn save_and_restart_keep_every_key_on_1_and_3_threads_and_across_thread_counts()
 fn bgsave_runs_in_the_background_and_refuses_a_second_one() {
     let dir = tempfile::tempdir().unwrap();
     // 1 MB/s: the save of ~6 MB takes seconds.
-    let s = server_in(
-        dir.path(),
-        2,
-        &[
-            "--snapshot_throttle_mb",
-            "1",
-            "--snapshot_compression",
-            "none",
-        ],
-    );
+    let s = slow_saver(dir.path(), 1);
     let mut c = s.client();
     let model = populate(&mut c, 3000);
     let before: u64 = q(&mut c, &["LASTSAVE"]);
@@ -205,16 +220,7 @@ fn bgsave_runs_in_the_background_and_refuses_a_second_one() {
 #[test]
 fn a_save_is_point_in_time_under_concurrent_writes() {
     let dir = tempfile::tempdir().unwrap();
-    let s = server_in(
-        dir.path(),
-        2,
-        &[
-            "--snapshot_throttle_mb",
-            "2",
-            "--snapshot_compression",
-            "none",
-        ],
-    );
+    let s = slow_saver(dir.path(), 2);
     let mut c = s.client();
     let model = populate(&mut c, 3000);
     let mut raw = s.raw();
@@ -239,11 +245,7 @@ fn a_save_is_point_in_time_under_concurrent_writes() {
         1,
         "the save ended too early to test anything"
     );
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while info_u64(&mut c, "persistence", "rdb_bgsave_in_progress") == 1 {
-        assert!(Instant::now() < deadline);
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_for_save(&mut c);
     assert_eq!(
         info_str(&mut c, "persistence", "rdb_last_bgsave_status"),
         "ok"
@@ -256,16 +258,7 @@ fn a_save_is_point_in_time_under_concurrent_writes() {
 #[test]
 fn crash_during_bgsave_leaves_the_previous_snapshot_loadable() {
     let dir = tempfile::tempdir().unwrap();
-    let mut s = server_in(
-        dir.path(),
-        2,
-        &[
-            "--snapshot_throttle_mb",
-            "1",
-            "--snapshot_compression",
-            "none",
-        ],
-    );
+    let mut s = slow_saver(dir.path(), 1);
     let mut c = s.client();
     let model = populate(&mut c, 2000);
     assert_eq!(q::<String>(&mut c, &["SAVE"]), "OK");
@@ -654,11 +647,7 @@ fn offloaded_values_are_saved_as_they_were_when_the_save_started() {
         1,
         "the save ended too early to test anything"
     );
-    let deadline = Instant::now() + Duration::from_secs(90);
-    while info_u64(&mut c, "persistence", "rdb_bgsave_in_progress") == 1 {
-        assert!(Instant::now() < deadline);
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_for_save(&mut c);
     assert_eq!(
         info_u64(&mut c, "persistence", "rdb_last_save_keys"),
         n as u64
