@@ -68,3 +68,34 @@ server_cpu_ticks() {
     # After "(comm) " the fields start at 3 (state); utime is 14, stime 15.
     awk '{print $12 + $13}' <<<"${stat##*) }"
 }
+
+# Wait until the server PID $2 answers PING on port $1 (needs redis-cli); give up after $3
+# seconds. Returns 0 on PONG, 1 when the process exited, 2 on timeout.
+wait_for_ping() {
+    local port="$1" pid="$2" deadline=$((SECONDS + $3))
+    until [[ "$(timeout 2 redis-cli -p "$port" ping 2>/dev/null)" == PONG ]]; do
+        kill -0 "$pid" 2>/dev/null || return 1
+        (( SECONDS < deadline )) || return 2
+        sleep 0.1
+    done
+}
+
+# Stop a child process: SIGTERM, then SIGKILL if it is still there after $2 seconds
+# (default 15); then reap it. Returns 1 when it had to be killed.
+stop_pid() {
+    local pid="$1" grace="${2:-15}" i rc=0
+    [[ -n "$pid" ]] || return 0
+    if kill -0 "$pid" 2>/dev/null; then
+        kill -TERM "$pid" 2>/dev/null || true
+        for ((i = 0; i < grace * 10; i++)); do
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.1
+        done
+        if kill -0 "$pid" 2>/dev/null; then
+            kill -KILL "$pid" 2>/dev/null || true
+            rc=1
+        fi
+    fi
+    wait "$pid" 2>/dev/null || true
+    return "$rc"
+}

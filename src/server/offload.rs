@@ -33,7 +33,10 @@ pub async fn run(core: Rc<Core>, tier: Rc<TierStore>, ts: TierSettings) {
             core.global.settings.tick_period()
         };
         glommio::timer::sleep(period).await;
-        if !busy && !core.gate.is_locked() {
+        // Compaction runs when idle, and also under pressure once the file is badly
+        // fragmented (a full cache churns pages forever); not during a save, which holds
+        // every freed page until it ends.
+        if (!busy || fragmented(&tier)) && !core.gate.is_locked() && !tier.frees_held() {
             compact(&core, &tier).await;
         }
         while over_threshold(&core, &ts) && !tier.is_full() {
@@ -51,6 +54,13 @@ pub async fn run(core: Rc<Core>, tier: Rc<TierStore>, ts: TierSettings) {
             glommio::yield_if_needed().await;
         }
     }
+}
+
+/// True when the file holds half again as many bytes as its live values, and is more than a
+/// quarter full: compaction then pays off even while offloading is busy.
+fn fragmented(tier: &TierStore) -> bool {
+    let (live, allocated, cap) = tier.space();
+    allocated > live + live / 2 && allocated > cap / 4
 }
 
 /// Pages compacted per tick at most.

@@ -36,17 +36,19 @@ use super::txn::Txn;
 use crate::shard::{now_ms, Entry, Value};
 
 /// Buckets one serializer step walks per db.
-const STEP_BUCKETS: usize = 32;
+const STEP_BUCKETS: usize = 8;
 /// Captured bytes per shard above which writers wait for the serializer: 1/64 of maxmemory,
-/// between 256 KiB and 16 MiB, so a save under writes keeps RSS within a few percent.
+/// between 256 KiB and 4 MiB, so a save under writes keeps RSS within a few percent.
 pub fn backlog_limit(maxmemory: u64, shards: usize) -> usize {
     let max = if maxmemory == 0 {
-        16 << 20
+        4 << 20
     } else {
         maxmemory / 64 / shards.max(1) as u64
     };
-    max.clamp(256 << 10, 16 << 20) as usize
+    max.clamp(256 << 10, 4 << 20) as usize
 }
+/// Encoded bytes a serializer lets pile up before it writes them out.
+const ENCODED_IN_MEMORY: usize = 512 << 10;
 /// Offloaded values read at once by a serializer.
 const READS_IN_FLIGHT: usize = 64;
 /// Values at least this long are encoded in chunks, the file written between chunks.
@@ -464,6 +466,13 @@ enum Encoder {
 }
 
 impl Encoder {
+    fn pending(&self) -> usize {
+        match self {
+            Encoder::Strata(e) => e.pending_bytes(),
+            Encoder::Rdb(e) => e.pending_bytes(),
+        }
+    }
+
     fn take(&mut self) -> Option<Bytes> {
         match self {
             Encoder::Strata(e) => e.take_output(),
@@ -525,6 +534,11 @@ async fn write_shard(core: &Rc<Core>, job: &ShardJob) -> Result<ShardOutput, Str
                     .await?;
                 }
                 Value::External(p) => reads.push((db, key, p, expire)),
+            }
+            // Written as it goes: a large batch (a write burst's copies) never sits in the
+            // encoder whole.
+            if enc.pending() >= ENCODED_IN_MEMORY {
+                drain(&mut enc, &mut w, &throttle, &mut out).await?;
             }
         }
         if !reads.is_empty() {
@@ -670,49 +684,133 @@ impl Throttle {
     }
 }
 
-/// A file written front to back through io_uring in large buffered writes, fsynced on close.
-/// (glommio's StreamWriter can panic when polled without a completed write.)
+/// A file written front to back in large writes through io_uring, fsynced on close. O_DIRECT
+/// where the filesystem allows it: snapshot bytes then bypass the page cache, so a large save
+/// neither evicts hot pages nor stalls the core in the kernel's dirty-page throttling; buffered
+/// otherwise (tmpfs). (glommio's StreamWriter can panic when polled without a completed write,
+/// hence this.)
 struct FileWriter {
-    file: BufferedFile,
+    sink: Sink,
     path: PathBuf,
+    /// Bytes handed to the file so far.
     pos: u64,
-    buf: Vec<u8>,
+}
+
+enum Sink {
+    Direct {
+        file: glommio::io::DmaFile,
+        buf: glommio::io::DmaBuffer,
+        fill: usize,
+    },
+    Buffered {
+        file: BufferedFile,
+        buf: Vec<u8>,
+    },
 }
 
 const WRITE_BUFFER: usize = 256 << 10;
 
 impl FileWriter {
     async fn create(path: &Path) -> Result<FileWriter, String> {
-        let file = BufferedFile::create(path)
-            .await
-            .map_err(|e| format!("ERR cannot create {}: {e}", path.display()))?;
+        let err =
+            |e: glommio::GlommioError<()>| format!("ERR cannot create {}: {e}", path.display());
+        // The first block is written with plain I/O before the O_DIRECT open: glommio probes
+        // the device with a read at open, which on an empty or write-only file fails or
+        // misleads it (see the same in the tier store). Those bytes are overwritten.
+        let seeded = std::fs::File::create(path)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, &[0u8; 4096]))
+            .is_ok();
+        let direct = if seeded {
+            glommio::io::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .dma_open(path)
+                .await
+                .ok()
+        } else {
+            None
+        };
+        let sink = match direct {
+            Some(file) => {
+                let buf = file.alloc_dma_buffer(WRITE_BUFFER);
+                Sink::Direct { file, buf, fill: 0 }
+            }
+            None => Sink::Buffered {
+                file: BufferedFile::create(path).await.map_err(err)?,
+                buf: Vec::with_capacity(WRITE_BUFFER),
+            },
+        };
         Ok(FileWriter {
-            file,
+            sink,
             path: path.to_path_buf(),
             pos: 0,
-            buf: Vec::with_capacity(WRITE_BUFFER),
         })
     }
 
-    async fn write(&mut self, bytes: &[u8]) -> Result<(), String> {
-        self.buf.extend_from_slice(bytes);
-        if self.buf.len() >= WRITE_BUFFER {
-            self.flush().await?;
+    fn io_err(&self, what: &str, e: impl std::fmt::Display) -> String {
+        format!("ERR cannot {what} {}: {e}", self.path.display())
+    }
+
+    async fn write(&mut self, mut bytes: &[u8]) -> Result<(), String> {
+        while !bytes.is_empty() {
+            let full = match &mut self.sink {
+                Sink::Direct { buf, fill, .. } => {
+                    let n = bytes.len().min(WRITE_BUFFER - *fill);
+                    buf.as_bytes_mut()[*fill..*fill + n].copy_from_slice(&bytes[..n]);
+                    *fill += n;
+                    bytes = &bytes[n..];
+                    *fill == WRITE_BUFFER
+                }
+                Sink::Buffered { buf, .. } => {
+                    buf.extend_from_slice(bytes);
+                    bytes = &[];
+                    buf.len() >= WRITE_BUFFER
+                }
+            };
+            if full {
+                self.flush().await?;
+            }
         }
         Ok(())
     }
 
+    /// Writes out the buffer. For O_DIRECT only a whole buffer, or the last one at close
+    /// (padded to the alignment, the file then cut to its real length).
     async fn flush(&mut self) -> Result<(), String> {
-        if self.buf.is_empty() {
-            return Ok(());
-        }
-        let data = std::mem::replace(&mut self.buf, Vec::with_capacity(WRITE_BUFFER));
-        let len = data.len();
-        let n = self
-            .file
-            .write_at(data, self.pos)
-            .await
-            .map_err(|e| format!("ERR cannot write {}: {e}", self.path.display()))?;
+        let (n, len) = match &mut self.sink {
+            Sink::Direct { file, buf, fill } => {
+                if *fill == 0 {
+                    return Ok(());
+                }
+                let len = *fill;
+                let out = if len == WRITE_BUFFER {
+                    std::mem::replace(buf, file.alloc_dma_buffer(WRITE_BUFFER))
+                } else {
+                    let aligned = file.align_up(len as u64) as usize;
+                    let mut tail = file.alloc_dma_buffer(aligned);
+                    tail.as_bytes_mut()[..len].copy_from_slice(&buf.as_bytes()[..len]);
+                    tail.as_bytes_mut()[len..].fill(0);
+                    tail
+                };
+                *fill = 0;
+                let n = file.write_at(out, self.pos).await;
+                (n.map(|n| n.min(len)).map_err(|e| e.to_string()), len)
+            }
+            Sink::Buffered { file, buf } => {
+                if buf.is_empty() {
+                    return Ok(());
+                }
+                let data = std::mem::replace(buf, Vec::with_capacity(WRITE_BUFFER));
+                let len = data.len();
+                (
+                    file.write_at(data, self.pos)
+                        .await
+                        .map_err(|e| e.to_string()),
+                    len,
+                )
+            }
+        };
+        let n = n.map_err(|e| self.io_err("write", e))?;
         // A regular file takes a whole write unless the disk is full.
         if n < len {
             return Err(format!(
@@ -721,22 +819,33 @@ impl FileWriter {
                 self.pos + n as u64
             ));
         }
-        self.pos += n as u64;
+        self.pos += len as u64;
         Ok(())
     }
 
     /// Flushes, fsyncs and closes the file.
     async fn close(mut self) -> Result<(), String> {
         self.flush().await?;
-        let path = self.path.display().to_string();
-        self.file
-            .fdatasync()
-            .await
-            .map_err(|e| format!("ERR cannot sync {path}: {e}"))?;
-        self.file
-            .close()
-            .await
-            .map_err(|e| format!("ERR cannot close {path}: {e}"))
+        let len = self.pos;
+        match self.sink {
+            Sink::Direct { file, .. } => {
+                let r = async {
+                    file.truncate(len).await?;
+                    file.fdatasync().await?;
+                    file.close().await
+                }
+                .await;
+                r.map_err(|e| format!("ERR cannot sync {}: {e}", self.path.display()))
+            }
+            Sink::Buffered { file, .. } => {
+                let r = async {
+                    file.fdatasync().await?;
+                    file.close().await
+                }
+                .await;
+                r.map_err(|e| format!("ERR cannot sync {}: {e}", self.path.display()))
+            }
+        }
     }
 }
 

@@ -3,7 +3,7 @@
 //! ```text
 //!  directory (2^global_depth entries, indexed by the hash's top bits)
 //!   ├─▶ segment (local depth d): 56 regular buckets + 4 stash buckets, 14 slots each
-//!   └─▶ ...                     every bucket: 14 one-byte fingerprints, a version, the slots
+//!   └─▶ ...                     every bucket: 14 one-byte fingerprints, snapshot state, the slots
 //! ```
 //! A key's *home* bucket comes from the hash's middle bits; it lives in its home bucket, the next
 //! one, or a stash bucket. A full segment splits in two by the next hash bit (extendible hashing),
@@ -17,12 +17,14 @@
 //!
 //! Lookups, inserts and removals never allocate except when a split creates a segment.
 //!
-//! Point-in-time snapshots without a fork: [`Dashtable::snapshot_begin`] raises the epoch, so
-//! every bucket's version is now below it. A mutation of such a bucket first copies the bucket's
-//! entries aside ("captured") and stamps it; the snapshot walker copies the buckets it reaches
-//! that are still unstamped. Each entry that existed at the start is thus serialized exactly
-//! once, as it was at the start, and only buckets written during the save are ever copied.
-//! Splits capture the whole segment first; `clear` hands the old segments to the walker.
+//! Point-in-time snapshots without a fork: [`Dashtable::snapshot_begin`] raises the epoch. Each
+//! bucket carries the epoch it was last seen by a snapshot and a mask of its slots already taken
+//! care of in that epoch (a bucket from an older epoch has none). A mutation of a slot not yet
+//! taken care of first copies that slot's entry aside ("captured") and sets its bit; the walker
+//! copies the occupied slots still unset of each bucket it reaches and sets them all. Each entry
+//! that existed at the start is thus serialized exactly once, as it was at the start, and a write
+//! costs one entry copy at most, only the first time its slot changes during a save. Splits
+//! capture their whole segment first; `clear` hands the old segments to the walker.
 
 use super::entry::CompactBytes;
 
@@ -30,6 +32,8 @@ pub const BUCKETS: usize = 56;
 pub const STASH: usize = 4;
 pub const SLOTS: usize = 14;
 const ALL: usize = BUCKETS + STASH;
+/// A bucket's slot mask with every slot set.
+const ALL_SLOTS: u16 = (1 << SLOTS) - 1;
 
 /// 64-bit table hash of a key; must be the same function everywhere the table hashes keys.
 #[inline]
@@ -66,7 +70,9 @@ fn home(h: u64) -> usize {
 struct Bucket<V> {
     fps: [u8; SLOTS],
     used: u16,
-    version: u64,
+    /// Slots a snapshot of epoch `version` has taken care of (meaningless for other epochs).
+    saved: u16,
+    version: u32,
     slots: [Option<(CompactBytes, V)>; SLOTS],
 }
 
@@ -75,6 +81,7 @@ impl<V> Bucket<V> {
         Bucket {
             fps: [0; SLOTS],
             used: 0,
+            saved: 0,
             version: 0,
             slots: std::array::from_fn(|_| None),
         }
@@ -151,10 +158,10 @@ pub struct Dashtable<V> {
     global_depth: u32,
     segs: Vec<Segment<V>>,
     len: usize,
-    /// Version stamped on buckets a mutation touches (snapshots compare against it).
-    epoch: u64,
-    /// The epoch of the snapshot in progress, 0 when none: buckets below it are unserialized.
-    snap_epoch: u64,
+    /// The epoch of the last snapshot started.
+    epoch: u32,
+    /// The epoch of the snapshot in progress, 0 when none.
+    snap_epoch: u32,
     snap: Option<Box<Snap<V>>>,
 }
 
@@ -187,16 +194,34 @@ struct Snap<V> {
     frozen: Option<Vec<Segment<V>>>,
 }
 
-/// Copies `bucket`'s entries aside for the snapshot and marks it serialized.
+/// Slots of `bucket` the snapshot of `epoch` has taken care of.
+#[inline]
+fn saved<V>(bucket: &Bucket<V>, epoch: u32) -> u16 {
+    if bucket.version == epoch {
+        bucket.saved
+    } else {
+        0
+    }
+}
+
+/// Before slot `i` of `bucket` changes during the snapshot of `epoch`: copies its entry aside
+/// unless the snapshot already has it, and marks the slot taken care of.
 #[cold]
-fn capture<V: Clone + Weigh>(bucket: &mut Bucket<V>, snap: &mut Option<Box<Snap<V>>>, epoch: u64) {
-    if let Some(snap) = snap {
-        for (k, v) in bucket.slots.iter().flatten() {
+fn capture<V: Clone + Weigh>(
+    bucket: &mut Bucket<V>,
+    i: usize,
+    snap: &mut Option<Box<Snap<V>>>,
+    epoch: u32,
+) {
+    let done = saved(bucket, epoch);
+    if done & (1 << i) == 0 {
+        if let (Some(snap), Some((k, v))) = (snap.as_mut(), &bucket.slots[i]) {
             snap.captured_bytes += k.heap_bytes() + v.weight() + 32;
             snap.captured.push((k.clone(), v.clone()));
         }
     }
     bucket.version = epoch;
+    bucket.saved = done | (1 << i);
 }
 
 impl<V: Clone + Weigh> Default for Dashtable<V> {
@@ -219,15 +244,32 @@ impl<V: Clone + Weigh> Dashtable<V> {
         }
     }
 
-    /// Must run before any change to bucket `(s, b)`: a bucket a snapshot has not serialized
-    /// yet is captured first. Then the bucket is stamped with the current epoch.
+    /// Must run before slot `(s, b, i)` changes (filled, replaced, emptied): during a snapshot
+    /// its entry as of the start is captured first, if the snapshot does not have it yet.
     #[inline]
-    fn before_write(&mut self, s: usize, b: usize) {
-        let bucket = &mut self.segs[s].buckets[b];
-        if bucket.version < self.snap_epoch {
-            capture(bucket, &mut self.snap, self.epoch);
+    fn before_write(&mut self, s: usize, b: usize, i: usize) {
+        if self.snap_epoch != 0 {
+            capture(
+                &mut self.segs[s].buckets[b],
+                i,
+                &mut self.snap,
+                self.snap_epoch,
+            );
         }
-        bucket.version = self.epoch;
+    }
+
+    /// Captures every slot of bucket `(s, b)` the snapshot does not have yet (before a split).
+    fn before_move(&mut self, s: usize, b: usize) {
+        if self.snap_epoch != 0 {
+            for i in 0..SLOTS {
+                capture(
+                    &mut self.segs[s].buckets[b],
+                    i,
+                    &mut self.snap,
+                    self.snap_epoch,
+                );
+            }
+        }
     }
 
     /// Starts a point-in-time snapshot of the table (see the module comment). A snapshot
@@ -282,25 +324,21 @@ impl<V: Clone + Weigh> Dashtable<V> {
                 return true;
             };
             let bucket = &mut seg.buckets[b];
-            if bucket.version < epoch {
+            let mut todo = bucket.used & !saved(bucket, epoch);
+            while todo != 0 {
+                let i = todo.trailing_zeros() as usize;
+                todo &= todo - 1;
                 if from_frozen {
                     // Nothing else reads frozen segments: their entries move out.
-                    for i in 0..SLOTS {
-                        if let Some(e) = bucket.take(i) {
-                            out.push(e);
-                        }
+                    if let Some(e) = bucket.take(i) {
+                        out.push(e);
                     }
-                } else {
-                    out.extend(
-                        bucket
-                            .slots
-                            .iter()
-                            .flatten()
-                            .map(|(k, v)| (k.clone(), v.clone())),
-                    );
+                } else if let Some((k, v)) = &bucket.slots[i] {
+                    out.push((k.clone(), v.clone()));
                 }
-                bucket.version = epoch;
             }
+            bucket.version = epoch;
+            bucket.saved = ALL_SLOTS;
             snap.cursor = if b + 1 == ALL { (s + 1, 0) } else { (s, b + 1) };
         }
         false
@@ -385,9 +423,9 @@ impl<V: Clone + Weigh> Dashtable<V> {
         self.segs[s].buckets[b].slots[i].as_ref().map(|(_, v)| v)
     }
 
-    /// Mutable value at a position; stamps the bucket's version (capturing it for a snapshot).
+    /// Mutable value at a position (captured first for a running snapshot).
     pub fn at_mut(&mut self, (s, b, i): Pos) -> Option<&mut V> {
-        self.before_write(s, b);
+        self.before_write(s, b, i);
         self.segs[s].buckets[b].slots[i].as_mut().map(|(_, v)| v)
     }
 
@@ -399,7 +437,7 @@ impl<V: Clone + Weigh> Dashtable<V> {
 
     /// Removes the entry at a position.
     pub fn remove_at(&mut self, (s, b, i): Pos) -> Option<(CompactBytes, V)> {
-        self.before_write(s, b);
+        self.before_write(s, b, i);
         let bucket = &mut self.segs[s].buckets[b];
         let out = bucket.take(i);
         if out.is_some() {
@@ -413,7 +451,7 @@ impl<V: Clone + Weigh> Dashtable<V> {
         self.segs[s].buckets[b].slots[i].as_ref().map(|(_, v)| v)
     }
 
-    /// Mutable access; stamps the bucket's version because the caller may change the value.
+    /// Mutable access (captured first for a running snapshot: the caller may change the value).
     pub fn get_mut(&mut self, key: &[u8], h: u64) -> Option<&mut V> {
         let pos = self.find(key, h)?;
         self.at_mut(pos)
@@ -422,7 +460,7 @@ impl<V: Clone + Weigh> Dashtable<V> {
     /// Inserts or replaces; returns the previous value.
     pub fn insert(&mut self, key: &[u8], h: u64, val: V) -> Option<V> {
         if let Some((s, b, i)) = self.find(key, h) {
-            self.before_write(s, b);
+            self.before_write(s, b, i);
             let slot = self.segs[s].buckets[b].slots[i].as_mut()?;
             return Some(std::mem::replace(&mut slot.1, val));
         }
@@ -453,7 +491,7 @@ impl<V: Clone + Weigh> Dashtable<V> {
                 .chain(probe[2..].iter().copied())
                 .find_map(|bk| seg.buckets[bk].free_slot().map(|i| (bk, i)));
             if let Some((bk, i)) = target {
-                self.before_write(s, bk);
+                self.before_write(s, bk, i);
                 self.segs[s].buckets[bk].put(i, fp, key, val);
                 self.len += 1;
                 return;
@@ -466,7 +504,7 @@ impl<V: Clone + Weigh> Dashtable<V> {
     fn split(&mut self, s: usize, h: u64) {
         // Entries about to move must be serialized where they are.
         for b in 0..ALL {
-            self.before_write(s, b);
+            self.before_move(s, b);
         }
         let d = self.segs[s].depth;
         if d == self.global_depth {
@@ -481,14 +519,18 @@ impl<V: Clone + Weigh> Dashtable<V> {
         let gd = self.global_depth;
         let new_id = self.segs.len() as u32;
         let mut fresh = Segment::new(d + 1);
-        for b in &mut fresh.buckets {
-            b.version = self.epoch;
+        if self.snap_epoch != 0 {
+            // Everything moving here was captured above; what arrives later is not the
+            // snapshot's.
+            for b in &mut fresh.buckets {
+                b.version = self.snap_epoch;
+                b.saved = ALL_SLOTS;
+            }
         }
         self.segs[s].depth = d + 1;
         // Entries whose bit (63 - d) is set move, to the same bucket and slot: that position was
         // valid for them before, so it is in the new segment too.
         let bit = 1u64 << (63 - d);
-        let epoch = self.epoch;
         let old = &mut self.segs[s];
         for (bi, bucket) in old.buckets.iter_mut().enumerate() {
             let mut mask = bucket.used;
@@ -501,7 +543,6 @@ impl<V: Clone + Weigh> Dashtable<V> {
                 if moves {
                     let fp = bucket.fps[i];
                     if let Some((k, v)) = bucket.take(i) {
-                        bucket.version = epoch;
                         fresh.buckets[bi].put(i, fp, k, v);
                     }
                 }
@@ -614,10 +655,9 @@ impl<V: Clone + Weigh> Dashtable<V> {
                     None => false,
                 };
                 if remove {
-                    if bucket.version < self.snap_epoch {
-                        capture(bucket, &mut self.snap, self.epoch);
+                    if self.snap_epoch != 0 {
+                        capture(bucket, i, &mut self.snap, self.snap_epoch);
                     }
-                    bucket.version = self.epoch;
                     if let Some((k, v)) = bucket.take(i) {
                         self.len -= 1;
                         on_remove(k, v);
