@@ -183,7 +183,6 @@ impl crate::shard::dashtable::Weigh for Entry {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

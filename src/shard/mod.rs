@@ -5,8 +5,8 @@
 //! expiry; [`Shard::active_expire`] reaps keys nobody reads, with bounded work per tick.
 
 pub mod dashtable;
-pub mod evict;
 pub mod entry;
+pub mod evict;
 
 use std::rc::Rc;
 use std::sync::Arc;
