@@ -277,6 +277,8 @@ fn crash_during_bgsave_leaves_the_previous_snapshot_loadable() {
     assert!(files(dir.path()).iter().any(|n| n.ends_with(".tmp")));
     let s = server_in(dir.path(), 2, &[]);
     check(&mut s.client(), &model);
+    let left = files(dir.path());
+    assert!(!left.iter().any(|n| n.ends_with(".tmp")), "{left:?}");
 }
 
 /// Starts strata expecting it to refuse; returns its stderr.

@@ -87,6 +87,7 @@ pub fn find(dir: &str, dbfilename: &str) -> Result<Option<Plan>, String> {
         .flatten()
         .filter_map(|e| e.file_name().into_string().ok())
         .collect();
+    remove_leftovers(&dir, dbfilename, &names);
     if dbfilename.ends_with(".rdb") {
         let newest = names
             .iter()
@@ -120,6 +121,23 @@ pub fn find(dir: &str, dbfilename: &str) -> Result<Option<Plan>, String> {
         summary_path,
         summary,
     }))
+}
+
+/// Removes the `*.tmp` files of saves that a crash interrupted (never anything a summary
+/// names: those are renamed before the summary is written).
+fn remove_leftovers(dir: &Path, dbfilename: &str, names: &[String]) {
+    let prefix = dbfilename.split("{timestamp}").next().unwrap_or(dbfilename);
+    for n in names {
+        let ours = n.starts_with(prefix)
+            && n.ends_with(".tmp")
+            && (n.contains(".strata") || n.contains(".rdb"));
+        if ours {
+            match std::fs::remove_file(dir.join(n)) {
+                Ok(()) => info!("removed {n}, left by an interrupted save"),
+                Err(e) => warn!("cannot remove {n}, left by an interrupted save: {e}"),
+            }
+        }
+    }
 }
 
 /// Shared by the cores while they load.

@@ -25,6 +25,7 @@ const ROUND_BUCKETS: usize = 512;
 /// Runs forever on this core.
 pub async fn run(core: Rc<Core>, tier: Rc<TierStore>, ts: TierSettings) {
     let mut cursor: (usize, (usize, usize)) = (0, (0, 0));
+    let mut last_compact = std::time::Instant::now();
     loop {
         let busy = over_threshold(&core, &ts) && !tier.is_full();
         let period = if busy {
@@ -36,8 +37,22 @@ pub async fn run(core: Rc<Core>, tier: Rc<TierStore>, ts: TierSettings) {
         // Compaction runs when idle, and also under pressure once the file is badly
         // fragmented (a full cache churns pages forever); not during a save, which holds
         // every freed page until it ends.
-        if (!busy || fragmented(&tier)) && !core.gate.is_locked() && !tier.frees_held() {
-            compact(&core, &tier).await;
+        let pressed = fragmented(&tier);
+        if (!busy || pressed)
+            && last_compact.elapsed() >= COMPACT_EVERY
+            && !core.gate.is_locked()
+            && !tier.frees_held()
+        {
+            last_compact = std::time::Instant::now();
+            // Under pressure, pages down to three quarters live are worth rewriting: with
+            // 1 KiB values a page holds three, and one dead value is a quarter wasted.
+            let below = if pressed { PAGE * 3 / 4 } else { PAGE / 2 };
+            let pages = if pressed {
+                COMPACT_PAGES * 16
+            } else {
+                COMPACT_PAGES
+            };
+            compact(&core, &tier, below, pages).await;
         }
         while over_threshold(&core, &ts) && !tier.is_full() {
             if core.gate.is_locked() {
@@ -63,15 +78,20 @@ fn fragmented(tier: &TierStore) -> bool {
     allocated > live + live / 2 && allocated > cap / 4
 }
 
+/// Compaction runs at most this often (finding candidates walks the page table).
+const COMPACT_EVERY: Duration = Duration::from_millis(10);
+/// Bytes of one tier page.
+const PAGE: u64 = 4096;
+
 /// Pages compacted per tick at most.
 const COMPACT_PAGES: usize = 8;
 
-/// Rewrites the live entries of small pages that fell under half full into fresh pages, so the
-/// old pages empty and their space returns. An entry is live when its key still points at
+/// Rewrites the live entries of small pages that fell under `below` live bytes into fresh
+/// pages, so the old pages empty and their space returns. An entry is live when its key still points at
 /// exactly that spot (same page, offset and tag); entries whose key was renamed since cannot be
 /// found by the key stored on disk and simply stay where they are.
-async fn compact(core: &Rc<Core>, tier: &Rc<TierStore>) {
-    let pages = tier.sparse_pages(COMPACT_PAGES);
+async fn compact(core: &Rc<Core>, tier: &Rc<TierStore>, below: u64, limit: usize) {
+    let pages = tier.sparse_pages(limit, below);
     // Live entries of one sparse page alone would only make another sparse page.
     if pages.len() < 2 {
         return;
@@ -95,7 +115,7 @@ async fn compact(core: &Rc<Core>, tier: &Rc<TierStore>) {
         return;
     }
     let items: Vec<(&[u8], &[u8])> = live.iter().map(|(_, k, v, _)| (&k[..], &v[..])).collect();
-    let results = tier.write_batch(&items).await;
+    let results = tier.write_batch_compacting(&items).await;
     let mut shard = core.shard.borrow_mut();
     for ((db, key, _, old), r) in live.iter().zip(results) {
         let Ok(new) = r else {

@@ -248,6 +248,38 @@ impl TierStore {
     /// values are packed into as few pages as they fit; all pages and extents go out together.
     /// Keys longer than 64 KiB cannot be stored and get an error.
     pub async fn write_batch(&self, items: &[(&[u8], &[u8])]) -> Vec<Result<DiskPtr, TierError>> {
+        self.write_batch_in(items, false).await
+    }
+
+    /// [`TierStore::write_batch`] for compaction, which may use the reserve: the last pages
+    /// of the file are kept for it, so that a file filled with half-empty pages can still be
+    /// compacted (moving live values needs somewhere to move them to).
+    pub async fn write_batch_compacting(
+        &self,
+        items: &[(&[u8], &[u8])],
+    ) -> Vec<Result<DiskPtr, TierError>> {
+        self.write_batch_in(items, true).await
+    }
+
+    /// Pages a write may take: all for compaction, all but the reserve otherwise.
+    fn take_pages(&self, pages: u64, compacting: bool) -> Option<u64> {
+        let mut a = self.alloc.borrow_mut();
+        let reserve = if compacting {
+            0
+        } else {
+            (a.capacity_pages() / 50).min(4096)
+        };
+        if a.used_pages() + pages + reserve > a.capacity_pages() {
+            return None;
+        }
+        a.alloc(pages)
+    }
+
+    async fn write_batch_in(
+        &self,
+        items: &[(&[u8], &[u8])],
+        compacting: bool,
+    ) -> Vec<Result<DiskPtr, TierError>> {
         let mut out: Vec<Option<Result<DiskPtr, TierError>>> = vec![None; items.len()];
         // Pack small entries into pages.
         let mut packed: Vec<(Vec<u8>, Vec<Member>)> = Vec::new();
@@ -284,7 +316,7 @@ impl TierStore {
         type Placed = Vec<(usize, Result<DiskPtr, TierError>)>;
         let mut writes: Vec<LocalBoxFuture<'_, Placed>> = Vec::new();
         for (bytes, members) in packed {
-            let Some(start) = self.alloc.borrow_mut().alloc(1) else {
+            let Some(start) = self.take_pages(1, compacting) else {
                 self.note_full();
                 for (i, _, _) in members {
                     out[i] = Some(Err(TierError::NoSpace));
@@ -334,7 +366,7 @@ impl TierStore {
         for i in large {
             let (k, v) = items[i];
             let pages = page::extent_pages(k.len(), v.len());
-            let Some(start) = self.alloc.borrow_mut().alloc(pages) else {
+            let Some(start) = self.take_pages(pages, compacting) else {
                 self.note_full();
                 out[i] = Some(Err(TierError::NoSpace));
                 continue;
@@ -571,12 +603,12 @@ impl TierStore {
         .detach();
     }
 
-    /// Small pages whose live bytes fell under half a page (compaction candidates).
-    pub fn sparse_pages(&self, limit: usize) -> Vec<u32> {
+    /// Small pages whose live bytes fell under `below` (compaction candidates), `limit` at most.
+    pub fn sparse_pages(&self, limit: usize, below: u64) -> Vec<u32> {
         self.pages
             .borrow()
             .iter()
-            .filter(|(_, l)| (l.bytes as u64) < PAGE / 2)
+            .filter(|(_, l)| (l.bytes as u64) < below)
             .map(|(&p, _)| p)
             .take(limit)
             .collect()
@@ -748,6 +780,28 @@ mod tests {
             assert!(!st.frees_held());
             glommio::timer::sleep(std::time::Duration::from_millis(50)).await;
             assert_eq!(st.stats().entries, 1);
+        });
+    }
+
+    #[test]
+    fn the_last_pages_are_kept_for_compaction() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t-0005.ssd");
+        run(move || async move {
+            // 256 pages: 5 of them are the reserve.
+            let st = TierStore::create(&path, 1 << 20).await.unwrap();
+            let v = value(3, 3000);
+            let mut n = 0;
+            while st.write_batch(&[(b"k", &v)]).await[0].is_ok() {
+                n += 1;
+                assert!(n < 300);
+            }
+            let (_, used, cap) = st.space();
+            assert_eq!(cap, 256 * PAGE);
+            assert_eq!(used, cap - 5 * PAGE, "offloading stops at the reserve");
+            assert!(st.is_full());
+            let r = st.write_batch_compacting(&[(b"k", &v)]).await;
+            assert!(r[0].is_ok(), "compaction may use the reserve");
         });
     }
 
