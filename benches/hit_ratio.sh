@@ -9,6 +9,8 @@
 #   redis-lfu       redis-server --maxmemory M --maxmemory-policy allkeys-lfu
 #   strata-ram      strata --proactor_threads 1 --cache_mode --maxmemory M
 #   strata-ram+ssd  the same with --tiered_prefix WORKDIR/tier/hr --tiered_max_file_size S
+#                   --tiered_offload_threshold OFFLOAD_AT (0.85: a cache keeps RAM full of hot
+#                   values and offloads only past that; the store default is 0.5)
 # M = CACHE_PCT% (10%) and S = SSD_PCT% (50%) of the data (KEYS x VALUE_SIZE bytes).
 # The hit ratio is hits / GETs over the requests after the warm-up (the first WARMUP
 # requests: half the trace by default). Printed at the end: one row per trace, the
@@ -24,6 +26,7 @@
 #   VALUE_SIZE     bytes SET on a miss                                  (default 1024)
 #   CACHE_PCT      maxmemory, percent of KEYS x VALUE_SIZE              (default 10)
 #   SSD_PCT        --tiered_max_file_size, percent of KEYS x VALUE_SIZE (default 50)
+#   OFFLOAD_AT     --tiered_offload_threshold of strata-ram+ssd         (default 0.85)
 #   TRACES         traces to run       (default "zipf0.9 zipf0.99 zipf0.9+scan zipf0.99+scan")
 #   SERVERS        servers to run      (default "redis-lru redis-lfu strata-ram strata-ram+ssd")
 #   SCAN_FRAC, SCAN_RUN  "+scan" traces: share of requests in sweeps, keys per sweep (0.2 / 4096)
@@ -63,6 +66,7 @@ WARMUP="${WARMUP:-$((REQUESTS / 2))}"
 VALUE_SIZE="${VALUE_SIZE:-1024}"
 CACHE_PCT="${CACHE_PCT:-10}"
 SSD_PCT="${SSD_PCT:-50}"
+OFFLOAD_AT="${OFFLOAD_AT:-0.85}"
 TRACES="${TRACES:-zipf0.9 zipf0.99 zipf0.9+scan zipf0.99+scan}"
 SERVERS="${SERVERS:-redis-lru redis-lfu strata-ram strata-ram+ssd}"
 SCAN_FRAC="${SCAN_FRAC:-0.2}"
@@ -205,7 +209,8 @@ start_server() {
             # shellcheck disable=SC2206
             cmd=("$STRATA_BIN" --port "$SPORT" --proactor_threads 1 "${CACHE_MODE_ARGS[@]}"
                 "${NO_SNAPSHOT_ARGS[@]}" --maxmemory "$MAXMEM" --tiered_prefix "$WORKDIR/tier/hr"
-                --tiered_max_file_size "$SSD_BYTES" $STRATA_FLAGS) ;;
+                --tiered_max_file_size "$SSD_BYTES" --tiered_offload_threshold "$OFFLOAD_AT"
+                $STRATA_FLAGS) ;;
         *) die "unknown server '$name' in SERVERS" ;;
     esac
     log "    ${cmd[*]}"

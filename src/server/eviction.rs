@@ -28,8 +28,9 @@ pub fn ram_goal(global: &super::Global, max: u64) -> u64 {
 
 /// The tier file counts as full past this share of its budget...
 const TIER_HIGH: f64 = 0.95;
-/// ...and eviction of offloaded entries runs until live values are under this share.
-const TIER_LOW: f64 = 0.85;
+/// ...and eviction of offloaded entries runs until the allocated pages are under this share
+/// (eviction prefers values alone on their page, so pages do come free).
+const TIER_LOW: f64 = 0.90;
 
 fn used() -> u64 {
     crate::memory::used_memory()
@@ -45,8 +46,8 @@ fn tier_pressed(sh: &Shard) -> bool {
 
 fn tier_relieved(sh: &Shard) -> bool {
     sh.tier.as_ref().is_none_or(|t| {
-        let (live, _, cap) = t.space();
-        (live as f64) < TIER_LOW * cap as f64
+        let (_, allocated, cap) = t.space();
+        (allocated as f64) < TIER_LOW * cap as f64
     })
 }
 

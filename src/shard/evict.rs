@@ -91,6 +91,7 @@ impl Shard {
                 use rand::Rng;
                 let rng = &mut self.rng;
                 let table = &self.dbs[db].table;
+                let tier = &self.tier;
                 // Whole buckets until the sample is large enough: buckets hold 0 to 14 entries,
                 // and a sample of one or two would often miss every cold entry.
                 let mut seen = 0;
@@ -104,7 +105,14 @@ impl Shard {
                                 return;
                             }
                             seen += 1;
-                            let sc = score(e, clock, now);
+                            let mut sc = score(e, clock, now);
+                            // An offloaded value with few neighbours on its page ranks a little
+                            // colder: evicting it frees (nearly) a whole page, which keeps the
+                            // tier file dense instead of riddled with holes.
+                            if let (Value::External(p), Some(t)) = (&e.value, tier.as_ref()) {
+                                let crowd = u64::from(t.page_entries(*p).min(3));
+                                sc = sc.saturating_sub((3 - crowd) << 24);
+                            }
                             if best.is_none_or(|(b, _)| sc < b) {
                                 best = Some((sc, pos));
                             }

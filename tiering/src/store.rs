@@ -631,6 +631,18 @@ impl TierStore {
             .collect())
     }
 
+    /// Live values sharing the pages of `ptr` (1 for a large value): evicting a value alone on
+    /// its page frees the page.
+    pub fn page_entries(&self, ptr: DiskPtr) -> u16 {
+        if !ptr.small() {
+            return 1;
+        }
+        self.pages
+            .borrow()
+            .get(&ptr.page)
+            .map_or(1, |l| l.entries.max(1))
+    }
+
     /// (bytes of live values, bytes allocated in the file, the file's size limit): cheap, for
     /// decisions on the hot path.
     pub fn space(&self) -> (u64, u64, u64) {
@@ -780,6 +792,27 @@ mod tests {
             assert!(!st.frees_held());
             glommio::timer::sleep(std::time::Duration::from_millis(50)).await;
             assert_eq!(st.stats().entries, 1);
+        });
+    }
+
+    #[test]
+    fn page_entries_counts_the_neighbours_of_a_value() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t-0006.ssd");
+        run(move || async move {
+            let st = TierStore::create(&path, 16 << 20).await.unwrap();
+            let (a, b, c) = (value(1, 1000), value(2, 1000), value(3, 9000));
+            let r = st.write_batch(&[(b"a", &a), (b"b", &b), (b"c", &c)]).await;
+            let (pa, pb, pc) = (
+                r[0].clone().unwrap(),
+                r[1].clone().unwrap(),
+                r[2].clone().unwrap(),
+            );
+            assert_eq!(pa.page, pb.page);
+            assert_eq!(st.page_entries(pa), 2);
+            assert_eq!(st.page_entries(pc), 1);
+            st.free(pb);
+            assert_eq!(st.page_entries(pa), 1);
         });
     }
 
