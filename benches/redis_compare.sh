@@ -133,7 +133,7 @@ start_server() {
     local name="$1" port="$2" logf="$WORKDIR/$1.log"
     local cmd
     case "$name" in
-        strata) cmd=("$STRATA_BIN" --proactor_threads 1 --port "$port") ;;
+        strata) cmd=("$STRATA_BIN" --proactor_threads 1 --port "$port" --dbfilename "") ;;
         redis)  cmd=(redis-server --port "$port" --save '' --appendonly no --daemonize no) ;;
     esac
     pin_prefix "$SERVER_CPU"

@@ -199,7 +199,7 @@ start_server() {  # name, then strata flags
     local name="$1"; shift
     SERVER_NAME="$name"
     pin_prefix "$SERVER_CPU"
-    "${PIN_CMD[@]}" "$STRATA_BIN" --proactor_threads 1 --port "$SPORT" "$@" \
+    "${PIN_CMD[@]}" "$STRATA_BIN" --proactor_threads 1 --port "$SPORT" --dbfilename "" "$@" \
         >"$WORKDIR/$name.log" 2>&1 &
     SERVER_PID=$!
     local deadline=$((SECONDS + STARTUP_TIMEOUT))

@@ -669,3 +669,30 @@ fn offloaded_values_are_saved_as_they_were_when_the_save_started() {
         );
     }
 }
+
+#[test]
+fn shard_files_no_summary_names_are_removed_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let s = server_in(dir.path(), 1, &[]);
+        let mut raw = s.raw();
+        rt(&mut raw, &["SET", "k", "v"], OK);
+        rt(&mut raw, &["SAVE"], OK);
+    }
+    // What a save stopped before its summary (or before its clean-up) leaves behind.
+    std::fs::write(dir.path().join("dump-deadbeef-0000.strata"), b"junk").unwrap();
+    std::fs::write(dir.path().join("other-deadbeef-0000.strata"), b"not ours").unwrap();
+    let s = server_in(dir.path(), 1, &[]);
+    let mut raw = s.raw();
+    rt(&mut raw, &["GET", "k"], &b("v"));
+    let left = files(dir.path());
+    assert!(
+        !left.contains(&"dump-deadbeef-0000.strata".to_string()),
+        "{left:?}"
+    );
+    assert!(
+        left.contains(&"other-deadbeef-0000.strata".to_string()),
+        "{left:?}"
+    );
+    assert_eq!(shard_files(dir.path()).len(), 2, "{left:?}");
+}

@@ -329,8 +329,14 @@ async fn execute_batch(
 /// offloader to make room: back-pressure instead of an OOM error for a burst the SSD can absorb,
 /// and headroom so that RSS (which also holds allocator slack) stays near maxmemory.
 async fn wait_for_room(core: &Core, reqs: &[Vec<Bytes>]) {
-    let max = core.global.settings.maxmemory() / 10 * 9;
-    if max == 0 || crate::memory::used_memory() <= max {
+    let maxmemory = core.global.settings.maxmemory();
+    if maxmemory == 0 {
+        return;
+    }
+    // Room is what RSS allows, not only the allocator's count: freed value buffers that the
+    // allocator keeps count in RSS too (see `server::eviction::ram_goal`).
+    let max = crate::server::eviction::ram_goal(&core.global, maxmemory).min(maxmemory / 10 * 9);
+    if crate::memory::used_memory() <= max {
         return;
     }
     let writes = reqs

@@ -99,6 +99,7 @@ pub fn find(dir: &str, dbfilename: &str) -> Result<Option<Plan>, String> {
             .max();
         return Ok(newest.map(|(_, n)| Plan::Rdb { path: dir.join(n) }));
     }
+    remove_orphans(&dir, dbfilename, &names);
     let summary_pattern = summary_file_name(dbfilename);
     let mut best: Option<(u64, PathBuf, Summary)> = None;
     for n in names
@@ -135,6 +136,39 @@ fn remove_leftovers(dir: &Path, dbfilename: &str, names: &[String]) {
             match std::fs::remove_file(dir.join(n)) {
                 Ok(()) => info!("removed {n}, left by an interrupted save"),
                 Err(e) => warn!("cannot remove {n}, left by an interrupted save: {e}"),
+            }
+        }
+    }
+}
+
+/// Removes shard files of this snapshot name that no summary in the directory names: a save
+/// stopped between renaming its shard files and committing its summary, or before deleting
+/// the files of the snapshot it replaced. Does nothing if any summary cannot be read.
+fn remove_orphans(dir: &Path, dbfilename: &str, names: &[String]) {
+    let prefix = dbfilename.split("{timestamp}").next().unwrap_or(dbfilename);
+    let mut named = std::collections::HashSet::new();
+    for n in names.iter().filter(|n| n.ends_with("-summary.strata")) {
+        let Ok(bytes) = std::fs::read(dir.join(n)) else {
+            return;
+        };
+        let Ok(summary) = Summary::decode(&bytes) else {
+            return;
+        };
+        named.extend(summary.files.into_iter().map(|f| f.name));
+    }
+    for n in names {
+        let shard_file = n.ends_with(".strata")
+            && !n.ends_with("-summary.strata")
+            && n.starts_with(&format!("{prefix}-"))
+            && n.len() > 12
+            && n[n.len() - 12..n.len() - 7].starts_with('-')
+            && n[n.len() - 11..n.len() - 7]
+                .bytes()
+                .all(|b| b.is_ascii_digit());
+        if shard_file && !named.contains(n) {
+            match std::fs::remove_file(dir.join(n)) {
+                Ok(()) => info!("removed {n}, which no snapshot summary names"),
+                Err(e) => warn!("cannot remove {n}, which no snapshot summary names: {e}"),
             }
         }
     }
