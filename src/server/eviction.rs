@@ -16,14 +16,20 @@ use super::core::Core;
 use crate::shard::evict::{Candidates, Evicted};
 use crate::shard::Shard;
 
-/// Used memory the heartbeat keeps under: maxmemory less what RSS holds beyond the allocator's
-/// count (at most a quarter of maxmemory) and 2% more, so RSS itself stays near maxmemory.
-pub fn ram_goal(global: &super::Global, max: u64) -> u64 {
+/// Maxmemory less what RSS holds beyond the allocator's count (at most a quarter of
+/// maxmemory): what used memory may reach for RSS itself to stay near maxmemory.
+fn rss_limit(global: &super::Global, max: u64) -> u64 {
     let overhead = global
         .rss_overhead
         .load(std::sync::atomic::Ordering::Relaxed)
         .min(max / 4);
-    (max - overhead) / 100 * 98
+    max - overhead
+}
+
+/// Used memory the heartbeat keeps under: [`rss_limit`] less 2%, headroom for writes between
+/// ticks.
+pub fn ram_goal(global: &super::Global, max: u64) -> u64 {
+    rss_limit(global, max) / 100 * 98
 }
 
 /// The tier file counts as full past this share of its budget...
@@ -89,7 +95,7 @@ pub fn make_room(core: &Core, incoming: u64) {
     let limit = if core.global.settings.tiered.is_some() {
         max
     } else {
-        ram_goal(&core.global, max) / 98 * 100
+        rss_limit(&core.global, max)
     };
     if used() + incoming <= limit {
         return;

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use ondisk::rdb::{RdbItem, RdbReader};
-use ondisk::snapshot::{Item, RecordValue, SnapshotDecoder};
+use ondisk::snapshot::{RecordValue, SnapshotReader};
 use ondisk::summary::{summary_file_name, Summary};
 use tracing::{info, warn};
 
@@ -447,66 +447,59 @@ async fn load_strata(
     progress: &Progress,
 ) -> Result<(), String> {
     let name = path.display().to_string();
-    let mut file = std::fs::File::open(path).map_err(|e| format!("snapshot file {name}: {e}"))?;
-    let mut dec = SnapshotDecoder::new();
+    let file = std::fs::File::open(path).map_err(|e| format!("snapshot file {name}: {e}"))?;
+    let counted = Counting {
+        inner: std::io::BufReader::with_capacity(READ_CHUNK, file),
+        progress,
+    };
+    let mut reader =
+        SnapshotReader::new(counted).map_err(|e| format!("snapshot file {name}: {e}"))?;
     let mut router = Router::new(core, progress);
-    let mut buf = vec![0u8; READ_CHUNK];
-    let mut end = None;
+    let mut n = 0u64;
     let result = async {
-        loop {
-            let got = file
-                .read(&mut buf)
-                .map_err(|e| format!("snapshot file {name}: read error at offset {}: {e}", dec.offset()))?;
-            if got == 0 {
-                dec.finish().map_err(|e| format!("snapshot file {name}: {e}"))?;
-                break;
-            }
-            dec.feed(&buf[..got]);
-            progress.advance(got as u64);
-            while let Some(item) = dec.next().map_err(|e| format!("snapshot file {name}: {e}"))? {
-                match item {
-                    Item::Record(r) => match r.value {
-                        RecordValue::String(v) => {
-                            router
-                                .push(Rec {
-                                    db: r.db as usize,
-                                    key: r.key,
-                                    value: v,
-                                    expire_at: r.expire_at_ms.unwrap_or(0),
-                                })
-                                .await?
-                        }
-                        RecordValue::Tombstone => {
-                            router.flush().await?;
-                            let (db, key) = (r.db as usize, r.key);
-                            let s = shard_of(&key, core.global.shards());
-                            if db < core.global.settings.dbnum as usize {
-                                core.on_shard(s, move |sh| {
-                                    sh.remove(db, &key);
-                                })
-                                .await;
-                            }
-                        }
-                    },
-                    Item::End(stats) => end = Some(stats),
+        while let Some(r) = reader
+            .next_record()
+            .map_err(|e| format!("snapshot file {name}: {e}"))?
+        {
+            match r.value {
+                RecordValue::String(v) => {
+                    router
+                        .push(Rec {
+                            db: r.db as usize,
+                            key: r.key,
+                            value: v,
+                            expire_at: r.expire_at_ms.unwrap_or(0),
+                        })
+                        .await?
+                }
+                RecordValue::Tombstone => {
+                    router.flush().await?;
+                    let (db, key) = (r.db as usize, r.key);
+                    let s = shard_of(&key, core.global.shards());
+                    if db < core.global.settings.dbnum as usize {
+                        core.on_shard(s, move |sh| {
+                            sh.remove(db, &key);
+                        })
+                        .await;
+                    }
                 }
             }
-            if end.is_some() {
-                break;
+            n += 1;
+            if n.is_multiple_of(1024) {
+                futures_lite::future::yield_now().await;
             }
-            futures_lite::future::yield_now().await;
         }
         router.flush().await?;
-        if dec.skipped_unknown() > 0 {
+        if reader.skipped_unknown() > 0 {
             warn!(
                 "snapshot file {name}: skipped {} record(s) of kinds this version does not know",
-                dec.skipped_unknown()
+                reader.skipped_unknown()
             );
             progress
                 .skipped
-                .fetch_add(dec.skipped_unknown(), Ordering::Relaxed);
+                .fetch_add(reader.skipped_unknown(), Ordering::Relaxed);
         }
-        if let (Some(stats), Some((bytes, crc))) = (&end, expect) {
+        if let (Some(stats), Some((bytes, crc))) = (reader.stats(), expect) {
             if stats.bytes != bytes || stats.crc32 != crc {
                 return Err(format!(
                     "snapshot file {name} does not match its summary (size {} vs {bytes}, crc {:08x} vs {crc:08x})",

@@ -158,7 +158,7 @@ pub fn expand_name(name: &str, now_ms: u64) -> String {
     }
     let secs = now_ms / 1000;
     let (days, rem) = (secs / 86_400, secs % 86_400);
-    let (y, m, d) = civil_from_days(days as i64);
+    let (y, m, d) = crate::cron::civil_from_days(days as i64);
     let ts = format!(
         "{y:04}-{m:02}-{d:02}T{:02}-{:02}-{:02}",
         rem / 3600,
@@ -166,19 +166,6 @@ pub fn expand_name(name: &str, now_ms: u64) -> String {
         rem % 60
     );
     name.replace("{timestamp}", &ts)
-}
-
-/// Gregorian date of a day count since 1970-01-01.
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (yoe + era * 400 + i64::from(m <= 2), m, d)
 }
 
 /// Runs one save to completion. Err when one is already running or the save failed; the
@@ -933,7 +920,5 @@ mod tests {
             "dump-2026-11-30T06-34-30"
         );
         assert_eq!(expand_name("dump.rdb", 1), "dump.rdb");
-        assert_eq!(civil_from_days(0), (1970, 1, 1));
-        assert_eq!(civil_from_days(19_782), (2024, 2, 29));
     }
 }
