@@ -11,6 +11,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use tiering::alloc::PAGE;
 use tiering::TierStore;
 
 use super::core::Core;
@@ -80,8 +81,6 @@ fn fragmented(tier: &TierStore) -> bool {
 
 /// Compaction runs at most this often (finding candidates walks the page table).
 const COMPACT_EVERY: Duration = Duration::from_millis(10);
-/// Bytes of one tier page.
-const PAGE: u64 = 4096;
 
 /// Pages compacted per tick at most.
 const COMPACT_PAGES: usize = 8;
