@@ -288,10 +288,6 @@ impl<V: Clone + Weigh> Dashtable<V> {
         }));
     }
 
-    pub fn snapshot_active(&self) -> bool {
-        self.snap.is_some()
-    }
-
     /// Bytes of the entries captured by mutations and not yet taken.
     pub fn snapshot_captured_bytes(&self) -> usize {
         self.snap.as_ref().map_or(0, |s| s.captured_bytes)

@@ -313,10 +313,6 @@ impl Shard {
         self.snap_db = Some(0);
     }
 
-    pub fn snapshot_active(&self) -> bool {
-        self.snap_db.is_some()
-    }
-
     /// One step of the snapshot: entries captured by writes, then up to `buckets` buckets of
     /// the walk, go to `out` as (db, key, entry). True once everything has been handed out.
     pub fn snapshot_step(
