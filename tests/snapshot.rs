@@ -250,6 +250,11 @@ fn a_save_is_point_in_time_under_concurrent_writes() {
         info_str(&mut c, "persistence", "rdb_last_bgsave_status"),
         "ok"
     );
+    assert_eq!(
+        info_u64(&mut c, "persistence", "rdb_last_save_keys"),
+        model.len() as u64,
+        "keys saved"
+    );
     drop(s);
     let s = server_in(dir.path(), 2, &[]);
     check(&mut s.client(), &model);

@@ -51,7 +51,7 @@ pub async fn run(
                 .unwrap_or(core.global.started_unix) as i64,
         ),
         "save" => save(core, &args).await,
-        "bgsave" => bgsave(core, &args),
+        "bgsave" => bgsave(core, &args).await,
         "dbsize" => {
             let counts = core.on_all(move |s| s.dbs[db].table.len()).await;
             Reply::Int(counts.iter().sum::<usize>() as i64)
@@ -1282,7 +1282,7 @@ async fn save(core: &Rc<Core>, args: &[Bytes]) -> Reply {
 }
 
 /// BGSAVE [SCHEDULE]: starts a save and answers at once.
-fn bgsave(core: &Rc<Core>, args: &[Bytes]) -> Reply {
+async fn bgsave(core: &Rc<Core>, args: &[Bytes]) -> Reply {
     use crate::server::snapshot;
     let schedule = match args.len() {
         1 => false,
@@ -1295,8 +1295,12 @@ fn bgsave(core: &Rc<Core>, args: &[Bytes]) -> Reply {
         }
         return err(snapshot::IN_PROGRESS);
     }
-    snapshot::bgsave(core);
-    Reply::Status("Background saving started")
+    // Answered once the point in time is set: later writes are not in the snapshot.
+    match snapshot::bgsave(core).await {
+        Ok(Ok(())) => Reply::Status("Background saving started"),
+        Ok(Err(e)) => Reply::Error(e),
+        Err(_) => err("ERR server is shutting down"),
+    }
 }
 
 async fn shutdown(core: &Rc<Core>, args: &[Bytes]) -> Reply {

@@ -168,6 +168,9 @@ pub fn expand_name(name: &str, now_ms: u64) -> String {
     name.replace("{timestamp}", &ts)
 }
 
+/// Tells the BGSAVE that started a save when its point in time is set (or why it failed first).
+type Begun = Option<futures::channel::oneshot::Sender<Result<(), String>>>;
+
 /// Runs one save to completion. Err when one is already running or the save failed; the
 /// outcome is recorded for INFO either way.
 pub async fn save(
@@ -175,9 +178,22 @@ pub async fn save(
     format: Option<Format>,
     name: Option<String>,
 ) -> Result<SaveReport, String> {
+    save_signalling(core, format, name, None).await
+}
+
+/// [`save`], telling `begun` once every shard's snapshot has begun.
+async fn save_signalling(
+    core: &Rc<Core>,
+    format: Option<Format>,
+    name: Option<String>,
+    mut begun: Begun,
+) -> Result<SaveReport, String> {
     {
         let mut st = state(core);
         if st.in_progress {
+            if let Some(tx) = begun.take() {
+                let _ = tx.send(Err(IN_PROGRESS.to_string()));
+            }
             return Err(IN_PROGRESS.to_string());
         }
         st.in_progress = true;
@@ -185,7 +201,10 @@ pub async fn save(
     }
     let started = Instant::now();
     let dirty = total_dirty(core).await;
-    let result = save_now(core, format, name).await;
+    let result = save_now(core, format, name, &mut begun).await;
+    if let (Some(tx), Err(e)) = (begun.take(), &result) {
+        let _ = tx.send(Err(e.clone()));
+    }
     let again = {
         let mut st = state(core);
         st.in_progress = false;
@@ -218,18 +237,22 @@ pub async fn save(
         Err(e) => warn!("snapshot failed: {e}"),
     }
     if again {
-        bgsave(core);
+        let _ = bgsave(core);
     }
     result
 }
 
-/// Starts a save in the background; its outcome goes to the log and INFO.
-pub fn bgsave(core: &Rc<Core>) {
+/// Starts a save in the background; its outcome goes to the log and INFO. The receiver
+/// answers once the save's point in time is set (every shard's snapshot has begun), so a
+/// write sent after BGSAVE's reply is never in the snapshot, as with Redis' fork.
+pub fn bgsave(core: &Rc<Core>) -> futures::channel::oneshot::Receiver<Result<(), String>> {
+    let (tx, rx) = futures::channel::oneshot::channel();
     let c = core.clone();
     glommio::spawn_local(async move {
-        let _ = save(&c, None, None).await;
+        let _ = save_signalling(&c, None, None, Some(tx)).await;
     })
     .detach();
+    rx
 }
 
 /// True while a save runs; with `schedule`, a save is queued to follow it (BGSAVE SCHEDULE).
@@ -250,6 +273,7 @@ async fn save_now(
     core: &Rc<Core>,
     format: Option<Format>,
     name: Option<String>,
+    begun: &mut Begun,
 ) -> Result<SaveReport, String> {
     let settings = core.global.settings.clone();
     let name = name.unwrap_or_else(|| settings.dbfilename());
@@ -303,6 +327,9 @@ async fn save_now(
                 .await
                 .ok_or("ERR server is shutting down")?;
         }
+    }
+    if let Some(tx) = begun.take() {
+        let _ = tx.send(Ok(()));
     }
     info!(
         "saving snapshot '{name}' ({n} shard(s)) to {}",
@@ -494,12 +521,14 @@ async fn write_shard(core: &Rc<Core>, job: &ShardJob) -> Result<ShardOutput, Str
     };
     let mut batch: Vec<(usize, crate::shard::CompactBytes, Entry)> = Vec::new();
     let total = core.shard.borrow().key_count().max(1);
+    let mut handed = 0usize;
     let mut next_log = 10;
     loop {
         let done = core
             .shard
             .borrow_mut()
             .snapshot_step(STEP_BUCKETS, &mut batch);
+        handed += batch.len();
         let mut reads = Vec::new();
         for (db, key, e) in batch.drain(..) {
             if e.expire_at != 0 && e.expire_at <= job.started_ms {
@@ -575,6 +604,13 @@ async fn write_shard(core: &Rc<Core>, job: &ShardJob) -> Result<ShardOutput, Str
             break;
         }
         futures_lite::future::yield_now().await;
+    }
+    let expected = core.shard.borrow().snap_keys_at_begin;
+    if handed != expected {
+        warn!(
+            shard = job.header.shard_index,
+            "snapshot walked {handed} entries but the shard held {expected} when the save began"
+        );
     }
     let tail = match enc {
         Encoder::Strata(e) => {

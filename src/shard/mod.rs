@@ -80,6 +80,9 @@ pub struct Shard {
     pub dirty: u64,
     /// The db a running snapshot's walker is in; None when no snapshot runs.
     snap_db: Option<usize>,
+    /// Keys present when the running snapshot began: exactly as many entries must be handed
+    /// out by [`Shard::snapshot_step`] (a check on the capture logic).
+    pub snap_keys_at_begin: usize,
 }
 
 impl Shard {
@@ -97,6 +100,7 @@ impl Shard {
             recent_loads: lru::LruCache::new(std::num::NonZeroUsize::MIN.saturating_add(4095)),
             dirty: 0,
             snap_db: None,
+            snap_keys_at_begin: 0,
         }
     }
 
@@ -311,6 +315,7 @@ impl Shard {
             t.hold_frees();
         }
         self.snap_db = Some(0);
+        self.snap_keys_at_begin = self.key_count();
     }
 
     /// One step of the snapshot: entries captured by writes, then up to `buckets` buckets of
