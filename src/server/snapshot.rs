@@ -237,7 +237,8 @@ async fn save_signalling(
         Err(e) => warn!("snapshot failed: {e}"),
     }
     if again {
-        let _ = bgsave(core);
+        // Nobody waits for this one's point in time.
+        drop(bgsave(core));
     }
     result
 }
