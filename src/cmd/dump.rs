@@ -53,8 +53,8 @@ pub fn dump(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     let Some(entry) = ctx.shard.lookup(ctx.db, &args[1], ctx.now) else {
         return Reply::Nil;
     };
-    let payload = match super::string::as_str(&entry.value) {
-        Ok(s) => encode_string_payload(s.as_bytes()),
+    let payload = match super::string::as_str(entry) {
+        Ok(s) => encode_string_payload(s),
         Err(e) => return e,
     };
     Reply::Bulk(Bytes::from(payload))
@@ -639,8 +639,8 @@ mod tests {
             Reply::Ok
         );
         let n = s.lookup_mut(0, b"n", now).unwrap();
-        assert_eq!(n.value, Value::str(b"bar"));
-        assert_eq!(n.expire_at, now + 5000);
+        assert_eq!(n.str(), Some(&b"bar"[..]));
+        assert_eq!(n.expire_at(), now + 5000);
         assert_eq!(n.freq(), 200);
 
         let q = encode_string_payload(b"12345");
@@ -653,8 +653,8 @@ mod tests {
         );
         let clock = s.clock();
         let k = s.lookup_mut(0, b"k", now).unwrap();
-        assert_eq!(k.value, Value::str(b"12345"));
-        assert_eq!(k.expire_at, 0);
+        assert_eq!(k.str(), Some(&b"12345"[..]));
+        assert_eq!(k.expire_at(), 0);
         assert_eq!(k.idle_seconds(clock), 100);
 
         let abs = (now + 10).to_string();
@@ -662,7 +662,7 @@ mod tests {
             r(&mut s, &[b"restore", b"a", abs.as_bytes(), &p, b"absttl"]),
             Reply::Ok
         );
-        assert_eq!(s.lookup_mut(0, b"a", now).unwrap().expire_at, now + 10);
+        assert_eq!(s.lookup_mut(0, b"a", now).unwrap().expire_at(), now + 10);
 
         // A time already past deletes rather than stores, and still says OK.
         let past = (now - 1).to_string();

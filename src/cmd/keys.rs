@@ -6,7 +6,7 @@ use bytes::Bytes;
 use super::args::*;
 use super::Ctx;
 use crate::protocol::Reply;
-use crate::shard::{Entry, Value};
+use crate::shard::{Entry, ValueRef};
 
 /// DEL / UNLINK part: keys removed.
 pub fn del(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
@@ -47,7 +47,7 @@ pub fn touch(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
 pub fn type_(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     match ctx.shard.lookup_mut(ctx.db, &args[1], ctx.now) {
         None => Reply::Status("none"),
-        Some(e) => Reply::Status(e.value.type_name()),
+        Some(e) => Reply::Status(e.type_name()),
     }
 }
 
@@ -118,7 +118,7 @@ fn expire_generic(ctx: &mut Ctx, args: &[Bytes], unit_ms: i64, absolute: bool, c
     let Some(e) = ctx.shard.lookup_mut(ctx.db, key, ctx.now) else {
         return Reply::Int(0);
     };
-    let cur = e.expire_at;
+    let cur = e.expire_at();
     // A key without TTL has an infinite one for GT/LT.
     let cur_ttl = if cur == 0 { i64::MAX } else { cur as i64 };
     let allowed = !(cond.nx && cur != 0
@@ -157,13 +157,13 @@ fn ttl_generic(ctx: &mut Ctx, key: &[u8], in_ms: bool, absolute: bool) -> Reply 
     let Some(e) = ctx.shard.lookup_mut(ctx.db, key, ctx.now) else {
         return Reply::Int(-2);
     };
-    if e.expire_at == 0 {
+    if e.expire_at() == 0 {
         return Reply::Int(-1);
     }
     let t = if absolute {
-        e.expire_at as i64
+        e.expire_at() as i64
     } else {
-        (e.expire_at as i64 - ctx.now as i64).max(0)
+        (e.expire_at() as i64 - ctx.now as i64).max(0)
     };
     Reply::Int(if in_ms { t } else { (t + 500) / 1000 })
 }
@@ -186,7 +186,7 @@ pub fn pexpiretime(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
 
 pub fn persist(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     let has_ttl = match ctx.shard.lookup_mut(ctx.db, &args[1], ctx.now) {
-        Some(e) => e.expire_at != 0,
+        Some(e) => e.expire_at() != 0,
         None => false,
     };
     if has_ttl {
@@ -274,7 +274,8 @@ pub fn copy(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
         }
         ctx.shard.remove(db, &args[2]);
     }
-    ctx.shard.store(db, &args[2], e.value, e.expire_at);
+    ctx.shard
+        .store(db, &args[2], e.to_value(args[1].len()), e.expire_at());
     Reply::Int(1)
 }
 
@@ -299,10 +300,10 @@ pub fn move_(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
 /// What OBJECT ENCODING says for an entry. Offloaded values are at least 64 bytes and not
 /// integers, so Redis would hold them "raw".
 pub fn encoding_of(e: &Entry) -> &'static str {
-    match &e.value {
-        Value::Str(_) if e.flags & Entry::RAW != 0 => "raw",
-        Value::Str(s) => string_encoding(s.as_bytes()),
-        Value::External(_) => "raw",
+    match e.value() {
+        ValueRef::Str(_) if e.has(Entry::RAW) => "raw",
+        ValueRef::Str(s) => string_encoding(s),
+        ValueRef::External(_) => "raw",
     }
 }
 

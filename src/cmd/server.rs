@@ -573,7 +573,7 @@ async fn scan(core: &Rc<Core>, db: usize, args: &[Bytes]) -> Reply {
                             }
                         }
                         if let Some(t) = &type_ {
-                            if e.value.type_name() != t {
+                            if e.type_name() != t {
                                 return;
                             }
                         }
@@ -1147,10 +1147,7 @@ async fn debug(core: &Rc<Core>, conn: &ConnState, args: &[Bytes]) -> Reply {
                 .on_shard(shard_of(&key, n), move |s| {
                     let clock = s.clock();
                     s.lookup_mut(db, &key, now_ms()).map(|e| {
-                        let len = match &e.value {
-                            Value::Str(v) => v.len(),
-                            Value::External(p) => p.len as usize,
-                        };
+                        let len = e.value_len();
                         format!(
                             "Value at:0x0 refcount:1 encoding:{} serializedlength:{} lru:{} lru_seconds_idle:{}",
                             super::keys::encoding_of(e),
@@ -1204,11 +1201,11 @@ async fn memory(core: &Rc<Core>, db: usize, args: &[Bytes]) -> Reply {
             let r = core
                 .on_shard(shard_of(&key, n), move |s| {
                     s.lookup_mut(db, &key, now_ms()).map(|e| {
-                        // The slot (key handle, value handle, expiry, meta, fingerprint) plus
-                        // whatever the key and value hold on the heap.
-                        let slot = 64;
-                        let key_heap = if key.len() > crate::shard::entry::INLINE_CAP { key.len() } else { 0 };
-                        slot + key_heap + e.value.heap_bytes()
+                        // The slab element (key and entry handles), its slot (id and
+                        // fingerprint), plus whatever the key and value hold on the heap.
+                        let slot = 32 + 5;
+                        let key_heap = if key.len() > crate::shard::entry::KEY_INLINE { key.len() + 4 } else { 0 };
+                        slot + key_heap + e.heap_bytes()
                     })
                 })
                 .await

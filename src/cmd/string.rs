@@ -9,15 +9,15 @@ use bytes::Bytes;
 use super::args::*;
 use super::Ctx;
 use crate::protocol::{Reply, MAX_BULK_LEN};
-use crate::shard::{CompactBytes, Entry, Value};
+use crate::shard::{CompactBytes, Entry, Value, ValueRef};
 
 /// The string held by an entry, or WRONGTYPE.
-pub fn as_str(v: &Value) -> Result<&CompactBytes, Reply> {
-    match v {
-        Value::Str(s) => Ok(s),
+pub fn as_str(e: &Entry) -> Result<&[u8], Reply> {
+    match e.value() {
+        ValueRef::Str(s) => Ok(s),
         // Commands that read values get them loaded before they run (server::exec); reaching
         // this means a command's table entry lacks READS_VALUE.
-        Value::External(_) => Err(err("ERR internal error: value on SSD was not loaded")),
+        ValueRef::External(_) => Err(err("ERR internal error: value on SSD was not loaded")),
     }
 }
 
@@ -25,7 +25,7 @@ pub fn as_str(v: &Value) -> Result<&CompactBytes, Reply> {
 fn read(ctx: &mut Ctx, key: &[u8]) -> Result<Option<Bytes>, Reply> {
     match ctx.shard.lookup(ctx.db, key, ctx.now) {
         None => Ok(None),
-        Some(e) => Ok(Some(as_str(&e.value)?.to_bytes())),
+        Some(e) => Ok(Some(Bytes::copy_from_slice(as_str(e)?))),
     }
 }
 
@@ -121,10 +121,10 @@ pub fn set(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     let (old, old_ttl) = match ctx.shard.lookup_mut(ctx.db, key, ctx.now) {
         None => (None, 0),
         Some(e) => {
-            let ttl = e.expire_at;
+            let ttl = e.expire_at();
             if o.get {
-                match as_str(&e.value) {
-                    Ok(s) => (Some(Some(s.to_bytes())), ttl),
+                match as_str(e) {
+                    Ok(s) => (Some(Some(Bytes::copy_from_slice(s))), ttl),
                     Err(e) => return e,
                 }
             } else {
@@ -241,12 +241,11 @@ pub fn mget(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     let out = args[1..]
         .iter()
         .map(|k| match ctx.shard.lookup(ctx.db, k, ctx.now) {
-            Some(Entry {
-                value: Value::Str(s),
-                ..
-            }) => Reply::Bulk(s.to_bytes()),
-            #[allow(unreachable_patterns)]
-            _ => Reply::Nil,
+            Some(e) => match e.value() {
+                ValueRef::Str(s) => Reply::Bulk(Bytes::copy_from_slice(s)),
+                ValueRef::External(_) => Reply::Nil,
+            },
+            None => Reply::Nil,
         })
         .collect();
     Reply::Array(out)
@@ -287,7 +286,7 @@ pub fn append(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
             Reply::Int(tail.len() as i64)
         }
         Some(e) => {
-            let cur = match as_str(&e.value) {
+            let cur = match as_str(e) {
                 Ok(s) => s,
                 Err(r) => return r,
             };
@@ -296,10 +295,10 @@ pub fn append(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
                 return err(ERR_TOO_BIG);
             }
             let mut v = Vec::with_capacity(len);
-            v.extend_from_slice(cur.as_bytes());
+            v.extend_from_slice(cur);
             v.extend_from_slice(tail);
-            e.value = Value::Str(CompactBytes::from_vec(v));
-            e.flags |= Entry::RAW;
+            e.set_value(Value::Str(CompactBytes::from_vec(v)));
+            e.add_flags(Entry::RAW);
             Reply::Int(len as i64)
         }
     }
@@ -309,11 +308,8 @@ pub fn strlen(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     match ctx.shard.lookup(ctx.db, &args[1], ctx.now) {
         None => Reply::Int(0),
         // An offloaded value's length is in its pointer: no disk read.
-        Some(Entry {
-            value: Value::External(p),
-            ..
-        }) => Reply::Int(p.len as i64),
-        Some(e) => match as_str(&e.value) {
+        Some(e) if e.is_external() => Reply::Int(e.value_len() as i64),
+        Some(e) => match as_str(e) {
             Ok(s) => Reply::Int(s.len() as i64),
             Err(r) => r,
         },
@@ -324,8 +320,8 @@ pub fn strlen(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
 fn incr_by(ctx: &mut Ctx, key: &[u8], by: i64) -> Reply {
     let cur = match ctx.shard.lookup_mut(ctx.db, key, ctx.now) {
         None => None,
-        Some(e) => match as_str(&e.value) {
-            Ok(s) => match parse_i64(s.as_bytes()) {
+        Some(e) => match as_str(e) {
+            Ok(s) => match parse_i64(s) {
                 Some(n) => Some(n),
                 None => return err(ERR_NOT_INT),
             },
@@ -337,7 +333,7 @@ fn incr_by(ctx: &mut Ctx, key: &[u8], by: i64) -> Reply {
     };
     let text = n.to_string();
     match ctx.shard.lookup_mut(ctx.db, key, ctx.now) {
-        Some(e) => e.value = Value::str(text.as_bytes()),
+        Some(e) => e.set_value(Value::str(text.as_bytes())),
         None => {
             ctx.shard.store(ctx.db, key, Value::str(text.as_bytes()), 0);
         }
@@ -417,8 +413,8 @@ pub fn incrbyfloat(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     let key = &args[1];
     let cur: Option<Vec<u8>> = match ctx.shard.lookup_mut(ctx.db, key, ctx.now) {
         None => None,
-        Some(e) => match as_str(&e.value) {
-            Ok(s) => Some(s.as_bytes().to_vec()),
+        Some(e) => match as_str(e) {
+            Ok(s) => Some(s.to_vec()),
             Err(r) => return r,
         },
     };
@@ -427,7 +423,7 @@ pub fn incrbyfloat(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
         Err(e) => return e,
     };
     match ctx.shard.lookup_mut(ctx.db, key, ctx.now) {
-        Some(e) => e.value = Value::str(&text),
+        Some(e) => e.set_value(Value::str(&text)),
         None => {
             ctx.shard.store(ctx.db, key, Value::str(&text), 0);
         }
@@ -481,8 +477,8 @@ pub fn setrange(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     };
     let cur: Option<Vec<u8>> = match ctx.shard.lookup_mut(ctx.db, key, ctx.now) {
         None => None,
-        Some(e) => match as_str(&e.value) {
-            Ok(s) => Some(s.as_bytes().to_vec()),
+        Some(e) => match as_str(e) {
+            Ok(s) => Some(s.to_vec()),
             Err(r) => return r,
         },
     };
@@ -501,13 +497,13 @@ pub fn setrange(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     let len = buf.len();
     let value = Value::Str(CompactBytes::from_vec(buf));
     match ctx.shard.lookup_mut(ctx.db, key, ctx.now) {
-        Some(e) if exists => e.value = value,
+        Some(e) if exists => e.set_value(value),
         _ => {
             ctx.shard.store(ctx.db, key, value, 0);
         }
     }
     if let Some(e) = ctx.shard.lookup_mut(ctx.db, key, ctx.now) {
-        e.flags |= Entry::RAW;
+        e.add_flags(Entry::RAW);
     }
     Reply::Int(len as i64)
 }
@@ -560,8 +556,8 @@ pub fn lcs(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     for k in &args[1..3] {
         match ctx.shard.lookup(ctx.db, k, ctx.now) {
             None => vals.push(Bytes::new()),
-            Some(e) => match as_str(&e.value) {
-                Ok(s) => vals.push(s.to_bytes()),
+            Some(e) => match as_str(e) {
+                Ok(s) => vals.push(Bytes::copy_from_slice(s)),
                 Err(_) => return err("ERR The specified keys must contain string values"),
             },
         }

@@ -16,13 +16,14 @@ use super::core::Core;
 use crate::shard::evict::{Candidates, Evicted};
 use crate::shard::Shard;
 
-/// Maxmemory less what RSS holds beyond the allocator's count (at most a quarter of
-/// maxmemory): what used memory may reach for RSS itself to stay near maxmemory.
+/// Maxmemory less what RSS holds beyond the allocator's count (the binary, stacks, allocator
+/// slack; at most a third of maxmemory, so a small maxmemory still leaves room to work): what
+/// used memory may reach for RSS itself to stay near maxmemory.
 fn rss_limit(global: &super::Global, max: u64) -> u64 {
     let overhead = global
         .rss_overhead
         .load(std::sync::atomic::Ordering::Relaxed)
-        .min(max / 4);
+        .min(max / 3);
     max - overhead
 }
 

@@ -36,21 +36,20 @@ pub async fn preload(core: &Rc<Core>, db: usize, cmds: &[(&'static Spec, &[Bytes
         let Some(tier) = shard.tier.clone() else {
             return Preloaded::new();
         };
-        let mut ptrs: Vec<DiskPtr> = cmds
+        let mut ptrs: Vec<(Bytes, DiskPtr)> = cmds
             .iter()
             .flat_map(|(spec, args)| offloaded_keys(&shard, db, spec, args))
-            .map(|(_, p)| p)
             .collect();
-        ptrs.sort_unstable_by_key(|p| (p.page, p.offset));
-        ptrs.dedup();
+        ptrs.sort_unstable_by_key(|(_, p)| (p.page, p.offset));
+        ptrs.dedup_by_key(|(_, p)| *p);
         (tier, ptrs)
     };
     if ptrs.len() < 2 {
         return Preloaded::new();
     }
-    let reads = ptrs.into_iter().map(|p| {
+    let reads = ptrs.into_iter().map(|(k, p)| {
         let tier = tier.clone();
-        async move { (p, tier.read(p).await) }
+        async move { (p, tier.read(p, &k).await) }
     });
     futures::future::join_all(reads).await.into_iter().collect()
 }
@@ -87,14 +86,14 @@ pub async fn run_keyed(
         let Some(tier) = core.shard.borrow().tier.clone() else {
             return crate::cmd::args::err("ERR tiered storage is not available");
         };
-        let loaded = futures::future::join_all(wanted.iter().map(|(_, p)| {
+        let loaded = futures::future::join_all(wanted.iter().map(|(k, p)| {
             let ahead = pre.and_then(|m| m.get(p)).cloned();
             let tier = tier.clone();
             let p = *p;
             async move {
                 match ahead {
                     Some(r) => r,
-                    None => tier.read(p).await,
+                    None => tier.read(p, k).await,
                 }
             }
         }))
@@ -111,7 +110,7 @@ pub async fn run_keyed(
                     Ok(v) => {
                         let v = Bytes::from(v);
                         if let Some(e) = shard.lookup_repr(db, &key, now) {
-                            e.value = Value::Str(CompactBytes::new(&v));
+                            e.set_value(Value::str(&v));
                             installed.push((key, ptr, v));
                         }
                     }
@@ -174,32 +173,34 @@ fn restore_pointers(
         let unchanged = shard.dbs[db]
             .table
             .get(&key, crate::shard::hash(&key))
-            .is_some_and(|e| matches!(&e.value, Value::Str(s) if s.as_bytes() == &bytes[..]));
+            .is_some_and(|e| e.str() == Some(&bytes[..]));
         if !unchanged {
             shard.free_disk(ptr);
             continue;
         }
-        let again = shard.recent_loads.put(ptr.tag, ()).is_some();
+        let again = shard.recent_loads.put(ptr.pack(), ()).is_some();
         if upload && again {
-            shard.recent_loads.pop(&ptr.tag);
+            shard.recent_loads.pop(&ptr.pack());
             shard.free_disk(ptr);
             shard.stats.uploaded += 1;
         } else if let Some(e) = shard.peek_repr(db, &key) {
-            e.value = Value::External(ptr);
+            e.set_value(Value::External(ptr));
         }
     }
 }
 
-/// Whether a value read twice may stay in RAM: used memory under the upload threshold, and
-/// under the offload threshold too, so that bringing a value back never just makes the
-/// offloader push another one out (which would make the two chase each other).
+/// Whether a value read twice may stay in RAM: used memory well under the level where the
+/// offloader turns to its hard pace (`offload::hard_limit`), so that bringing a value back
+/// never just makes the offloader push another one out at once. Between the offload
+/// threshold and that level, hot values come back and cold ones leave at the soft pace.
 fn upload_allowed(core: &Core) -> bool {
     let s = &core.global.settings;
     let (Some(t), max) = (&s.tiered, s.maxmemory()) else {
         return false;
     };
-    let limit = t.upload_threshold.min(t.offload_threshold) * 0.95;
-    max == 0 || (crate::memory::used_memory() as f64) < limit * max as f64
+    max == 0
+        || crate::memory::used_memory()
+            < super::offload::hard_limit(&core.global, max, t) / 100 * 95
 }
 
 /// Loads an entry's value into RAM for good (it is about to leave this shard: cross-shard
@@ -214,13 +215,13 @@ pub async fn load_entry(
         let ptr = {
             let mut shard = core.shard.borrow_mut();
             let e = shard.lookup_mut(db, key, now)?;
-            match e.value {
-                Value::External(p) => p,
-                _ => return Some(e.clone()),
+            match e.external(key.len()) {
+                Some(p) => p,
+                None => return Some(e.clone()),
             }
         };
         let tier = core.shard.borrow().tier.clone()?;
-        let data = tier.read(ptr).await;
+        let data = tier.read(ptr, key).await;
         let mut shard = core.shard.borrow_mut();
         if shard.peek_external(db, key) != Some(ptr) {
             // Changed while reading: look again.
@@ -230,7 +231,7 @@ pub async fn load_entry(
             Ok(v) => {
                 shard.free_disk(ptr);
                 let e = shard.lookup_mut(db, key, now)?;
-                e.value = Value::Str(CompactBytes::from_vec(v));
+                e.set_value(Value::Str(CompactBytes::from_vec(v)));
                 Some(e.clone())
             }
             Err(err) => {

@@ -306,9 +306,10 @@ fn install_exit_handler(global: Arc<Global>) -> Result<(), String> {
     Ok(())
 }
 
-/// Ten times a second notes how far RSS runs past what is allocated; once a second at most
-/// hands freed heap memory back to the OS when that is a lot (glibc keeps freed blocks
-/// otherwise, e.g. after values moved to SSD).
+/// Ten times a second notes how far RSS runs past what is allocated, and hands freed heap
+/// memory back to the OS when that is a lot, or when RSS nears maxmemory (glibc keeps freed
+/// blocks otherwise, e.g. after values moved to SSD): once a second at most, ten times a
+/// second near the bound.
 fn trim_heap(
     global: &Global,
     used: u64,
@@ -318,22 +319,34 @@ fn trim_heap(
         return;
     }
     *measured = std::time::Instant::now();
-    let rss = crate::memory::rss_bytes();
-    global.rss_overhead.store(
-        rss.saturating_sub(used),
-        std::sync::atomic::Ordering::Relaxed,
-    );
-    if trimmed.elapsed() < Duration::from_secs(1) {
-        return;
-    }
-    *trimmed = std::time::Instant::now();
-    if rss > used + (16 << 20) {
+    let mut rss = crate::memory::rss_bytes();
+    let max = global.settings.maxmemory();
+    let near_bound = max > 0 && rss > max / 100 * 90 && rss > used + (4 << 20);
+    let every = if near_bound {
+        Duration::from_millis(100)
+    } else {
+        Duration::from_secs(1)
+    };
+    if (near_bound || rss > used + (16 << 20)) && trimmed.elapsed() >= every {
+        *trimmed = std::time::Instant::now();
         #[cfg(target_env = "gnu")]
         // SAFETY: malloc_trim has no preconditions; it only returns free heap pages to the OS.
         unsafe {
             libc::malloc_trim(0);
         }
+        rss = crate::memory::rss_bytes();
     }
+    // Measured after any trim: what RSS keeps beyond the count even when freed memory went
+    // back, which is what the limits derived from it must leave room for. Peaks fade slowly
+    // (1% of maxmemory per measurement): churn brings them back between trims.
+    let measured_now = rss.saturating_sub(used);
+    let before = global
+        .rss_overhead
+        .load(std::sync::atomic::Ordering::Relaxed);
+    global.rss_overhead.store(
+        measured_now.max(before.saturating_sub((max / 100).max(1 << 20))),
+        std::sync::atomic::Ordering::Relaxed,
+    );
 }
 
 /// CPUs this process may run on (honours `taskset`), from /proc/self/status.

@@ -2,10 +2,18 @@
 //! memory is above `--tiered_offload_threshold` of maxmemory.
 //!
 //! Coldness is CLOCK: a lookup sets an entry's referenced bit; the sweep clears it and takes
-//! only entries found without it (second chance). Work is bounded per round (buckets visited,
-//! bytes in one batch), one batch is in flight at a time, and the task yields between rounds,
-//! so foreground commands keep their latency. A value changed while its batch was being
-//! written is left in RAM and its fresh disk copy freed.
+//! only entries found without it (second chance). Two paces:
+//! - *soft* (above the offload threshold): one pass over the table takes [`SOFT_PASS`], so a
+//!   value leaves RAM only after a whole pass without an access. Values read again come back
+//!   (see `exec::upload_allowed`) while memory is under the upload threshold, so the hot set
+//!   lives in RAM up to that level, and only what is really cold goes to SSD.
+//! - *hard* (above [`hard_limit`], just under where writers start to wait): rounds follow
+//!   each other as fast as the disk takes them, and the second chance is the only protection.
+//!
+//! Work is bounded per round (buckets visited, bytes in one batch), one batch is in flight at
+//! a time, and the task yields between rounds, so foreground commands keep their latency. A
+//! value changed while its batch was being written is left in RAM and its fresh disk copy
+//! freed.
 
 use std::rc::Rc;
 use std::time::Duration;
@@ -22,6 +30,18 @@ use crate::shard::{hash, Entry, Value};
 const BATCH_BYTES: usize = 256 * 1024;
 /// Most buckets one round may visit.
 const ROUND_BUCKETS: usize = 512;
+/// How long one CLOCK pass over the table takes at the soft pace.
+const SOFT_PASS: Duration = Duration::from_secs(1);
+/// Rounds at the soft pace come this often.
+const SOFT_TICK: Duration = Duration::from_millis(10);
+
+/// Used memory above which the offloader runs at full pace: a little under the level where
+/// writers start waiting for room (`connection::wait_for_room`: 0.9 of maxmemory, less the
+/// allocator's overhead in RSS) and, when the upload threshold is lower, under that too.
+pub fn hard_limit(global: &crate::server::Global, max: u64, ts: &TierSettings) -> u64 {
+    let by_threshold = (max as f64 * ts.upload_threshold.min(0.9) * 0.9) as u64;
+    by_threshold.min(super::eviction::ram_goal(global, max) / 100 * 90)
+}
 
 /// Runs forever on this core.
 pub async fn run(core: Rc<Core>, tier: Rc<TierStore>, ts: TierSettings) {
@@ -29,8 +49,10 @@ pub async fn run(core: Rc<Core>, tier: Rc<TierStore>, ts: TierSettings) {
     let mut last_compact = std::time::Instant::now();
     loop {
         let busy = over_threshold(&core, &ts) && !tier.is_full();
-        let period = if busy {
+        let period = if over_hard(&core, &ts) {
             Duration::from_micros(200)
+        } else if busy {
+            SOFT_TICK
         } else {
             core.global.settings.tick_period()
         };
@@ -55,11 +77,26 @@ pub async fn run(core: Rc<Core>, tier: Rc<TierStore>, ts: TierSettings) {
             };
             compact(&core, &tier, below, pages).await;
         }
+        // At the soft pace one round covers its share of a pass; at the hard pace rounds go on
+        // while memory stays that high.
+        let mut soft_rounds = 1;
         while over_threshold(&core, &ts) && !tier.is_full() {
             if core.gate.is_locked() {
                 break;
             }
-            let batch = pick(&core, &ts, &mut cursor);
+            let hard = over_hard(&core, &ts);
+            if !hard {
+                if soft_rounds == 0 {
+                    break;
+                }
+                soft_rounds -= 1;
+            }
+            let budget = if hard {
+                ROUND_BUCKETS
+            } else {
+                soft_buckets(&core)
+            };
+            let batch = pick(&core, &ts, &mut cursor, budget);
             if batch.is_empty() {
                 break;
             }
@@ -102,10 +139,10 @@ async fn compact(core: &Rc<Core>, tier: &Rc<TierStore>, below: u64, limit: usize
             continue;
         };
         let shard = core.shard.borrow();
-        live.extend(entries.into_iter().filter_map(|(offset, tag, key, value)| {
+        live.extend(entries.into_iter().filter_map(|(offset, key, value)| {
             (0..shard.dbs.len()).find_map(|db| {
                 let p = shard.peek_external(db, &key)?;
-                (p.page == page && p.offset == offset && p.tag == tag)
+                (p.page == page && p.offset == offset)
                     .then(|| (db, Bytes::from(key.clone()), Bytes::from(value.clone()), p))
             })
         }));
@@ -122,7 +159,7 @@ async fn compact(core: &Rc<Core>, tier: &Rc<TierStore>, below: u64, limit: usize
         };
         if shard.peek_external(*db, key) == Some(*old) {
             if let Some(e) = shard.peek_repr(*db, key) {
-                e.value = Value::External(new);
+                e.set_value(Value::External(new));
             }
             tier.free(*old);
             shard.stats.compacted += 1;
@@ -148,10 +185,10 @@ fn install(
         let same = shard.dbs[*db]
             .table
             .get(key, hash(key))
-            .is_some_and(|e| matches!(&e.value, Value::Str(s) if s.as_bytes() == &value[..]));
+            .is_some_and(|e| e.str() == Some(&value[..]));
         if same {
             if let Some(e) = shard.peek_repr(*db, key) {
-                e.value = Value::External(ptr);
+                e.set_value(Value::External(ptr));
             }
             shard.stats.offloaded += 1;
             shard.stats.external_values += 1;
@@ -166,11 +203,25 @@ fn over_threshold(core: &Core, ts: &TierSettings) -> bool {
     max > 0 && crate::memory::used_memory() as f64 > ts.offload_threshold * max as f64
 }
 
+fn over_hard(core: &Core, ts: &TierSettings) -> bool {
+    let max = core.global.settings.maxmemory();
+    max > 0 && crate::memory::used_memory() > hard_limit(&core.global, max, ts)
+}
+
+/// Buckets one soft round visits: the whole table (all dbs) once per [`SOFT_PASS`].
+fn soft_buckets(core: &Core) -> usize {
+    let shard = core.shard.borrow();
+    let buckets: usize = shard.dbs.iter().map(|d| d.table.buckets()).sum();
+    let share = SOFT_TICK.as_secs_f64() / SOFT_PASS.as_secs_f64();
+    ((buckets as f64 * share).ceil() as usize).max(16)
+}
+
 /// One round of the CLOCK sweep: candidates (db, key, value) up to [`BATCH_BYTES`].
 fn pick(
     core: &Core,
     ts: &TierSettings,
     cursor: &mut (usize, (usize, usize)),
+    max_buckets: usize,
 ) -> Vec<(usize, Bytes, Bytes)> {
     let mut shard = core.shard.borrow_mut();
     let dbs = shard.dbs.len();
@@ -178,7 +229,7 @@ fn pick(
     let mut bytes = 0usize;
     let mut visited = 0;
     let mut empty_dbs = 0;
-    while visited < ROUND_BUCKETS && bytes < BATCH_BYTES && empty_dbs <= dbs {
+    while visited < max_buckets && bytes < BATCH_BYTES && empty_dbs <= dbs {
         let db = cursor.0 % dbs;
         let table = &mut shard.dbs[db].table;
         if table.is_empty() {
@@ -191,16 +242,17 @@ fn pick(
             &mut cursor.1,
             16,
             |k, e: &mut Entry| {
-                if let Value::Str(s) = &e.value {
+                if let Some(s) = e.str() {
                     if s.len() >= ts.min_value_size
+                        && s.len() < tiering::store::MAX_VALUE
                         && k.len() <= u16::MAX as usize
                         && bytes < BATCH_BYTES
                     {
-                        if e.flags & Entry::REFERENCED != 0 {
-                            e.flags &= !Entry::REFERENCED;
+                        if e.has(Entry::REFERENCED) {
+                            e.clear_flags(Entry::REFERENCED);
                         } else {
                             bytes += s.len();
-                            out.push((db, k.to_bytes(), s.to_bytes()));
+                            out.push((db, k.to_bytes(), Bytes::copy_from_slice(s)));
                         }
                     }
                 }

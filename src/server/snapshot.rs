@@ -33,7 +33,7 @@ use tracing::{info, warn};
 
 use super::core::Core;
 use super::txn::Txn;
-use crate::shard::{now_ms, Entry, Value};
+use crate::shard::{now_ms, Entry, ValueRef};
 
 /// Buckets one serializer step walks per db.
 const STEP_BUCKETS: usize = 8;
@@ -520,7 +520,7 @@ async fn write_shard(core: &Rc<Core>, job: &ShardJob) -> Result<ShardOutput, Str
         records: 0,
         unreadable: 0,
     };
-    let mut batch: Vec<(usize, crate::shard::CompactBytes, Entry)> = Vec::new();
+    let mut batch: Vec<(usize, crate::shard::Key, Entry)> = Vec::new();
     let total = core.shard.borrow().key_count().max(1);
     let mut handed = 0usize;
     let mut next_log = 10;
@@ -532,12 +532,13 @@ async fn write_shard(core: &Rc<Core>, job: &ShardJob) -> Result<ShardOutput, Str
         handed += batch.len();
         let mut reads = Vec::new();
         for (db, key, e) in batch.drain(..) {
-            if e.expire_at != 0 && e.expire_at <= job.started_ms {
+            let at = e.expire_at();
+            if at != 0 && at <= job.started_ms {
                 continue;
             }
-            let expire = (e.expire_at != 0).then_some(e.expire_at);
-            match e.value {
-                Value::Str(v) => {
+            let expire = (at != 0).then_some(at);
+            match e.value() {
+                ValueRef::Str(v) => {
                     put_value(
                         &mut enc,
                         &mut w,
@@ -545,12 +546,16 @@ async fn write_shard(core: &Rc<Core>, job: &ShardJob) -> Result<ShardOutput, Str
                         &mut out,
                         db,
                         key.as_bytes(),
-                        v.as_bytes(),
+                        v,
                         expire,
                     )
                     .await?;
                 }
-                Value::External(p) => reads.push((db, key, p, expire)),
+                ValueRef::External(_) => {
+                    if let Some(p) = e.external(key.len()) {
+                        reads.push((db, key, p, expire));
+                    }
+                }
             }
             // Written as it goes: a large batch (a write burst's copies) never sits in the
             // encoder whole.
@@ -566,8 +571,10 @@ async fn write_shard(core: &Rc<Core>, job: &ShardJob) -> Result<ShardOutput, Str
             // A bounded number of reads at a time: a write burst can capture thousands of
             // offloaded entries, and their values must not all come to RAM at once.
             for group in reads.chunks(READS_IN_FLIGHT) {
-                let values =
-                    futures::future::join_all(group.iter().map(|(_, _, p, _)| tier.read(*p))).await;
+                let values = futures::future::join_all(
+                    group.iter().map(|(_, k, p, _)| tier.read(*p, k.as_bytes())),
+                )
+                .await;
                 for ((db, key, _, expire), v) in group.iter().zip(values) {
                     match v {
                         Ok(v) => {

@@ -286,7 +286,7 @@ pub async fn copy(core: &Rc<Core>, db: usize, args: &[Bytes]) -> Reply {
                 }
                 s.remove(dst_db, &dst);
             }
-            s.store(dst_db, &dst, entry.value, entry.expire_at);
+            s.store(dst_db, &dst, entry.to_value(0), entry.expire_at());
             true
         })
         .await;
@@ -314,7 +314,7 @@ pub async fn lcs(core: &Rc<Core>, db: usize, args: &[Bytes]) -> Reply {
                         exec::load_entry(&core, db, &k, now).await;
                         match core.shard.borrow_mut().lookup(db, &k, now) {
                             None => Ok(Bytes::new()),
-                            Some(e) => string::as_str(&e.value).map(|v| v.to_bytes()),
+                            Some(e) => string::as_str(e).map(Bytes::copy_from_slice),
                         }
                     }
                     .boxed_local()

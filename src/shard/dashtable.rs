@@ -3,19 +3,27 @@
 //! ```text
 //!  directory (2^global_depth entries, indexed by the hash's top bits)
 //!   ├─▶ segment (local depth d): 56 regular buckets + 4 stash buckets, 14 slots each
-//!   └─▶ ...                     every bucket: 14 one-byte fingerprints, snapshot state, the slots
+//!   └─▶ ...                     every bucket: 14 one-byte fingerprints, snapshot state,
+//!                               14 four-byte slab ids
+//!  slab: chunks of 4096 (key, entry) elements; ids never move
 //! ```
 //! A key's *home* bucket comes from the hash's middle bits; it lives in its home bucket, the next
 //! one, or a stash bucket. A full segment splits in two by the next hash bit (extendible hashing),
 //! touching only that segment and, when its depth equals the global depth, doubling the
 //! directory. Growth is therefore incremental: no rehash of the whole table ever happens.
 //!
+//! Buckets hold 4-byte ids into a slab rather than the entries themselves: a table is between
+//! half and nine tenths full depending on where it is in its split cycle, and empty slots then
+//! cost 5 bytes instead of a whole entry, while the slab is sized by the entries present (a
+//! deleted entry's place is reused by the next insert). Splits move ids, not entries.
+//!
 //! SCAN's cursor is (home bucket, 32-bit hash prefix). A split only moves an entry between
 //! segments that cover adjacent prefix ranges, never to another home bucket, so a scan that walks
 //! home buckets in order and prefixes upward returns every key present for the whole scan exactly
 //! once, however much the table grows meanwhile. The table never shrinks, so ranges never merge.
 //!
-//! Lookups, inserts and removals never allocate except when a split creates a segment.
+//! Lookups, inserts and removals never allocate except when a split creates a segment or the
+//! slab takes a new chunk.
 //!
 //! Point-in-time snapshots without a fork: [`Dashtable::snapshot_begin`] raises the epoch. Each
 //! bucket carries the epoch it was last seen by a snapshot and a mask of its slots already taken
@@ -24,9 +32,9 @@
 //! copies the occupied slots still unset of each bucket it reaches and sets them all. Each entry
 //! that existed at the start is thus serialized exactly once, as it was at the start, and a write
 //! costs one entry copy at most, only the first time its slot changes during a save. Splits
-//! capture their whole segment first; `clear` hands the old segments to the walker.
+//! capture their whole segment first; `clear` hands the old segments (and slab) to the walker.
 
-use super::entry::CompactBytes;
+use super::entry::Key;
 
 pub const BUCKETS: usize = 56;
 pub const STASH: usize = 4;
@@ -34,6 +42,8 @@ pub const SLOTS: usize = 14;
 const ALL: usize = BUCKETS + STASH;
 /// A bucket's slot mask with every slot set.
 const ALL_SLOTS: u16 = (1 << SLOTS) - 1;
+/// Elements per slab chunk.
+const CHUNK: usize = 4096;
 
 /// 64-bit table hash of a key; must be the same function everywhere the table hashes keys.
 #[inline]
@@ -43,13 +53,13 @@ pub fn hash(key: &[u8]) -> u64 {
 
 /// A hint to start loading `p`'s cache line; never faults, whatever the address.
 #[inline]
-pub(crate) fn prefetch<T: ?Sized>(p: &T) {
+pub(crate) fn prefetch<T: ?Sized>(p: *const T) {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
         // SAFETY: a prefetch only hints the cache; it cannot fault or change memory, and SSE is
         // part of the x86_64 baseline.
-        unsafe { _mm_prefetch::<_MM_HINT_T0>((p as *const T).cast::<i8>()) };
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(p.cast::<i8>()) };
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = p;
@@ -65,36 +75,101 @@ fn home(h: u64) -> usize {
     ((h >> 8) as u32 as usize) % BUCKETS
 }
 
-/// Header fields first (`repr(C)`), so one cache line holds the fingerprints and the mask.
+/// The entries of a table, addressed by id (chunk, index). Ids stay put for an entry's life.
+struct Slab<V> {
+    chunks: Vec<Vec<Option<(Key, V)>>>,
+    /// Ids of emptied places, reused first.
+    free: Vec<u32>,
+}
+
+impl<V> Slab<V> {
+    fn new() -> Self {
+        Slab {
+            chunks: Vec::new(),
+            free: Vec::new(),
+        }
+    }
+
+    fn insert(&mut self, e: (Key, V)) -> u32 {
+        if let Some(id) = self.free.pop() {
+            self.chunks[id as usize / CHUNK][id as usize % CHUNK] = Some(e);
+            return id;
+        }
+        if self.chunks.last().is_none_or(|c| c.len() == CHUNK) {
+            self.chunks.push(Vec::with_capacity(CHUNK));
+        }
+        let n = self.chunks.len() - 1;
+        let last = &mut self.chunks[n];
+        last.push(Some(e));
+        (n * CHUNK + last.len() - 1) as u32
+    }
+
+    #[inline]
+    fn get(&self, id: u32) -> Option<&(Key, V)> {
+        self.chunks
+            .get(id as usize / CHUNK)?
+            .get(id as usize % CHUNK)?
+            .as_ref()
+    }
+
+    #[inline]
+    fn get_mut(&mut self, id: u32) -> Option<&mut (Key, V)> {
+        self.chunks
+            .get_mut(id as usize / CHUNK)?
+            .get_mut(id as usize % CHUNK)?
+            .as_mut()
+    }
+
+    fn take(&mut self, id: u32) -> Option<(Key, V)> {
+        let e = self
+            .chunks
+            .get_mut(id as usize / CHUNK)?
+            .get_mut(id as usize % CHUNK)?
+            .take();
+        if e.is_some() {
+            self.free.push(id);
+        }
+        e
+    }
+
+    fn bytes(&self) -> usize {
+        self.chunks.len() * CHUNK * std::mem::size_of::<Option<(Key, V)>>()
+            + self.free.capacity() * 4
+            + self.chunks.capacity() * 24
+    }
+}
+
+/// Header fields first (`repr(C)`), so one cache line holds the fingerprints, the mask and
+/// most ids.
 #[repr(C)]
-struct Bucket<V> {
+struct Bucket {
     fps: [u8; SLOTS],
     used: u16,
     /// Slots a snapshot of epoch `version` has taken care of (meaningless for other epochs).
     saved: u16,
     version: u32,
-    slots: [Option<(CompactBytes, V)>; SLOTS],
+    ids: [u32; SLOTS],
 }
 
-impl<V> Bucket<V> {
+impl Bucket {
     fn new() -> Self {
         Bucket {
             fps: [0; SLOTS],
             used: 0,
             saved: 0,
             version: 0,
-            slots: std::array::from_fn(|_| None),
+            ids: [0; SLOTS],
         }
     }
 
     #[inline]
-    fn find(&self, fp: u8, key: &[u8]) -> Option<usize> {
+    fn find<V>(&self, fp: u8, key: &[u8], slab: &Slab<V>) -> Option<usize> {
         let mut mask = self.used;
         while mask != 0 {
             let i = mask.trailing_zeros() as usize;
             mask &= mask - 1;
             if self.fps[i] == fp {
-                if let Some((k, _)) = &self.slots[i] {
+                if let Some((k, _)) = slab.get(self.ids[i]) {
                     if k.as_bytes() == key {
                         return Some(i);
                     }
@@ -110,24 +185,31 @@ impl<V> Bucket<V> {
         (free != 0).then(|| free.trailing_zeros() as usize)
     }
 
-    fn put(&mut self, i: usize, fp: u8, key: CompactBytes, val: V) {
+    fn put(&mut self, i: usize, fp: u8, id: u32) {
         self.fps[i] = fp;
         self.used |= 1 << i;
-        self.slots[i] = Some((key, val));
+        self.ids[i] = id;
     }
 
-    fn take(&mut self, i: usize) -> Option<(CompactBytes, V)> {
+    /// Empties slot `i`; returns the id it held.
+    fn take(&mut self, i: usize) -> Option<u32> {
+        let was = self.used & (1 << i) != 0;
         self.used &= !(1 << i);
-        self.slots[i].take()
+        was.then_some(self.ids[i])
+    }
+
+    #[inline]
+    fn id(&self, i: usize) -> Option<u32> {
+        (self.used & (1 << i) != 0).then_some(self.ids[i])
     }
 }
 
-struct Segment<V> {
+struct Segment {
     depth: u32,
-    buckets: Vec<Bucket<V>>,
+    buckets: Vec<Bucket>,
 }
 
-impl<V> Segment<V> {
+impl Segment {
     fn new(depth: u32) -> Self {
         Segment {
             depth,
@@ -152,11 +234,12 @@ impl<V> Segment<V> {
 /// Where an entry sits: (segment, bucket, slot). Valid until the table is next modified.
 pub type Pos = (usize, usize, usize);
 
-/// The table. `V` is the per-key payload; keys are stored as [`CompactBytes`].
+/// The table. `V` is the per-key payload; keys are stored as [`Key`]s beside it in the slab.
 pub struct Dashtable<V> {
     dir: Vec<u32>,
     global_depth: u32,
-    segs: Vec<Segment<V>>,
+    segs: Vec<Segment>,
+    slab: Slab<V>,
     len: usize,
     /// The epoch of the last snapshot started.
     epoch: u32,
@@ -189,14 +272,15 @@ struct Snap<V> {
     /// Walker position: (segment, bucket).
     cursor: (usize, usize),
     /// Entries copied out of buckets just before a mutation, waiting to be serialized.
-    captured: Vec<(CompactBytes, V)>,
-    /// The segments as they were when `clear` ran during the snapshot; the walker finishes there.
-    frozen: Option<Vec<Segment<V>>>,
+    captured: Vec<(Key, V)>,
+    /// The segments and slab as they were when `clear` ran during the snapshot; the walker
+    /// finishes there.
+    frozen: Option<(Vec<Segment>, Slab<V>)>,
 }
 
 /// Slots of `bucket` the snapshot of `epoch` has taken care of.
 #[inline]
-fn saved<V>(bucket: &Bucket<V>, epoch: u32) -> u16 {
+fn saved(bucket: &Bucket, epoch: u32) -> u16 {
     if bucket.version == epoch {
         bucket.saved
     } else {
@@ -208,14 +292,16 @@ fn saved<V>(bucket: &Bucket<V>, epoch: u32) -> u16 {
 /// unless the snapshot already has it, and marks the slot taken care of.
 #[cold]
 fn capture<V: Clone + Weigh>(
-    bucket: &mut Bucket<V>,
+    bucket: &mut Bucket,
     i: usize,
+    slab: &Slab<V>,
     snap: &mut Option<Box<Snap<V>>>,
     epoch: u32,
 ) {
     let done = saved(bucket, epoch);
     if done & (1 << i) == 0 {
-        if let (Some(snap), Some((k, v))) = (snap.as_mut(), &bucket.slots[i]) {
+        let entry = bucket.id(i).and_then(|id| slab.get(id));
+        if let (Some(snap), Some((k, v))) = (snap.as_mut(), entry) {
             snap.captured_bytes += k.heap_bytes() + v.weight() + 32;
             snap.captured.push((k.clone(), v.clone()));
         }
@@ -237,6 +323,7 @@ impl<V: Clone + Weigh> Dashtable<V> {
             dir: Vec::new(),
             global_depth: 0,
             segs: Vec::new(),
+            slab: Slab::new(),
             len: 0,
             epoch: 1,
             snap_epoch: 0,
@@ -252,6 +339,7 @@ impl<V: Clone + Weigh> Dashtable<V> {
             capture(
                 &mut self.segs[s].buckets[b],
                 i,
+                &self.slab,
                 &mut self.snap,
                 self.snap_epoch,
             );
@@ -265,6 +353,7 @@ impl<V: Clone + Weigh> Dashtable<V> {
                 capture(
                     &mut self.segs[s].buckets[b],
                     i,
+                    &self.slab,
                     &mut self.snap,
                     self.snap_epoch,
                 );
@@ -294,7 +383,7 @@ impl<V: Clone + Weigh> Dashtable<V> {
     }
 
     /// Moves the captured entries into `out`.
-    pub fn snapshot_drain(&mut self, out: &mut Vec<(CompactBytes, V)>) {
+    pub fn snapshot_drain(&mut self, out: &mut Vec<(Key, V)>) {
         if let Some(snap) = &mut self.snap {
             out.append(&mut snap.captured);
             snap.captured_bytes = 0;
@@ -304,15 +393,15 @@ impl<V: Clone + Weigh> Dashtable<V> {
     /// Walks up to `max_buckets` buckets, copying the entries of those not serialized yet into
     /// `out`. True once the whole table has been walked (captured entries may remain: drain
     /// them, then call [`Dashtable::snapshot_end`]).
-    pub fn snapshot_step(&mut self, max_buckets: usize, out: &mut Vec<(CompactBytes, V)>) -> bool {
+    pub fn snapshot_step(&mut self, max_buckets: usize, out: &mut Vec<(Key, V)>) -> bool {
         let Some(snap) = &mut self.snap else {
             return true;
         };
         let epoch = self.snap_epoch;
         let from_frozen = snap.frozen.is_some();
-        let segs = match &mut snap.frozen {
-            Some(f) => f,
-            None => &mut self.segs,
+        let (segs, slab) = match &mut snap.frozen {
+            Some((f, slab)) => (f, slab),
+            None => (&mut self.segs, &mut self.slab),
         };
         for _ in 0..max_buckets {
             let (s, b) = snap.cursor;
@@ -326,10 +415,10 @@ impl<V: Clone + Weigh> Dashtable<V> {
                 todo &= todo - 1;
                 if from_frozen {
                     // Nothing else reads frozen segments: their entries move out.
-                    if let Some(e) = bucket.take(i) {
+                    if let Some(e) = bucket.take(i).and_then(|id| slab.take(id)) {
                         out.push(e);
                     }
-                } else if let Some((k, v)) = &bucket.slots[i] {
+                } else if let Some((k, v)) = bucket.id(i).and_then(|id| slab.get(id)) {
                     out.push((k.clone(), v.clone()));
                 }
             }
@@ -358,14 +447,22 @@ impl<V: Clone + Weigh> Dashtable<V> {
         self.segs.len()
     }
 
+    /// Buckets of all segments (what a full sweep visits).
+    pub fn buckets(&self) -> usize {
+        self.segs.len() * ALL
+    }
+
     /// Slots the table can hold before its next split.
     pub fn capacity(&self) -> usize {
         self.segs.len() * ALL * SLOTS
     }
 
-    /// Bytes the table structure itself occupies (directory plus all buckets).
+    /// Bytes the table structure itself occupies (directory, buckets and the slab's elements;
+    /// heap blocks of long keys and values are not included).
     pub fn table_bytes(&self) -> usize {
-        self.dir.capacity() * 4 + self.segs.len() * (ALL * std::mem::size_of::<Bucket<V>>() + 32)
+        self.dir.capacity() * 4
+            + self.segs.len() * (ALL * std::mem::size_of::<Bucket>() + 32)
+            + self.slab.bytes()
     }
 
     #[inline]
@@ -386,8 +483,8 @@ impl<V: Clone + Weigh> Dashtable<V> {
         let s = self.seg_of(h);
         let seg = &self.segs[s];
         let fp = fingerprint(h);
-        for b in Segment::<V>::probe(home(h)) {
-            if let Some(i) = seg.buckets[b].find(fp, key) {
+        for b in Segment::probe(home(h)) {
+            if let Some(i) = seg.buckets[b].find(fp, key, &self.slab) {
                 return Some((s, b, i));
             }
         }
@@ -403,39 +500,83 @@ impl<V: Clone + Weigh> Dashtable<V> {
         }
         let seg = &self.segs[self.seg_of(h)];
         let home = home(h);
-        prefetch(&seg.buckets[home].fps);
-        prefetch(&seg.buckets[(home + 1) % BUCKETS].fps);
+        prefetch(&seg.buckets[home]);
+        prefetch(&seg.buckets[(home + 1) % BUCKETS]);
     }
 
-    /// Second stage: with the headers cached, loads `key`'s slot and returns its value. Run
-    /// over a whole batch after the first stage, the slot misses of different keys overlap.
+    /// Second stage: with the headers cached, starts loading the slab elements whose
+    /// fingerprint matches. Run over a whole batch after the first stage, the misses of
+    /// different keys overlap.
+    #[inline]
+    pub fn prefetch_entries(&self, h: u64) {
+        if self.segs.is_empty() {
+            return;
+        }
+        let seg = &self.segs[self.seg_of(h)];
+        let fp = fingerprint(h);
+        let home = home(h);
+        for b in [home, (home + 1) % BUCKETS] {
+            let bucket = &seg.buckets[b];
+            let mut mask = bucket.used;
+            while mask != 0 {
+                let i = mask.trailing_zeros() as usize;
+                mask &= mask - 1;
+                if bucket.fps[i] == fp {
+                    let id = bucket.ids[i] as usize;
+                    if let Some(e) = self
+                        .slab
+                        .chunks
+                        .get(id / CHUNK)
+                        .and_then(|c| c.get(id % CHUNK))
+                    {
+                        prefetch(e);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Third stage: with the elements cached, finds `key` and returns its value.
     #[inline]
     pub fn prefetch(&self, key: &[u8], h: u64) -> Option<&V> {
         self.find(key, h).and_then(|pos| self.at(pos))
     }
 
+    #[inline]
+    fn id_at(&self, (s, b, i): Pos) -> Option<u32> {
+        self.segs.get(s)?.buckets.get(b)?.id(i)
+    }
+
     /// The value at a position returned by [`Dashtable::find`].
-    pub fn at(&self, (s, b, i): Pos) -> Option<&V> {
-        self.segs[s].buckets[b].slots[i].as_ref().map(|(_, v)| v)
+    pub fn at(&self, pos: Pos) -> Option<&V> {
+        self.slab.get(self.id_at(pos)?).map(|(_, v)| v)
+    }
+
+    /// The key and value at a position.
+    pub fn entry_at(&self, pos: Pos) -> Option<(&Key, &V)> {
+        self.slab.get(self.id_at(pos)?).map(|(k, v)| (k, v))
     }
 
     /// Mutable value at a position (captured first for a running snapshot).
-    pub fn at_mut(&mut self, (s, b, i): Pos) -> Option<&mut V> {
-        self.before_write(s, b, i);
-        self.segs[s].buckets[b].slots[i].as_mut().map(|(_, v)| v)
+    pub fn at_mut(&mut self, pos: Pos) -> Option<&mut V> {
+        let id = self.id_at(pos)?;
+        self.before_write(pos.0, pos.1, pos.2);
+        self.slab.get_mut(id).map(|(_, v)| v)
     }
 
     /// Mutable value at a position for changes a snapshot does not record (access metadata):
     /// no stamp, no capture. Changing what a snapshot serializes through it is a bug.
-    pub fn at_touch(&mut self, (s, b, i): Pos) -> Option<&mut V> {
-        self.segs[s].buckets[b].slots[i].as_mut().map(|(_, v)| v)
+    pub fn at_touch(&mut self, pos: Pos) -> Option<&mut V> {
+        let id = self.id_at(pos)?;
+        self.slab.get_mut(id).map(|(_, v)| v)
     }
 
     /// Removes the entry at a position.
-    pub fn remove_at(&mut self, (s, b, i): Pos) -> Option<(CompactBytes, V)> {
+    pub fn remove_at(&mut self, (s, b, i): Pos) -> Option<(Key, V)> {
+        self.id_at((s, b, i))?;
         self.before_write(s, b, i);
-        let bucket = &mut self.segs[s].buckets[b];
-        let out = bucket.take(i);
+        let id = self.segs[s].buckets[b].take(i)?;
+        let out = self.slab.take(id);
         if out.is_some() {
             self.len -= 1;
         }
@@ -443,8 +584,8 @@ impl<V: Clone + Weigh> Dashtable<V> {
     }
 
     pub fn get(&self, key: &[u8], h: u64) -> Option<&V> {
-        let (s, b, i) = self.find(key, h)?;
-        self.segs[s].buckets[b].slots[i].as_ref().map(|(_, v)| v)
+        let pos = self.find(key, h)?;
+        self.at(pos)
     }
 
     /// Mutable access (captured first for a running snapshot: the caller may change the value).
@@ -455,17 +596,16 @@ impl<V: Clone + Weigh> Dashtable<V> {
 
     /// Inserts or replaces; returns the previous value.
     pub fn insert(&mut self, key: &[u8], h: u64, val: V) -> Option<V> {
-        if let Some((s, b, i)) = self.find(key, h) {
-            self.before_write(s, b, i);
-            let slot = self.segs[s].buckets[b].slots[i].as_mut()?;
-            return Some(std::mem::replace(&mut slot.1, val));
+        if let Some(pos) = self.find(key, h) {
+            let slot = self.at_mut(pos)?;
+            return Some(std::mem::replace(slot, val));
         }
-        self.insert_new(CompactBytes::new(key), h, val);
+        self.insert_new(Key::new(key), h, val);
         None
     }
 
     /// Inserts a key known to be absent.
-    fn insert_new(&mut self, key: CompactBytes, h: u64, val: V) {
+    fn insert_new(&mut self, key: Key, h: u64, val: V) {
         if self.segs.is_empty() {
             self.segs.push(Segment::new(0));
             self.dir = vec![0];
@@ -474,7 +614,7 @@ impl<V: Clone + Weigh> Dashtable<V> {
         loop {
             let s = self.seg_of(h);
             let seg = &mut self.segs[s];
-            let probe = Segment::<V>::probe(home(h));
+            let probe = Segment::probe(home(h));
             // Prefer the emptier of home and neighbour, then the stash.
             let (a, b) = (probe[0], probe[1]);
             let order = if seg.buckets[b].used.count_ones() < seg.buckets[a].used.count_ones() {
@@ -488,7 +628,8 @@ impl<V: Clone + Weigh> Dashtable<V> {
                 .find_map(|bk| seg.buckets[bk].free_slot().map(|i| (bk, i)));
             if let Some((bk, i)) = target {
                 self.before_write(s, bk, i);
-                self.segs[s].buckets[bk].put(i, fp, key, val);
+                let id = self.slab.insert((key, val));
+                self.segs[s].buckets[bk].put(i, fp, id);
                 self.len += 1;
                 return;
             }
@@ -527,19 +668,20 @@ impl<V: Clone + Weigh> Dashtable<V> {
         // Entries whose bit (63 - d) is set move, to the same bucket and slot: that position was
         // valid for them before, so it is in the new segment too.
         let bit = 1u64 << (63 - d);
+        let slab = &self.slab;
         let old = &mut self.segs[s];
         for (bi, bucket) in old.buckets.iter_mut().enumerate() {
             let mut mask = bucket.used;
             while mask != 0 {
                 let i = mask.trailing_zeros() as usize;
                 mask &= mask - 1;
-                let moves = bucket.slots[i]
-                    .as_ref()
+                let moves = slab
+                    .get(bucket.ids[i])
                     .is_some_and(|(k, _)| hash(k.as_bytes()) & bit != 0);
                 if moves {
                     let fp = bucket.fps[i];
-                    if let Some((k, v)) = bucket.take(i) {
-                        fresh.buckets[bi].put(i, fp, k, v);
+                    if let Some(id) = bucket.take(i) {
+                        fresh.buckets[bi].put(i, fp, id);
                     }
                 }
             }
@@ -554,19 +696,25 @@ impl<V: Clone + Weigh> Dashtable<V> {
         }
     }
 
-    pub fn remove(&mut self, key: &[u8], h: u64) -> Option<(CompactBytes, V)> {
+    pub fn remove(&mut self, key: &[u8], h: u64) -> Option<(Key, V)> {
         let pos = self.find(key, h)?;
         self.remove_at(pos)
     }
 
-    /// Drops every entry and the segments. During a snapshot the old segments go to the
-    /// walker instead, which still has to serialize them.
+    /// Drops every entry and the segments. During a snapshot the old segments and slab go to
+    /// the walker instead, which still has to serialize them.
     pub fn clear(&mut self) {
         match &mut self.snap {
             Some(snap) if snap.frozen.is_none() => {
-                snap.frozen = Some(std::mem::take(&mut self.segs))
+                snap.frozen = Some((
+                    std::mem::take(&mut self.segs),
+                    std::mem::replace(&mut self.slab, Slab::new()),
+                ))
             }
-            _ => self.segs.clear(),
+            _ => {
+                self.segs.clear();
+                self.slab = Slab::new();
+            }
         }
         self.dir.clear();
         self.global_depth = 0;
@@ -575,7 +723,7 @@ impl<V: Clone + Weigh> Dashtable<V> {
 
     /// One SCAN step from `cursor`: calls `f` for every entry whose home bucket and prefix range
     /// the cursor names, and returns the next cursor (0 when the walk is complete).
-    pub fn scan_step(&self, cursor: u64, mut f: impl FnMut(&CompactBytes, &V)) -> u64 {
+    pub fn scan_step(&self, cursor: u64, mut f: impl FnMut(&Key, &V)) -> u64 {
         let b = (cursor >> 32) as usize;
         let p = cursor & 0xffff_ffff;
         if self.segs.is_empty() || b >= BUCKETS {
@@ -587,13 +735,13 @@ impl<V: Clone + Weigh> Dashtable<V> {
             self.dir[(p >> (32 - self.global_depth)) as usize] as usize
         };
         let seg = &self.segs[s];
-        for bk in Segment::<V>::probe(b) {
+        for bk in Segment::probe(b) {
             let bucket = &seg.buckets[bk];
             let mut mask = bucket.used;
             while mask != 0 {
                 let i = mask.trailing_zeros() as usize;
                 mask &= mask - 1;
-                if let Some((k, v)) = &bucket.slots[i] {
+                if let Some((k, v)) = self.slab.get(bucket.ids[i]) {
                     let kh = hash(k.as_bytes());
                     if home(kh) == b {
                         f(k, v);
@@ -613,15 +761,12 @@ impl<V: Clone + Weigh> Dashtable<V> {
         }
     }
 
-    /// Every entry, in physical order.
-    pub fn iter(&self) -> impl Iterator<Item = (&CompactBytes, &V)> {
-        self.segs.iter().flat_map(|s| {
-            s.buckets.iter().flat_map(|b| {
-                b.slots
-                    .iter()
-                    .filter_map(|e| e.as_ref().map(|(k, v)| (k, v)))
-            })
-        })
+    /// Every entry, in slab order.
+    pub fn iter(&self) -> impl Iterator<Item = (&Key, &V)> {
+        self.slab
+            .chunks
+            .iter()
+            .flat_map(|c| c.iter().filter_map(|e| e.as_ref().map(|(k, v)| (k, v))))
     }
 
     /// Visits up to `max_buckets` buckets from `cursor` (segment, bucket), calling `f` on each
@@ -632,8 +777,8 @@ impl<V: Clone + Weigh> Dashtable<V> {
         &mut self,
         cursor: &mut (usize, usize),
         max_buckets: usize,
-        mut f: impl FnMut(&CompactBytes, &mut V) -> bool,
-        mut on_remove: impl FnMut(CompactBytes, V),
+        mut f: impl FnMut(&Key, &mut V) -> bool,
+        mut on_remove: impl FnMut(Key, V),
     ) -> usize {
         let mut visited = 0;
         while visited < max_buckets && !self.segs.is_empty() {
@@ -646,15 +791,15 @@ impl<V: Clone + Weigh> Dashtable<V> {
             while mask != 0 {
                 let i = mask.trailing_zeros() as usize;
                 mask &= mask - 1;
-                let remove = match bucket.slots[i].as_mut() {
+                let remove = match self.slab.get_mut(bucket.ids[i]) {
                     Some((k, v)) => f(k, v),
                     None => false,
                 };
                 if remove {
                     if self.snap_epoch != 0 {
-                        capture(bucket, i, &mut self.snap, self.snap_epoch);
+                        capture(bucket, i, &self.slab, &mut self.snap, self.snap_epoch);
                     }
-                    if let Some((k, v)) = bucket.take(i) {
+                    if let Some((k, v)) = bucket.take(i).and_then(|id| self.slab.take(id)) {
                         self.len -= 1;
                         on_remove(k, v);
                     }
@@ -675,7 +820,7 @@ impl<V: Clone + Weigh> Dashtable<V> {
         &self,
         n: usize,
         mut rnd: impl FnMut(usize) -> usize,
-        mut f: impl FnMut(Pos, &CompactBytes, &V),
+        mut f: impl FnMut(Pos, &Key, &V),
     ) {
         if self.len == 0 {
             return;
@@ -688,7 +833,7 @@ impl<V: Clone + Weigh> Dashtable<V> {
             while mask != 0 {
                 let i = mask.trailing_zeros() as usize;
                 mask &= mask - 1;
-                if let Some((k, v)) = &bucket.slots[i] {
+                if let Some((k, v)) = self.slab.get(bucket.ids[i]) {
                     f((s, b, i), k, v);
                 }
             }
@@ -696,7 +841,7 @@ impl<V: Clone + Weigh> Dashtable<V> {
     }
 
     /// A random entry (uniform over occupied buckets' slots, good enough for RANDOMKEY).
-    pub fn random(&self, mut rnd: impl FnMut(usize) -> usize) -> Option<(&CompactBytes, &V)> {
+    pub fn random(&self, mut rnd: impl FnMut(usize) -> usize) -> Option<(&Key, &V)> {
         if self.len == 0 {
             return None;
         }
@@ -713,7 +858,7 @@ impl<V: Clone + Weigh> Dashtable<V> {
                 mask &= mask - 1;
             }
             let i = mask.trailing_zeros() as usize;
-            if let Some((k, v)) = &bucket.slots[i] {
+            if let Some((k, v)) = self.slab.get(bucket.ids[i]) {
                 return Some((k, v));
             }
         }

@@ -1,10 +1,78 @@
-//! What one key holds: a compact byte string for keys and string values (short ones inline, no
-//! heap block), the value, the absolute expiry time and access metadata, all in one slot.
+//! What one key holds, packed tight: a [`Key`] (12 bytes) and an [`Entry`] (20 bytes) make the
+//! 32-byte element the dashtable keeps per key in its slab.
+//!
+//! - Keys up to 11 bytes and string values up to 8 bytes live inline; longer ones take one heap
+//!   block each, `[len u32 | bytes]`, with no other header.
+//! - An offloaded value is its disk pointer packed in 8 bytes ([`tiering::DiskPtr::pack`]); the
+//!   key's length completes it.
+//! - Expiry (48 bits of milliseconds since the epoch), the value's kind and the per-key flags
+//!   share one 8-byte word.
+//!
+//! Heap blocks are addressed by a plain `usize` so that they fit in packed byte arrays; the
+//! provenance of every address is exposed when it is made and taken back when it is used
+//! (`expose_provenance` / `with_exposed_provenance`), and each block has exactly one owner (the
+//! `Key` or `Entry` holding its address), which frees it on drop.
 
 use bytes::Bytes;
 
-/// Bytes stored inline when they fit in 22 bytes, else in one exact-size heap block.
-/// 24 bytes either way; inline strings cost no allocation and no heap header.
+const _: () = assert!(
+    usize::BITS == 64,
+    "packed heap addresses need 64-bit pointers"
+);
+
+/// Heap blocks `[len u32 LE | bytes]` for keys and values.
+mod block {
+    /// Copies `bytes` into a new block and returns its address.
+    pub fn alloc(bytes: &[u8]) -> usize {
+        // Strings are capped at 512 MB by the protocol layer, far below 4 GiB.
+        let len = u32::try_from(bytes.len()).expect("string under 4 GiB");
+        let mut v = Vec::with_capacity(4 + bytes.len());
+        v.extend_from_slice(&len.to_le_bytes());
+        v.extend_from_slice(bytes);
+        let raw: *mut [u8] = Box::into_raw(v.into_boxed_slice());
+        raw.cast::<u8>().expose_provenance()
+    }
+
+    /// The bytes of the block at `addr`.
+    ///
+    /// # Safety
+    /// `addr` came from [`alloc`] and the block has not been freed; the slice must not outlive
+    /// the block (callers tie it to the borrow of the owner).
+    pub unsafe fn bytes<'a>(addr: usize) -> &'a [u8] {
+        let p = std::ptr::with_exposed_provenance::<u8>(addr);
+        // SAFETY: the block starts with 4 length bytes written by `alloc` ([u8; 4] has
+        // alignment 1), followed by exactly that many bytes, all inside the allocation.
+        unsafe {
+            let len = u32::from_le_bytes(p.cast::<[u8; 4]>().read()) as usize;
+            std::slice::from_raw_parts(p.add(4), len)
+        }
+    }
+
+    /// Frees the block at `addr`.
+    ///
+    /// # Safety
+    /// As for [`bytes`]; afterwards the address must never be used again.
+    pub unsafe fn free(addr: usize) {
+        let p = std::ptr::with_exposed_provenance_mut::<u8>(addr);
+        // SAFETY: `alloc` made this a boxed slice of 4 + len bytes at `p`; rebuilding the same
+        // fat pointer gives the allocator back the layout it handed out.
+        unsafe {
+            let len = u32::from_le_bytes(p.cast::<[u8; 4]>().read()) as usize;
+            drop(Box::from_raw(std::ptr::slice_from_raw_parts_mut(
+                p,
+                4 + len,
+            )));
+        }
+    }
+
+    /// Bytes the block takes from the allocator.
+    pub fn size(len: usize) -> usize {
+        4 + len
+    }
+}
+
+/// Bytes held inline when they fit (short keys, small values), else in one exact-size heap
+/// block. The owned form commands build values in before they are stored.
 #[derive(Clone, PartialEq, Eq)]
 pub enum CompactBytes {
     Inline { len: u8, data: [u8; INLINE_CAP] },
@@ -12,8 +80,6 @@ pub enum CompactBytes {
 }
 
 pub const INLINE_CAP: usize = 22;
-
-const _: () = assert!(std::mem::size_of::<CompactBytes>() == 24);
 
 impl CompactBytes {
     pub fn new(b: &[u8]) -> CompactBytes {
@@ -52,28 +118,6 @@ impl CompactBytes {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
-
-    /// Heap bytes owned beyond the 24-byte handle.
-    pub fn heap_bytes(&self) -> usize {
-        match self {
-            CompactBytes::Inline { .. } => 0,
-            CompactBytes::Heap(b) => b.len(),
-        }
-    }
-
-    /// Starts loading the first lines of a heap string into the cache (no wait).
-    #[inline]
-    pub fn prefetch(&self) {
-        if let CompactBytes::Heap(b) = self {
-            for line in b.chunks(64).take(4) {
-                super::dashtable::prefetch(line);
-            }
-        }
-    }
-
-    pub fn to_bytes(&self) -> Bytes {
-        Bytes::copy_from_slice(self.as_bytes())
-    }
 }
 
 impl std::fmt::Debug for CompactBytes {
@@ -82,8 +126,140 @@ impl std::fmt::Debug for CompactBytes {
     }
 }
 
-/// A key's value. Later data types (lists, hashes, sets, ...) add variants here and snapshot
-/// record kinds in `ondisk/`; every command checks the variant and answers WRONGTYPE.
+/// Longest key stored inline.
+pub const KEY_INLINE: usize = 11;
+
+/// How a [`Key`] holds its bytes: the inline length, or a heap block. An enum, so that
+/// `Option<(Key, Entry)>` needs no extra byte (the values past `Heap` are its niche).
+#[derive(Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+enum KeyTag {
+    L0,
+    L1,
+    L2,
+    L3,
+    L4,
+    L5,
+    L6,
+    L7,
+    L8,
+    L9,
+    L10,
+    L11,
+    Heap,
+}
+
+const KEY_TAGS: [KeyTag; KEY_INLINE + 1] = [
+    KeyTag::L0,
+    KeyTag::L1,
+    KeyTag::L2,
+    KeyTag::L3,
+    KeyTag::L4,
+    KeyTag::L5,
+    KeyTag::L6,
+    KeyTag::L7,
+    KeyTag::L8,
+    KeyTag::L9,
+    KeyTag::L10,
+    KeyTag::L11,
+];
+
+/// A key as the table stores it: 12 bytes, up to 11 inline, longer ones in a heap block whose
+/// address sits in the last 8 bytes.
+pub struct Key {
+    tag: KeyTag,
+    data: [u8; KEY_INLINE],
+}
+
+const _: () = assert!(std::mem::size_of::<Key>() == 12);
+
+impl Key {
+    pub fn new(b: &[u8]) -> Key {
+        let mut data = [0u8; KEY_INLINE];
+        if b.len() <= KEY_INLINE {
+            data[..b.len()].copy_from_slice(b);
+            Key {
+                tag: KEY_TAGS[b.len()],
+                data,
+            }
+        } else {
+            data[3..].copy_from_slice(&block::alloc(b).to_le_bytes());
+            Key {
+                tag: KeyTag::Heap,
+                data,
+            }
+        }
+    }
+
+    fn addr(&self) -> usize {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(&self.data[3..]);
+        usize::from_le_bytes(a)
+    }
+
+    #[inline]
+    pub fn as_bytes(&self) -> &[u8] {
+        match self.tag {
+            // SAFETY: a Heap key owns the block at its address until it is dropped, and the
+            // slice borrows `self`.
+            KeyTag::Heap => unsafe { block::bytes(self.addr()) },
+            t => &self.data[..t as usize],
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.as_bytes().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Heap bytes owned beyond the 12-byte handle.
+    pub fn heap_bytes(&self) -> usize {
+        match self.tag {
+            KeyTag::Heap => block::size(self.len()),
+            _ => 0,
+        }
+    }
+
+    pub fn to_bytes(&self) -> Bytes {
+        Bytes::copy_from_slice(self.as_bytes())
+    }
+}
+
+impl Drop for Key {
+    fn drop(&mut self) {
+        if self.tag == KeyTag::Heap {
+            // SAFETY: the key owns its block; it is freed once, here.
+            unsafe { block::free(self.addr()) }
+        }
+    }
+}
+
+impl Clone for Key {
+    fn clone(&self) -> Key {
+        Key::new(self.as_bytes())
+    }
+}
+
+impl PartialEq for Key {
+    fn eq(&self, other: &Key) -> bool {
+        self.as_bytes() == other.as_bytes()
+    }
+}
+
+impl Eq for Key {}
+
+impl std::fmt::Debug for Key {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", String::from_utf8_lossy(self.as_bytes()))
+    }
+}
+
+/// A value to store. Later data types (lists, hashes, sets, ...) add variants here, a kind in
+/// [`Entry`] and snapshot record kinds in `ondisk/`; every command checks the kind and answers
+/// WRONGTYPE.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Value {
     Str(CompactBytes),
@@ -95,41 +271,46 @@ impl Value {
     pub fn str(b: &[u8]) -> Value {
         Value::Str(CompactBytes::new(b))
     }
-
-    /// Name reported by TYPE.
-    pub fn type_name(&self) -> &'static str {
-        match self {
-            Value::Str(_) | Value::External(_) => "string",
-        }
-    }
-
-    pub fn heap_bytes(&self) -> usize {
-        match self {
-            Value::Str(b) => b.heap_bytes(),
-            Value::External(_) => 0,
-        }
-    }
-
-    /// The disk pointer of an offloaded value.
-    pub fn external(&self) -> Option<tiering::DiskPtr> {
-        match self {
-            Value::External(p) => Some(*p),
-            _ => None,
-        }
-    }
 }
 
-/// One key's slot payload: value, absolute expiry (ms since the epoch, 0 = none) and access
-/// metadata for OBJECT IDLETIME/FREQ and eviction.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A stored value seen through its entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ValueRef<'a> {
+    Str(&'a [u8]),
+    /// Offloaded: the packed disk pointer ([`Entry::external`] unpacks it with the key).
+    External(u64),
+}
+
+/// Value kinds (2 bits of the entry's word).
+const KIND_INLINE: u64 = 0;
+const KIND_HEAP: u64 = 1;
+const KIND_EXTERNAL: u64 = 2;
+
+const EXPIRE_BITS: u32 = 48;
+/// The 48-bit field's all-ones value stands for "later than the year 10889": such an expiry
+/// reads back as `i64::MAX` ms (what Redis reports for PEXPIREAT's largest argument).
+const EXPIRE_FIELD: u64 = (1 << EXPIRE_BITS) - 1;
+pub const MAX_EXPIRE_MS: u64 = i64::MAX as u64;
+const KIND_SHIFT: u32 = 48;
+const ILEN_SHIFT: u32 = 50;
+const FLAGS_SHIFT: u32 = 56;
+/// Longest string value stored inline.
+const VALUE_INLINE: usize = 8;
+
+/// One key's payload: value, absolute expiry (ms since the epoch, 0 = none), flags, and access
+/// metadata for OBJECT IDLETIME/FREQ and eviction. 20 bytes, 4-aligned, so that with its
+/// [`Key`] it makes 32.
 pub struct Entry {
-    pub value: Value,
-    pub expire_at: u64,
+    /// Inline bytes, a heap block's address or a packed disk pointer, by kind.
+    val: [u8; 8],
+    /// Bits 0..48 expiry, 48..50 kind, 50..54 inline length, 56..64 flags.
+    word: [u8; 8],
     /// Bits 0..24: last access in seconds (wrapping clock); bits 24..32: logarithmic frequency.
     pub meta: u32,
-    /// [`Entry::RAW`] and later per-key flags (fits in the slot's padding).
-    pub flags: u8,
 }
+
+const _: () = assert!(std::mem::size_of::<Entry>() == 20);
+const _: () = assert!(std::mem::size_of::<Option<(Key, Entry)>>() == 32);
 
 impl Entry {
     /// The string was edited in place (APPEND, SETRANGE): OBJECT ENCODING says "raw", as Redis
@@ -139,17 +320,185 @@ impl Entry {
     pub const REFERENCED: u8 = 2;
 
     pub fn new(value: Value, expire_at: u64, clock: u32) -> Entry {
-        Entry {
-            value,
-            expire_at,
+        let mut e = Entry {
+            val: [0; 8],
+            word: [0; 8],
             meta: (clock & 0xff_ffff) | (LFU_INIT << 24),
-            flags: 0,
+        };
+        e.put(value);
+        e.set_expire_at(expire_at);
+        e
+    }
+
+    #[inline]
+    fn word(&self) -> u64 {
+        u64::from_le_bytes(self.word)
+    }
+
+    #[inline]
+    fn set_word(&mut self, w: u64) {
+        self.word = w.to_le_bytes();
+    }
+
+    #[inline]
+    fn kind(&self) -> u64 {
+        (self.word() >> KIND_SHIFT) & 3
+    }
+
+    fn addr(&self) -> usize {
+        u64::from_le_bytes(self.val) as usize
+    }
+
+    /// Writes `value` into a slot holding nothing that needs freeing.
+    fn put(&mut self, value: Value) {
+        let (kind, ilen, val) = match value {
+            Value::Str(s) => {
+                let b = s.as_bytes();
+                if b.len() <= VALUE_INLINE {
+                    let mut v = [0u8; 8];
+                    v[..b.len()].copy_from_slice(b);
+                    (KIND_INLINE, b.len() as u64, v)
+                } else {
+                    (KIND_HEAP, 0, (block::alloc(b) as u64).to_le_bytes())
+                }
+            }
+            Value::External(p) => (KIND_EXTERNAL, 0, p.pack().to_le_bytes()),
+        };
+        self.val = val;
+        let w = self.word() & !(0xff << KIND_SHIFT);
+        self.set_word(w | (kind << KIND_SHIFT) | (ilen << ILEN_SHIFT));
+    }
+
+    /// Frees what the value owns and leaves an empty inline string.
+    fn clear_value(&mut self) {
+        if self.kind() == KIND_HEAP {
+            // SAFETY: a heap-kind entry owns the block at its address; the kind is reset below,
+            // so it is freed once.
+            unsafe { block::free(self.addr()) }
         }
+        self.val = [0; 8];
+        let w = self.word() & !(0xff << KIND_SHIFT);
+        self.set_word(w);
+    }
+
+    /// Replaces the value (the old one's heap block is freed; a disk pointer is the caller's
+    /// to free).
+    pub fn set_value(&mut self, value: Value) {
+        self.clear_value();
+        self.put(value);
+    }
+
+    #[inline]
+    pub fn value(&self) -> ValueRef<'_> {
+        match self.kind() {
+            KIND_HEAP => {
+                // SAFETY: a heap-kind entry owns the block at its address while it keeps that
+                // kind; the slice borrows `self`.
+                ValueRef::Str(unsafe { block::bytes(self.addr()) })
+            }
+            KIND_EXTERNAL => ValueRef::External(u64::from_le_bytes(self.val)),
+            _ => {
+                let n = ((self.word() >> ILEN_SHIFT) & 0xf) as usize;
+                ValueRef::Str(&self.val[..n.min(VALUE_INLINE)])
+            }
+        }
+    }
+
+    /// The string bytes when the value is in RAM.
+    #[inline]
+    pub fn str(&self) -> Option<&[u8]> {
+        match self.value() {
+            ValueRef::Str(s) => Some(s),
+            ValueRef::External(_) => None,
+        }
+    }
+
+    pub fn is_external(&self) -> bool {
+        self.kind() == KIND_EXTERNAL
+    }
+
+    /// The disk pointer of an offloaded value, given its key's length.
+    pub fn external(&self, key_len: usize) -> Option<tiering::DiskPtr> {
+        match self.value() {
+            ValueRef::External(bits) => Some(tiering::DiskPtr::unpack(bits, key_len)),
+            ValueRef::Str(_) => None,
+        }
+    }
+
+    /// The value's length without reading it (STRLEN).
+    pub fn value_len(&self) -> usize {
+        match self.value() {
+            ValueRef::Str(s) => s.len(),
+            ValueRef::External(bits) => tiering::DiskPtr::unpack(bits, 0).len as usize,
+        }
+    }
+
+    /// The value as an owned [`Value`] (for moving it under another key).
+    pub fn to_value(&self, key_len: usize) -> Value {
+        match self.value() {
+            ValueRef::Str(s) => Value::str(s),
+            ValueRef::External(bits) => Value::External(tiering::DiskPtr::unpack(bits, key_len)),
+        }
+    }
+
+    /// Name reported by TYPE.
+    pub fn type_name(&self) -> &'static str {
+        "string"
+    }
+
+    #[inline]
+    pub fn expire_at(&self) -> u64 {
+        match self.word() & EXPIRE_FIELD {
+            EXPIRE_FIELD => MAX_EXPIRE_MS,
+            at => at,
+        }
+    }
+
+    /// Sets the absolute expiry (0 = none); anything past the field's range (the year 10889)
+    /// is kept as [`MAX_EXPIRE_MS`].
+    pub fn set_expire_at(&mut self, at: u64) {
+        let w = self.word() & !EXPIRE_FIELD;
+        self.set_word(w | at.min(EXPIRE_FIELD));
+    }
+
+    pub fn flags(&self) -> u8 {
+        (self.word() >> FLAGS_SHIFT) as u8
+    }
+
+    pub fn has(&self, flag: u8) -> bool {
+        self.flags() & flag != 0
+    }
+
+    pub fn add_flags(&mut self, flags: u8) {
+        let w = self.word() | ((flags as u64) << FLAGS_SHIFT);
+        self.set_word(w);
+    }
+
+    pub fn clear_flags(&mut self, flags: u8) {
+        let w = self.word() & !((flags as u64) << FLAGS_SHIFT);
+        self.set_word(w);
     }
 
     #[inline]
     pub fn is_expired(&self, now_ms: u64) -> bool {
-        self.expire_at != 0 && self.expire_at <= now_ms
+        let at = self.expire_at();
+        at != 0 && at <= now_ms
+    }
+
+    /// Starts loading the first lines of a heap value into the cache (no wait).
+    #[inline]
+    pub fn prefetch(&self) {
+        if self.kind() == KIND_HEAP {
+            super::dashtable::prefetch(std::ptr::with_exposed_provenance::<u8>(self.addr()));
+        }
+    }
+
+    /// Heap bytes the value owns beyond the entry.
+    pub fn heap_bytes(&self) -> usize {
+        match self.value() {
+            ValueRef::Str(s) if self.kind() == KIND_HEAP => block::size(s.len()),
+            _ => 0,
+        }
     }
 
     /// Records an access: refresh the clock and bump the frequency counter (Redis' LFU log
@@ -175,11 +524,54 @@ impl Entry {
     }
 }
 
+impl Drop for Entry {
+    fn drop(&mut self) {
+        self.clear_value();
+    }
+}
+
+impl Clone for Entry {
+    fn clone(&self) -> Entry {
+        let mut e = Entry {
+            val: self.val,
+            word: self.word,
+            meta: self.meta,
+        };
+        if self.kind() == KIND_HEAP {
+            // The copy gets its own block.
+            e.val = (block::alloc(self.str().unwrap_or_default()) as u64).to_le_bytes();
+        }
+        e
+    }
+}
+
+impl PartialEq for Entry {
+    fn eq(&self, other: &Entry) -> bool {
+        self.value() == other.value()
+            && self.expire_at() == other.expire_at()
+            && self.flags() == other.flags()
+            && self.meta == other.meta
+    }
+}
+
+impl Eq for Entry {}
+
+impl std::fmt::Debug for Entry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Entry")
+            .field("value", &self.value())
+            .field("expire_at", &self.expire_at())
+            .field("flags", &self.flags())
+            .field("meta", &self.meta)
+            .finish()
+    }
+}
+
 const LFU_INIT: u32 = 5;
 
 impl crate::shard::dashtable::Weigh for Entry {
     fn weight(&self) -> usize {
-        self.value.heap_bytes()
+        self.heap_bytes()
     }
 }
 
@@ -188,17 +580,53 @@ mod tests {
     use super::*;
 
     #[test]
-    fn compact_bytes_inline_and_heap() {
-        let a = CompactBytes::new(b"short");
-        assert_eq!(a.as_bytes(), b"short");
-        assert_eq!(a.heap_bytes(), 0);
-        let long = vec![7u8; 100];
-        let b = CompactBytes::new(&long);
-        assert_eq!(b.as_bytes(), &long[..]);
-        assert_eq!(b.heap_bytes(), 100);
-        let c = CompactBytes::new(&[1u8; INLINE_CAP]);
-        assert_eq!(c.heap_bytes(), 0);
-        assert!(CompactBytes::new(b"").is_empty());
+    fn keys_inline_and_heap() {
+        for len in [0usize, 1, 10, 11, 12, 40, 70_000] {
+            let b: Vec<u8> = (0..len).map(|i| i as u8).collect();
+            let k = Key::new(&b);
+            assert_eq!(k.as_bytes(), &b[..]);
+            assert_eq!(k.heap_bytes() > 0, len > KEY_INLINE);
+            let c = k.clone();
+            drop(k);
+            assert_eq!(c.as_bytes(), &b[..]);
+        }
+    }
+
+    #[test]
+    fn values_inline_heap_and_external() {
+        for len in [0usize, 1, 8, 9, 100, 5000] {
+            let b: Vec<u8> = (0..len).map(|i| (i * 7) as u8).collect();
+            let mut e = Entry::new(Value::str(&b), 1234, 3);
+            assert_eq!(e.str(), Some(&b[..]));
+            assert_eq!(e.value_len(), len);
+            assert_eq!(e.heap_bytes() > 0, len > VALUE_INLINE);
+            assert_eq!(e.expire_at(), 1234);
+            let c = e.clone();
+            e.set_value(Value::str(b"x"));
+            assert_eq!(c.str(), Some(&b[..]));
+            assert_eq!(e.str(), Some(&b"x"[..]));
+            assert_eq!(e.expire_at(), 1234);
+        }
+        let p = tiering::DiskPtr {
+            page: 77,
+            len: 1000,
+            key_len: 5,
+            offset: 16,
+        };
+        let mut e = Entry::new(Value::External(p), 0, 0);
+        assert!(e.is_external());
+        assert_eq!(e.external(5), Some(p));
+        assert_eq!(e.value_len(), 1000);
+        assert_eq!(e.str(), None);
+        e.add_flags(Entry::RAW | Entry::REFERENCED);
+        e.clear_flags(Entry::REFERENCED);
+        assert!(e.has(Entry::RAW) && !e.has(Entry::REFERENCED));
+        assert_eq!(e.external(5), Some(p));
+        e.set_expire_at(u64::MAX);
+        assert_eq!(e.expire_at(), MAX_EXPIRE_MS);
+        e.set_expire_at(EXPIRE_FIELD - 1);
+        assert_eq!(e.expire_at(), EXPIRE_FIELD - 1);
+        assert!(e.has(Entry::RAW));
     }
 
     #[test]

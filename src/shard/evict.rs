@@ -18,7 +18,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::{now_ms, Entry, Shard, Value};
+use super::{now_ms, Entry, Shard};
 
 /// Entries looked at per eviction (whole buckets, so a little more)...
 const SAMPLE: usize = 16;
@@ -45,7 +45,7 @@ pub struct Evicted {
 
 /// Eviction order: lower goes first.
 pub fn score(e: &Entry, clock: u32, now: u64) -> u64 {
-    if e.expire_at != 0 && e.expire_at <= now.saturating_add(NEAR_EXPIRY_MS) {
+    if e.expire_at() != 0 && e.expire_at() <= now.saturating_add(NEAR_EXPIRY_MS) {
         return 0;
     }
     let idle = e.idle_seconds(clock);
@@ -99,9 +99,8 @@ impl Shard {
                     table.sample_buckets(
                         1,
                         |n| rng.gen_range(0..n.max(1)),
-                        |pos, _, e| {
-                            if which == Candidates::OnDisk && !matches!(e.value, Value::External(_))
-                            {
+                        |pos, k, e| {
+                            if which == Candidates::OnDisk && !e.is_external() {
                                 return;
                             }
                             seen += 1;
@@ -109,8 +108,8 @@ impl Shard {
                             // An offloaded value with few neighbours on its page ranks a little
                             // colder: evicting it frees (nearly) a whole page, which keeps the
                             // tier file dense instead of riddled with holes.
-                            if let (Value::External(p), Some(t)) = (&e.value, tier.as_ref()) {
-                                let crowd = u64::from(t.page_entries(*p).min(3));
+                            if let (Some(p), Some(t)) = (e.external(k.len()), tier.as_ref()) {
+                                let crowd = u64::from(t.page_entries(p).min(3));
                                 sc = sc.saturating_sub((3 - crowd) << 24);
                             }
                             if best.is_none_or(|(b, _)| sc < b) {
@@ -127,19 +126,19 @@ impl Shard {
                 Some((_, pos)) => {
                     misses = 0;
                     let d = &mut self.dbs[db];
-                    if let Some((_, e)) = d.table.remove_at(pos) {
+                    if let Some((k, e)) = d.table.remove_at(pos) {
                         self.dirty += 1;
-                        if e.expire_at != 0 {
+                        if e.expire_at() != 0 {
                             d.volatile = d.volatile.saturating_sub(1);
                         }
                         if e.is_expired(now) {
                             self.stats.expired_keys += 1;
-                        } else if matches!(e.value, Value::External(_)) {
+                        } else if e.is_external() {
                             out.ssd += 1;
                         } else {
                             out.ram += 1;
                         }
-                        self.release(&e);
+                        self.release(&k, &e);
                     }
                 }
                 None => {
@@ -164,6 +163,7 @@ impl Shard {
 mod tests {
     use super::*;
     use crate::config::{Flags, Settings};
+    use crate::shard::Value;
     use clap::Parser;
     use std::sync::Arc;
 

@@ -17,7 +17,7 @@ use rand::{Rng, SeedableRng};
 
 use crate::config::Settings;
 pub use dashtable::{hash, Dashtable};
-pub use entry::{CompactBytes, Entry, Value};
+pub use entry::{CompactBytes, Entry, Key, Value, ValueRef};
 use tiering::{DiskPtr, TierStore};
 
 /// Milliseconds since the Unix epoch.
@@ -73,9 +73,9 @@ pub struct Shard {
     clock: u32,
     /// This shard's tier file, with `--tiered_prefix`.
     pub tier: Option<Rc<TierStore>>,
-    /// Tags of values recently loaded from disk: a second load within the window brings the
-    /// value back to RAM.
-    pub recent_loads: lru::LruCache<u32, ()>,
+    /// Packed pointers of values recently loaded from disk: a second load within the window
+    /// brings the value back to RAM.
+    pub recent_loads: lru::LruCache<u64, ()>,
     /// Writes so far (rdb_changes_since_last_save is the growth since a save started).
     pub dirty: u64,
     /// The db a running snapshot's walker is in; None when no snapshot runs.
@@ -140,7 +140,7 @@ impl Shard {
                 self.stats.keyspace_hits += 1;
                 let e = self.dbs[db].table.at_touch(pos)?;
                 e.touch(clock, r);
-                e.flags |= Entry::REFERENCED;
+                e.add_flags(Entry::REFERENCED);
                 Some(e)
             }
         }
@@ -173,11 +173,11 @@ impl Shard {
         if !d.table.at(pos)?.is_expired(now) {
             return Some(pos);
         }
-        if let Some((_, e)) = d.table.remove_at(pos) {
-            if e.expire_at != 0 {
+        if let Some((k, e)) = d.table.remove_at(pos) {
+            if e.expire_at() != 0 {
                 d.volatile = d.volatile.saturating_sub(1);
             }
-            self.release(&e);
+            self.release(&k, &e);
         }
         self.stats.expired_keys += 1;
         None
@@ -191,11 +191,12 @@ impl Shard {
         for k in keys.clone() {
             d.table.prefetch_buckets(hash(k));
         }
+        for k in keys.clone() {
+            d.table.prefetch_entries(hash(k));
+        }
         for k in keys {
             if let Some(e) = d.table.prefetch(k, hash(k)) {
-                if let Value::Str(v) = &e.value {
-                    v.prefetch();
-                }
+                e.prefetch();
             }
         }
     }
@@ -215,22 +216,24 @@ impl Shard {
     pub fn store_entry(&mut self, db: usize, key: &[u8], entry: Entry) -> Option<Entry> {
         self.dirty += 1;
         let d = &mut self.dbs[db];
-        if entry.expire_at != 0 {
+        if entry.expire_at() != 0 {
             d.volatile += 1;
         }
         let old = d.table.insert(key, hash(key), entry);
         if let Some(o) = &old {
-            if o.expire_at != 0 {
+            if o.expire_at() != 0 {
                 d.volatile = d.volatile.saturating_sub(1);
             }
-            self.release(o);
+            if let Some(p) = o.external(key.len()) {
+                self.free_disk(p);
+            }
         }
         old
     }
 
     /// Frees the disk space of an entry leaving the keyspace (deleted, overwritten, expired).
-    pub fn release(&mut self, e: &Entry) {
-        if let Value::External(p) = e.value {
+    pub fn release(&mut self, key: &Key, e: &Entry) {
+        if let Some(p) = e.external(key.len()) {
             self.free_disk(p);
         }
     }
@@ -249,14 +252,15 @@ impl Shard {
             .get(db)?
             .table
             .get(key, hash(key))?
-            .value
-            .external()
+            .external(key.len())
     }
 
     /// Deletes a key (expired or not), freeing its disk space; returns its entry.
     pub fn remove(&mut self, db: usize, key: &[u8]) -> Option<Entry> {
         let e = self.take(db, key)?;
-        self.release(&e);
+        if let Some(p) = e.external(key.len()) {
+            self.free_disk(p);
+        }
         Some(e)
     }
 
@@ -266,7 +270,7 @@ impl Shard {
         self.dirty += 1;
         let d = &mut self.dbs[db];
         let (_, e) = d.table.remove(key, hash(key))?;
-        if e.expire_at != 0 {
+        if e.expire_at() != 0 {
             d.volatile = d.volatile.saturating_sub(1);
         }
         Some(e)
@@ -277,8 +281,8 @@ impl Shard {
         let Some(e) = self.lookup_mut(db, key, now) else {
             return false;
         };
-        let was = e.expire_at;
-        e.expire_at = at;
+        let was = e.expire_at();
+        e.set_expire_at(at);
         self.dirty += 1;
         let d = &mut self.dbs[db];
         match (was != 0, at != 0) {
@@ -294,7 +298,7 @@ impl Shard {
         let ptrs: Vec<DiskPtr> = self.dbs[db]
             .table
             .iter()
-            .filter_map(|(_, e)| e.value.external())
+            .filter_map(|(k, e)| e.external(k.len()))
             .collect();
         for p in ptrs {
             self.free_disk(p);
@@ -320,11 +324,7 @@ impl Shard {
 
     /// One step of the snapshot: entries captured by writes, then up to `buckets` buckets of
     /// the walk, go to `out` as (db, key, entry). True once everything has been handed out.
-    pub fn snapshot_step(
-        &mut self,
-        buckets: usize,
-        out: &mut Vec<(usize, CompactBytes, Entry)>,
-    ) -> bool {
+    pub fn snapshot_step(&mut self, buckets: usize, out: &mut Vec<(usize, Key, Entry)>) -> bool {
         let Some(mut db) = self.snap_db else {
             return true;
         };
@@ -405,9 +405,9 @@ impl Shard {
                     &mut db.expire_cursor,
                     step,
                     |_, e| {
-                        if e.expire_at != 0 {
+                        if e.expire_at() != 0 {
                             seen += 1;
-                            if e.expire_at <= now {
+                            if e.expire_at() <= now {
                                 gone += 1;
                                 return true;
                             }
@@ -415,8 +415,8 @@ impl Shard {
                         }
                         false
                     },
-                    |_, e| {
-                        if let Some(p) = e.value.external() {
+                    |k, e| {
+                        if let Some(p) = e.external(k.len()) {
                             freed.push(p);
                         }
                     },

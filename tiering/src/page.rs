@@ -3,27 +3,27 @@
 //! Small values (entry under 2 KiB) share 4 KiB pages:
 //! ```text
 //! page:  "STPG" | ver u8 | kind u8 | count u16 | crc32 u32 | used u16 | pad u16 | entries...
-//! entry: key_len u16 | val_len u16 | tag u32 | key | value
+//! entry: key_len u16 | val_len u16 | key | value
 //! ```
 //! Large values get their own run of pages:
 //! ```text
-//! extent: "STEX" | ver u8 | kind u8 | pad u16 | crc32 u32 | val_len u32 | key_len u16 | tag u32
-//!         | pad[10]
+//! extent: "STEX" | ver u8 | kind u8 | pad u16 | crc32 u32 | val_len u32 | key_len u16
+//!         | pad[14]
 //!         | key | value | zero fill to the page boundary
 //! ```
 //! The CRC covers every byte of the page (or of header + key + value for an extent) except the
-//! CRC field itself. Every value carries the 32-bit tag its pointer in RAM holds too, so a read
-//! proves the bytes are the ones that pointer was made for (a key renamed since keeps its
-//! pointer, so the tag, not the key, is the owner's mark); the key is stored as well so that
-//! compaction can find the owner of every entry.
+//! CRC field itself. Every value is stored with its key: a read compares it with the key that
+//! asked (a pointer that went stale can never hand one key another's bytes), and compaction finds
+//! the owner of every entry by it. A key renamed while its value is on disk therefore takes its
+//! value back to RAM first (RENAME reads the value).
 
 use crate::alloc::PAGE;
 
-pub const VERSION: u8 = 1;
+pub const VERSION: u8 = 2;
 const PAGE_MAGIC: &[u8; 4] = b"STPG";
 const EXTENT_MAGIC: &[u8; 4] = b"STEX";
 pub const PAGE_HEADER: usize = 16;
-pub const ENTRY_HEADER: usize = 8;
+pub const ENTRY_HEADER: usize = 4;
 pub const EXTENT_HEADER: usize = 32;
 /// Entries (header + key + value) at most this big go to shared pages.
 pub const SMALL_LIMIT: usize = 2048;
@@ -93,7 +93,7 @@ impl PageBuilder {
     }
 
     /// Appends an entry; returns its offset in the page, or None when it does not fit.
-    pub fn push(&mut self, tag: u32, key: &[u8], value: &[u8]) -> Option<u16> {
+    pub fn push(&mut self, key: &[u8], value: &[u8]) -> Option<u16> {
         if !self.fits(key, value) || key.len() > u16::MAX as usize {
             return None;
         }
@@ -101,7 +101,6 @@ impl PageBuilder {
         let end = at + ENTRY_HEADER + key.len() + value.len();
         self.buf[at..at + 2].copy_from_slice(&(key.len() as u16).to_le_bytes());
         self.buf[at + 2..at + 4].copy_from_slice(&(value.len() as u16).to_le_bytes());
-        self.buf[at + 4..at + 8].copy_from_slice(&tag.to_le_bytes());
         let k = at + ENTRY_HEADER;
         self.buf[k..k + key.len()].copy_from_slice(key);
         self.buf[k + key.len()..end].copy_from_slice(value);
@@ -137,8 +136,8 @@ pub fn verify_page(page: &[u8]) -> Result<(), Corrupt> {
     Ok(())
 }
 
-/// The value of the entry at `offset` of a verified page, if it carries `tag`.
-pub fn page_entry(page: &[u8], offset: u16, tag: u32) -> Result<&[u8], Corrupt> {
+/// The value of the entry at `offset` of a verified page, if it belongs to `key`.
+pub fn page_entry<'a>(page: &'a [u8], offset: u16, key: &[u8]) -> Result<&'a [u8], Corrupt> {
     let at = offset as usize;
     let used = u16::from_le_bytes([page[12], page[13]]) as usize;
     if at < PAGE_HEADER || at + ENTRY_HEADER > used || used > page.len() {
@@ -150,14 +149,14 @@ pub fn page_entry(page: &[u8], offset: u16, tag: u32) -> Result<&[u8], Corrupt> 
     if kstart + klen + vlen > used {
         return Err(Corrupt::Layout);
     }
-    if page[at + 4..at + 8] != tag.to_le_bytes() {
+    if &page[kstart..kstart + klen] != key {
         return Err(Corrupt::Owner);
     }
     Ok(&page[kstart + klen..kstart + klen + vlen])
 }
 
-/// Every (offset, tag, key, value) of a verified page, for compaction.
-pub fn page_entries(page: &[u8]) -> Vec<(u16, u32, &[u8], &[u8])> {
+/// Every (offset, key, value) of a verified page, for compaction.
+pub fn page_entries(page: &[u8]) -> Vec<(u16, &[u8], &[u8])> {
     let used = (u16::from_le_bytes([page[12], page[13]]) as usize).min(page.len());
     let mut out = Vec::new();
     let mut at = PAGE_HEADER;
@@ -170,7 +169,6 @@ pub fn page_entries(page: &[u8]) -> Vec<(u16, u32, &[u8], &[u8])> {
         }
         out.push((
             at as u16,
-            u32::from_le_bytes([page[at + 4], page[at + 5], page[at + 6], page[at + 7]]),
             &page[at + ENTRY_HEADER..at + ENTRY_HEADER + klen],
             &page[at + ENTRY_HEADER + klen..end],
         ));
@@ -185,7 +183,7 @@ pub fn extent_pages(key_len: usize, len: usize) -> u64 {
 }
 
 /// Lays out an extent (header, key, value, zero fill to whole pages).
-pub fn build_extent(tag: u32, key: &[u8], value: &[u8]) -> Vec<u8> {
+pub fn build_extent(key: &[u8], value: &[u8]) -> Vec<u8> {
     let total = extent_pages(key.len(), value.len()) as usize * PAGE as usize;
     let mut buf = vec![0u8; total];
     buf[..4].copy_from_slice(EXTENT_MAGIC);
@@ -193,7 +191,6 @@ pub fn build_extent(tag: u32, key: &[u8], value: &[u8]) -> Vec<u8> {
     buf[5] = 2;
     buf[12..16].copy_from_slice(&(value.len() as u32).to_le_bytes());
     buf[16..18].copy_from_slice(&(key.len() as u16).to_le_bytes());
-    buf[18..22].copy_from_slice(&tag.to_le_bytes());
     buf[EXTENT_HEADER..EXTENT_HEADER + key.len()].copy_from_slice(key);
     let vstart = EXTENT_HEADER + key.len();
     buf[vstart..vstart + value.len()].copy_from_slice(value);
@@ -202,8 +199,8 @@ pub fn build_extent(tag: u32, key: &[u8], value: &[u8]) -> Vec<u8> {
     buf
 }
 
-/// The value stored in an extent, after checking magic, version, CRC and owner tag.
-pub fn extent_value(buf: &[u8], tag: u32) -> Result<&[u8], Corrupt> {
+/// The value stored in an extent, after checking magic, version, CRC and owner key.
+pub fn extent_value<'a>(buf: &'a [u8], key: &[u8]) -> Result<&'a [u8], Corrupt> {
     if buf.len() < EXTENT_HEADER {
         return Err(Corrupt::Layout);
     }
@@ -223,7 +220,7 @@ pub fn extent_value(buf: &[u8], tag: u32) -> Result<&[u8], Corrupt> {
     if crc_skipping(&buf[..end], 8) != stored {
         return Err(Corrupt::Checksum);
     }
-    if buf[18..22] != tag.to_le_bytes() {
+    if &buf[EXTENT_HEADER..EXTENT_HEADER + klen] != key {
         return Err(Corrupt::Owner);
     }
     Ok(&buf[EXTENT_HEADER + klen..end])
@@ -236,13 +233,13 @@ mod tests {
     #[test]
     fn page_round_trip_and_corruption() {
         let mut b = PageBuilder::new();
-        let a = b.push(11, b"k1", b"hello").unwrap();
-        let c = b.push(12, b"key2", &[7u8; 100]).unwrap();
+        let a = b.push(b"k1", b"hello").unwrap();
+        let c = b.push(b"key2", &[7u8; 100]).unwrap();
         let page = b.finish();
         verify_page(&page).unwrap();
-        assert_eq!(page_entry(&page, a, 11).unwrap(), b"hello");
-        assert_eq!(page_entry(&page, c, 12).unwrap(), &[7u8; 100][..]);
-        assert_eq!(page_entry(&page, a, 12), Err(Corrupt::Owner));
+        assert_eq!(page_entry(&page, a, b"k1").unwrap(), b"hello");
+        assert_eq!(page_entry(&page, c, b"key2").unwrap(), &[7u8; 100][..]);
+        assert_eq!(page_entry(&page, a, b"key2"), Err(Corrupt::Owner));
         assert_eq!(page_entries(&page).len(), 2);
         let mut bad = page.clone();
         bad[100] ^= 1;
@@ -257,7 +254,7 @@ mod tests {
         let mut b = PageBuilder::new();
         let v = [1u8; 1000];
         let mut n = 0;
-        while b.push(1, b"k", &v).is_some() {
+        while b.push(b"k", &v).is_some() {
             n += 1;
         }
         assert_eq!(n, 4);
@@ -267,15 +264,15 @@ mod tests {
     #[test]
     fn extent_round_trip_and_corruption() {
         let v: Vec<u8> = (0..10_000u32).map(|i| i as u8).collect();
-        let e = build_extent(7, b"big", &v);
+        let e = build_extent(b"big", &v);
         assert_eq!(e.len() as u64, extent_pages(3, v.len()) * PAGE);
-        assert_eq!(extent_value(&e, 7).unwrap(), &v[..]);
-        assert_eq!(extent_value(&e, 8), Err(Corrupt::Owner));
+        assert_eq!(extent_value(&e, b"big").unwrap(), &v[..]);
+        assert_eq!(extent_value(&e, b"bog"), Err(Corrupt::Owner));
         let mut bad = e.clone();
         bad[5000] ^= 0x80;
-        assert_eq!(extent_value(&bad, 7), Err(Corrupt::Checksum));
+        assert_eq!(extent_value(&bad, b"big"), Err(Corrupt::Checksum));
         let mut bad = e;
         bad[4] = 9;
-        assert_eq!(extent_value(&bad, 7), Err(Corrupt::Version(9)));
+        assert_eq!(extent_value(&bad, b"big"), Err(Corrupt::Version(9)));
     }
 }

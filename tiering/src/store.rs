@@ -21,26 +21,58 @@ use glommio::io::DmaFile;
 use crate::alloc::{ExtentAllocator, PAGE};
 use crate::page::{self, Corrupt, PageBuilder};
 
-/// Where a value lives on disk: 16 bytes, kept in RAM in place of the value.
+/// Where a value lives on disk. In RAM it is kept packed in 62 bits ([`DiskPtr::pack`]); the
+/// key's length comes from the key itself.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct DiskPtr {
     /// First page (4 KiB units).
     pub page: u32,
     /// Value length in bytes (STRLEN needs no I/O).
     pub len: u32,
-    /// Written with the value; a read checks it (the value's owner mark).
-    pub tag: u32,
     /// Length of the key stored with the value (sizes extents and page accounting).
     pub key_len: u16,
     /// Entry offset inside a shared page; 0 for an extent (page entries start past the header).
     pub offset: u16,
 }
 
-const _: () = assert!(std::mem::size_of::<DiskPtr>() == 16);
+/// Values at least this long are never offloaded: a packed pointer has 29 bits for the length
+/// of an extent's value.
+pub const MAX_VALUE: usize = (1 << 29) - 1;
 
 impl DiskPtr {
     pub fn small(&self) -> bool {
         self.offset != 0
+    }
+
+    /// The pointer in 62 bits (the top two are zero): small entries as 1 | page 32 | offset 12 |
+    /// length 12, extents as 0 | page 32 | length 29.
+    pub fn pack(&self) -> u64 {
+        let page = (self.page as u64) << 29;
+        if self.small() {
+            (1 << 61) | page | ((self.offset as u64 & 0xfff) << 12) | (self.len as u64 & 0xfff)
+        } else {
+            page | (self.len as u64 & MAX_VALUE as u64)
+        }
+    }
+
+    /// The inverse of [`DiskPtr::pack`], given the key's length.
+    pub fn unpack(bits: u64, key_len: usize) -> DiskPtr {
+        let page = (bits >> 29) as u32;
+        if bits & (1 << 61) != 0 {
+            DiskPtr {
+                page,
+                len: (bits & 0xfff) as u32,
+                key_len: key_len as u16,
+                offset: ((bits >> 12) & 0xfff) as u16,
+            }
+        } else {
+            DiskPtr {
+                page,
+                len: (bits & MAX_VALUE as u64) as u32,
+                key_len: key_len as u16,
+                offset: 0,
+            }
+        }
     }
 
     fn pages(&self) -> u64 {
@@ -110,8 +142,8 @@ struct PageLive {
     bytes: u32,
 }
 
-/// One entry of a page read back for compaction: (offset, tag, key, value).
-pub type PageEntry = (u16, u32, Vec<u8>, Vec<u8>);
+/// One entry of a page read back for compaction: (offset, key, value).
+pub type PageEntry = (u16, Vec<u8>, Vec<u8>);
 
 /// A small entry placed in a page being written: (item index, offset, entry bytes).
 type Member = (usize, u16, u32);
@@ -135,7 +167,6 @@ pub struct TierStore {
     stats: RefCell<TierStats>,
     latency: RefCell<hdrhistogram::Histogram<u64>>,
     full: Cell<bool>,
-    next_tag: Cell<u32>,
     /// Itself, for tasks that finish a free after a hole punch.
     weak: RefCell<std::rc::Weak<TierStore>>,
 }
@@ -185,7 +216,6 @@ impl TierStore {
             stats: RefCell::new(TierStats::default()),
             latency: RefCell::new(latency),
             full: Cell::new(false),
-            next_tag: Cell::new(1),
             weak: RefCell::new(std::rc::Weak::new()),
         });
         *store.weak.borrow_mut() = Rc::downgrade(&store);
@@ -238,15 +268,10 @@ impl TierStore {
         Ok(())
     }
 
-    fn tag(&self) -> u32 {
-        let t = self.next_tag.get();
-        self.next_tag.set(t.wrapping_add(1).max(1));
-        t
-    }
-
     /// Writes a batch of (key, value); each gets a pointer or the error that stopped it. Small
     /// values are packed into as few pages as they fit; all pages and extents go out together.
-    /// Keys longer than 64 KiB cannot be stored and get an error.
+    /// Keys longer than 64 KiB and values of [`MAX_VALUE`] bytes or more cannot be stored and get
+    /// an error.
     pub async fn write_batch(&self, items: &[(&[u8], &[u8])]) -> Vec<Result<DiskPtr, TierError>> {
         self.write_batch_in(items, false).await
     }
@@ -286,10 +311,8 @@ impl TierStore {
         let mut builder = PageBuilder::new();
         let mut members = Vec::new();
         let mut large = Vec::new();
-        let tags: Vec<u32> = items.iter().map(|_| self.tag()).collect();
-        let tags = &tags;
         for (i, (k, v)) in items.iter().enumerate() {
-            if k.len() > u16::MAX as usize || v.len() > u32::MAX as usize {
+            if k.len() > u16::MAX as usize || v.len() >= MAX_VALUE {
                 out[i] = Some(Err(TierError::Io(
                     "key or value too large for the tier".into(),
                 )));
@@ -306,7 +329,7 @@ impl TierStore {
                     std::mem::take(&mut members),
                 ));
             }
-            if let Some(off) = builder.push(tags[i], k, v) {
+            if let Some(off) = builder.push(k, v) {
                 members.push((i, off, size as u32));
             }
         }
@@ -343,7 +366,6 @@ impl TierStore {
                                     let ptr = DiskPtr {
                                         page: start as u32,
                                         len,
-                                        tag: tags[i],
                                         key_len: items[i].0.len() as u16,
                                         offset: off,
                                     };
@@ -373,7 +395,7 @@ impl TierStore {
             };
             writes.push(
                 async move {
-                    let bytes = page::build_extent(tags[i], k, v);
+                    let bytes = page::build_extent(k, v);
                     let res = match self.write_at(&bytes, start * PAGE).await {
                         Ok(()) => {
                             let mut st = self.stats.borrow_mut();
@@ -382,7 +404,6 @@ impl TierStore {
                             Ok(DiskPtr {
                                 page: start as u32,
                                 len: v.len() as u32,
-                                tag: tags[i],
                                 key_len: k.len() as u16,
                                 offset: 0,
                             })
@@ -424,8 +445,9 @@ impl TierStore {
         }
     }
 
-    /// Reads the value at `ptr`, sharing the I/O with concurrent reads of the same page.
-    pub async fn read(&self, ptr: DiskPtr) -> Result<Vec<u8>, TierError> {
+    /// Reads the value of `key` at `ptr`, sharing the I/O with concurrent reads of the same
+    /// page. Bytes stored for another key are an error ([`Corrupt::Owner`]), never returned.
+    pub async fn read(&self, ptr: DiskPtr, key: &[u8]) -> Result<Vec<u8>, TierError> {
         let started = Instant::now();
         let pages = ptr.pages();
         *self.readers.borrow_mut().entry(ptr.page).or_insert(0) += 1;
@@ -470,10 +492,10 @@ impl TierStore {
         let value = res.and_then(|buf| {
             let v = if ptr.small() {
                 page::verify_page(&buf)
-                    .and_then(|()| page::page_entry(&buf, ptr.offset, ptr.tag))
+                    .and_then(|()| page::page_entry(&buf, ptr.offset, key))
                     .map(|v| v.to_vec())
             } else {
-                page::extent_value(&buf, ptr.tag).map(|v| v.to_vec())
+                page::extent_value(&buf, key).map(|v| v.to_vec())
             };
             v.map_err(TierError::Corrupt)
         });
@@ -614,7 +636,7 @@ impl TierStore {
             .collect()
     }
 
-    /// Reads a whole small page (verified) for compaction: every (offset, tag, key, value).
+    /// Reads a whole small page (verified) for compaction: every (offset, key, value).
     pub async fn read_page(&self, page_no: u32) -> Result<Vec<PageEntry>, TierError> {
         *self.readers.borrow_mut().entry(page_no).or_insert(0) += 1;
         let r = self
@@ -627,7 +649,7 @@ impl TierStore {
         page::verify_page(&buf).map_err(TierError::Corrupt)?;
         Ok(page::page_entries(&buf)
             .into_iter()
-            .map(|(o, t, k, v)| (o, t, k.to_vec(), v.to_vec()))
+            .map(|(o, k, v)| (o, k.to_vec(), v.to_vec()))
             .collect())
     }
 
@@ -711,21 +733,22 @@ mod tests {
             // Small values share pages.
             assert!(st.stats().small_pages < 40, "{}", st.stats().small_pages);
             // Concurrent reads, many on the same pages.
-            let reads = ptrs.iter().map(|p| st.read(*p));
+            let reads = ptrs.iter().zip(&keys).map(|(p, k)| st.read(*p, k));
             let got = futures::future::join_all(reads).await;
             for (i, g) in got.into_iter().enumerate() {
                 assert_eq!(g.unwrap(), vals[i], "value {i}");
             }
             assert!(st.stats().coalesced_reads > 0);
-            // A pointer whose tag does not match what is on disk is refused.
-            let forged = DiskPtr {
-                tag: ptrs[1].tag + 1000,
-                ..ptrs[1]
-            };
+            // Another key's pointer is refused: the key on disk is the owner's mark.
             assert_eq!(
-                st.read(forged).await,
+                st.read(ptrs[1], &keys[2]).await,
                 Err(TierError::Corrupt(Corrupt::Owner))
             );
+            // Packed and unpacked, a pointer is the same.
+            for (p, k) in ptrs.iter().zip(&keys) {
+                assert_eq!(DiskPtr::unpack(p.pack(), k.len()), *p);
+                assert_eq!(p.pack() >> 62, 0);
+            }
             let used = st.stats().used_bytes;
             for p in &ptrs {
                 st.free(*p);
@@ -762,7 +785,7 @@ mod tests {
                     .map(|r| r.unwrap())
                     .collect();
                 for (p, v) in ptrs.iter().zip(&vals) {
-                    assert_eq!(st.read(*p).await.as_ref(), Ok(v), "round {round}");
+                    assert_eq!(st.read(*p, b"k").await.as_ref(), Ok(v), "round {round}");
                 }
                 for p in &ptrs {
                     st.free(*p);
@@ -787,7 +810,7 @@ mod tests {
                 .unwrap();
             assert_ne!(q.page, p.page);
             glommio::timer::sleep(std::time::Duration::from_millis(20)).await;
-            assert_eq!(st.read(p).await.as_ref(), Ok(&v));
+            assert_eq!(st.read(p, b"k").await.as_ref(), Ok(&v));
             st.release_frees();
             assert!(!st.frees_held());
             glommio::timer::sleep(std::time::Duration::from_millis(50)).await;
@@ -867,11 +890,11 @@ mod tests {
                 f.sync_all().unwrap();
             }
             assert_eq!(
-                st.read(pa).await,
+                st.read(pa, b"a").await,
                 Err(TierError::Corrupt(Corrupt::Checksum))
             );
             assert_eq!(
-                st.read(pb).await,
+                st.read(pb, b"b").await,
                 Err(TierError::Corrupt(Corrupt::Checksum))
             );
             assert_eq!(st.stats().read_errors, 2);
