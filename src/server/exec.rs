@@ -24,6 +24,10 @@ use crate::shard::{CompactBytes, Shard, Value};
 
 type Wanted = SmallVec<[(Bytes, DiskPtr); 2]>;
 
+/// Values brought in from disk for one command: (key, pointer, bytes, read before within the
+/// offloader's window).
+type Installed = SmallVec<[(Bytes, DiskPtr, Bytes, bool); 2]>;
+
 /// Values read ahead for a batch of commands, by disk pointer.
 pub type Preloaded = HashMap<DiskPtr, Result<Vec<u8>, TierError>>;
 
@@ -102,7 +106,7 @@ pub async fn run_keyed(
             continue;
         }
         let mut shard = core.shard.borrow_mut();
-        let mut installed: SmallVec<[(Bytes, DiskPtr, Bytes); 2]> = SmallVec::new();
+        let mut installed: Installed = SmallVec::new();
         let mut moved = false;
         for ((key, ptr), data) in wanted.into_iter().zip(loaded) {
             match shard.peek_external(db, &key) {
@@ -110,8 +114,11 @@ pub async fn run_keyed(
                     Ok(v) => {
                         let v = Bytes::from(v);
                         if let Some(e) = shard.lookup_repr(db, &key, now) {
+                            // Referenced since the offloader last looked: this read is the
+                            // second within its window.
+                            let again = e.has(crate::shard::Entry::REFERENCED);
                             e.set_value(Value::str(&v));
-                            installed.push((key, ptr, v));
+                            installed.push((key, ptr, v, again));
                         }
                     }
                     Err(e) => {
@@ -163,13 +170,8 @@ fn offloaded_keys(shard: &Shard, db: usize, spec: &Spec, args: &[Bytes]) -> Want
 /// After the command: an entry still holding exactly the loaded bytes goes back to its disk
 /// pointer (or, read twice lately and with room in RAM, keeps the bytes and frees the disk);
 /// anything else means the command replaced or removed the value, so the disk copy is freed.
-fn restore_pointers(
-    shard: &mut Shard,
-    db: usize,
-    installed: SmallVec<[(Bytes, DiskPtr, Bytes); 2]>,
-    upload: bool,
-) {
-    for (key, ptr, bytes) in installed {
+fn restore_pointers(shard: &mut Shard, db: usize, installed: Installed, upload: bool) {
+    for (key, ptr, bytes, again) in installed {
         let unchanged = shard.dbs[db]
             .table
             .get(&key, crate::shard::hash(&key))
@@ -178,9 +180,7 @@ fn restore_pointers(
             shard.free_disk(ptr);
             continue;
         }
-        let again = shard.recent_loads.put(ptr.pack(), ()).is_some();
         if upload && again {
-            shard.recent_loads.pop(&ptr.pack());
             shard.free_disk(ptr);
             shard.stats.uploaded += 1;
         } else if let Some(e) = shard.peek_repr(db, &key) {

@@ -242,6 +242,12 @@ fn pick(
             &mut cursor.1,
             16,
             |k, e: &mut Entry| {
+                if e.is_external() {
+                    // An offloaded value read again before the sweep comes back is read twice
+                    // within one pass: it returns to RAM (see `exec::restore_pointers`).
+                    e.clear_flags(Entry::REFERENCED);
+                    return false;
+                }
                 if let Some(s) = e.str() {
                     if s.len() >= ts.min_value_size
                         && s.len() < tiering::store::MAX_VALUE

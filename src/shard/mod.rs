@@ -73,9 +73,6 @@ pub struct Shard {
     clock: u32,
     /// This shard's tier file, with `--tiered_prefix`.
     pub tier: Option<Rc<TierStore>>,
-    /// Packed pointers of values recently loaded from disk: a second load within the window
-    /// brings the value back to RAM.
-    pub recent_loads: lru::LruCache<u64, ()>,
     /// Writes so far (rdb_changes_since_last_save is the growth since a save started).
     pub dirty: u64,
     /// The db a running snapshot's walker is in; None when no snapshot runs.
@@ -97,7 +94,6 @@ impl Shard {
             started: Instant::now(),
             clock: 0,
             tier: None,
-            recent_loads: lru::LruCache::new(std::num::NonZeroUsize::MIN.saturating_add(4095)),
             dirty: 0,
             snap_db: None,
             snap_keys_at_begin: 0,

@@ -135,11 +135,12 @@ pub struct TierStats {
     pub read_p99_us: u64,
 }
 
-/// Live entries and bytes of one small page.
+/// Live entries and bytes of one small page (zero entries: not a small page in use). Four
+/// bytes per page of the file, indexed by page number.
 #[derive(Clone, Copy, Default)]
 struct PageLive {
     entries: u16,
-    bytes: u32,
+    bytes: u16,
 }
 
 /// One entry of a page read back for compaction: (offset, key, value).
@@ -157,7 +158,10 @@ pub struct TierStore {
     /// Bytes the file has been grown to.
     file_len: Cell<u64>,
     grow_step: u64,
-    pages: RefCell<HashMap<u32, PageLive>>,
+    pages: RefCell<Vec<PageLive>>,
+    /// Where the next search for sparse pages starts (they are found in turn, not always the
+    /// lowest first).
+    sparse_cursor: Cell<usize>,
     inflight: RefCell<HashMap<u32, PageRead>>,
     /// Reads in flight per first page, and frees waiting for them.
     readers: RefCell<HashMap<u32, usize>>,
@@ -208,7 +212,8 @@ impl TierStore {
             alloc: RefCell::new(alloc),
             file_len: Cell::new(PAGE),
             grow_step: (max_bytes / 16).clamp(PAGE * 256, 256 << 20),
-            pages: RefCell::new(HashMap::new()),
+            pages: RefCell::new(Vec::new()),
+            sparse_cursor: Cell::new(0),
             inflight: RefCell::new(HashMap::new()),
             readers: RefCell::new(HashMap::new()),
             deferred: RefCell::new(Vec::new()),
@@ -352,9 +357,13 @@ impl TierStore {
                         Ok(()) => {
                             let live = PageLive {
                                 entries: members.len() as u16,
-                                bytes: members.iter().map(|m| m.2).sum(),
+                                bytes: members.iter().map(|m| m.2).sum::<u32>() as u16,
                             };
-                            self.pages.borrow_mut().insert(start as u32, live);
+                            let mut map = self.pages.borrow_mut();
+                            if map.len() <= start as usize {
+                                map.resize(start as usize + 1, PageLive::default());
+                            }
+                            map[start as usize] = live;
                             let mut st = self.stats.borrow_mut();
                             st.small_pages += 1;
                             members
@@ -579,17 +588,17 @@ impl TierStore {
         }
         let (start, pages) = if ptr.small() {
             let mut map = self.pages.borrow_mut();
-            let Some(live) = map.get_mut(&ptr.page) else {
+            let Some(live) = map.get_mut(ptr.page as usize).filter(|l| l.entries > 0) else {
                 return;
             };
-            live.entries = live.entries.saturating_sub(1);
-            live.bytes = live
-                .bytes
-                .saturating_sub((page::ENTRY_HEADER + ptr.key_len as usize) as u32 + ptr.len);
+            live.entries -= 1;
+            live.bytes = live.bytes.saturating_sub(
+                (page::ENTRY_HEADER + ptr.key_len as usize) as u16 + ptr.len as u16,
+            );
             if live.entries > 0 {
                 return;
             }
-            map.remove(&ptr.page);
+            *live = PageLive::default();
             let mut st = self.stats.borrow_mut();
             st.small_pages = st.small_pages.saturating_sub(1);
             (ptr.page as u64, 1)
@@ -627,13 +636,23 @@ impl TierStore {
 
     /// Small pages whose live bytes fell under `below` (compaction candidates), `limit` at most.
     pub fn sparse_pages(&self, limit: usize, below: u64) -> Vec<u32> {
-        self.pages
-            .borrow()
-            .iter()
-            .filter(|(_, l)| (l.bytes as u64) < below)
-            .map(|(&p, _)| p)
-            .take(limit)
-            .collect()
+        let map = self.pages.borrow();
+        let n = map.len();
+        let from = self.sparse_cursor.get().min(n);
+        let mut out = Vec::new();
+        let mut last = from;
+        for p in (from..n).chain(0..from) {
+            let l = map[p];
+            if l.entries > 0 && (l.bytes as u64) < below {
+                out.push(p as u32);
+                last = p + 1;
+                if out.len() == limit {
+                    break;
+                }
+            }
+        }
+        self.sparse_cursor.set(last);
+        out
     }
 
     /// Reads a whole small page (verified) for compaction: every (offset, key, value).
@@ -661,7 +680,7 @@ impl TierStore {
         }
         self.pages
             .borrow()
-            .get(&ptr.page)
+            .get(ptr.page as usize)
             .map_or(1, |l| l.entries.max(1))
     }
 
