@@ -1,10 +1,14 @@
 //! On-disk layouts of the tier file, each with a magic, a version and a CRC32.
 //!
-//! Small values (entry under 2 KiB) share 4 KiB pages:
+//! Small values (entry under 2 KiB) share 4 KiB pages, written in runs ("bins") of a few
+//! pages through which entries follow each other, an entry's key and value running on into
+//! the next page past its header when they do not fit:
 //! ```text
-//! page:  "STPG" | ver u8 | kind u8 | count u16 | crc32 u32 | used u16 | pad u16 | entries...
+//! page:  "STPG" | ver u8 | kind u8 | count u16 | crc32 u32 | used u16 | first u16 | entries...
 //! entry: key_len u16 | val_len u16 | key | value
 //! ```
+//! `count` is the number of entries starting in the page, `first` the offset of the first of
+//! them (past the tail of an entry from the previous page), `used` where the page's bytes end.
 //! Large values get their own run of pages:
 //! ```text
 //! extent: "STEX" | ver u8 | kind u8 | pad u16 | crc32 u32 | val_len u32 | key_len u16
@@ -19,7 +23,7 @@
 
 use crate::alloc::PAGE;
 
-pub const VERSION: u8 = 2;
+pub const VERSION: u8 = 3;
 const PAGE_MAGIC: &[u8; 4] = b"STPG";
 const EXTENT_MAGIC: &[u8; 4] = b"STEX";
 pub const PAGE_HEADER: usize = 16;
@@ -58,64 +62,125 @@ fn crc_skipping(buf: &[u8], crc_at: usize) -> u32 {
     h.finalize()
 }
 
-/// A small-value page being filled in memory.
-pub struct PageBuilder {
+/// Small-value pages being filled in memory: a run ("bin") of up to `max_pages` pages written
+/// together, whose entries follow each other across page boundaries, so that values just
+/// under a quarter page (1 KiB values with their keys) fill pages instead of leaving a quarter
+/// of each empty. An entry's header never straddles a boundary; its key and value may, into
+/// the next page (just past that page's header). Each page keeps its own header and CRC.
+pub struct BinBuilder {
     buf: Vec<u8>,
-    count: u16,
+    max_pages: usize,
+    /// Page being filled, and the offset of the next entry in it.
+    cur: usize,
+    at: usize,
 }
 
-impl Default for PageBuilder {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl PageBuilder {
-    pub fn new() -> Self {
-        let mut buf = vec![0u8; PAGE as usize];
-        buf[..4].copy_from_slice(PAGE_MAGIC);
-        buf[4] = VERSION;
-        buf[5] = 1;
-        PageBuilder { buf, count: 0 }
+impl BinBuilder {
+    pub fn new(max_pages: usize) -> Self {
+        let mut b = BinBuilder {
+            buf: Vec::with_capacity(max_pages.max(1) * PAGE as usize),
+            max_pages: max_pages.max(1),
+            cur: 0,
+            at: PAGE_HEADER,
+        };
+        b.open_page();
+        b
     }
 
-    fn used(&self) -> usize {
-        u16::from_le_bytes([self.buf[12], self.buf[13]]).max(PAGE_HEADER as u16) as usize
+    fn open_page(&mut self) {
+        let base = self.buf.len();
+        self.buf.resize(base + PAGE as usize, 0);
+        self.buf[base..base + 4].copy_from_slice(PAGE_MAGIC);
+        self.buf[base + 4] = VERSION;
+        self.buf[base + 5] = 1;
+    }
+
+    fn page_mut(&mut self, i: usize) -> &mut [u8] {
+        &mut self.buf[i * PAGE as usize..(i + 1) * PAGE as usize]
     }
 
     pub fn is_empty(&self) -> bool {
-        self.count == 0
+        self.cur == 0 && self.at == PAGE_HEADER
     }
 
-    /// Room left for one more entry's key + value.
-    pub fn fits(&self, key: &[u8], value: &[u8]) -> bool {
-        self.used() + ENTRY_HEADER + key.len() + value.len() <= PAGE as usize
-    }
-
-    /// Appends an entry; returns its offset in the page, or None when it does not fit.
-    pub fn push(&mut self, key: &[u8], value: &[u8]) -> Option<u16> {
-        if !self.fits(key, value) || key.len() > u16::MAX as usize {
+    /// Appends an entry; returns (page index in the bin, offset in that page), or None when the
+    /// bin has no room left for it (or the key is too long).
+    pub fn push(&mut self, key: &[u8], value: &[u8]) -> Option<(usize, u16)> {
+        let total = ENTRY_HEADER + key.len() + value.len();
+        if key.len() > u16::MAX as usize || value.len() > u16::MAX as usize || total > SMALL_LIMIT {
             return None;
         }
-        let at = self.used();
-        let end = at + ENTRY_HEADER + key.len() + value.len();
-        self.buf[at..at + 2].copy_from_slice(&(key.len() as u16).to_le_bytes());
-        self.buf[at + 2..at + 4].copy_from_slice(&(value.len() as u16).to_le_bytes());
-        let k = at + ENTRY_HEADER;
-        self.buf[k..k + key.len()].copy_from_slice(key);
-        self.buf[k + key.len()..end].copy_from_slice(value);
-        self.buf[12..14].copy_from_slice(&(end as u16).to_le_bytes());
-        self.count += 1;
-        Some(at as u16)
+        let page = PAGE as usize;
+        let last = self.cur + 1 == self.max_pages;
+        if page - self.at < ENTRY_HEADER
+            || (last && self.at + total > page)
+            || (!last && self.at + total > 2 * page - PAGE_HEADER)
+        {
+            if last {
+                return None;
+            }
+            self.close_page(self.at);
+            self.cur += 1;
+            self.at = PAGE_HEADER;
+            self.open_page();
+        }
+        let (cur, at) = (self.cur, self.at);
+        let mut entry = Vec::with_capacity(total);
+        entry.extend_from_slice(&(key.len() as u16).to_le_bytes());
+        entry.extend_from_slice(&(value.len() as u16).to_le_bytes());
+        entry.extend_from_slice(key);
+        entry.extend_from_slice(value);
+        {
+            let pg = self.page_mut(cur);
+            if u16::from_le_bytes([pg[14], pg[15]]) == 0 {
+                pg[14..16].copy_from_slice(&(at as u16).to_le_bytes());
+            }
+            let count = u16::from_le_bytes([pg[6], pg[7]]) + 1;
+            pg[6..8].copy_from_slice(&count.to_le_bytes());
+        }
+        let here = (page - at).min(total);
+        let base = cur * page;
+        self.buf[base + at..base + at + here].copy_from_slice(&entry[..here]);
+        if here == total {
+            self.at = at + total;
+        } else {
+            // The rest goes to the next page, just past its header.
+            self.close_page(page);
+            self.cur += 1;
+            self.open_page();
+            let rest = total - here;
+            let base = self.cur * page + PAGE_HEADER;
+            self.buf[base..base + rest].copy_from_slice(&entry[here..]);
+            self.at = PAGE_HEADER + rest;
+        }
+        Some((cur, at as u16))
     }
 
-    /// The finished page with its count and CRC filled in.
+    /// Records how far page `cur` is used.
+    fn close_page(&mut self, used: usize) {
+        let cur = self.cur;
+        self.page_mut(cur)[12..14].copy_from_slice(&(used as u16).to_le_bytes());
+    }
+
+    /// The finished pages, each with its header and CRC filled in.
     pub fn finish(mut self) -> Vec<u8> {
-        self.buf[6..8].copy_from_slice(&self.count.to_le_bytes());
-        let crc = crc_skipping(&self.buf, 8);
-        self.buf[8..12].copy_from_slice(&crc.to_le_bytes());
+        self.close_page(self.at);
+        for pg in self.buf.chunks_mut(PAGE as usize) {
+            let crc = crc_skipping(pg, 8);
+            pg[8..12].copy_from_slice(&crc.to_le_bytes());
+        }
         self.buf
     }
+}
+
+/// Bytes an entry for `key_len` and `len` takes in a bin.
+pub fn entry_size(key_len: usize, len: usize) -> usize {
+    ENTRY_HEADER + key_len + len
+}
+
+/// Whether the entry at `offset` of a page runs into the next page.
+pub fn spans(offset: u16, key_len: usize, len: usize) -> bool {
+    offset as usize + entry_size(key_len, len) > PAGE as usize
 }
 
 /// Checks a whole small-value page (magic, version, CRC).
@@ -136,45 +201,91 @@ pub fn verify_page(page: &[u8]) -> Result<(), Corrupt> {
     Ok(())
 }
 
-/// The value of the entry at `offset` of a verified page, if it belongs to `key`.
-pub fn page_entry<'a>(page: &'a [u8], offset: u16, key: &[u8]) -> Result<&'a [u8], Corrupt> {
+/// The (key, value) bytes of the entry at `offset` of `pages` (its page, and the next one when
+/// it runs on; every page given is verified). None in `next` for an entry that spans means the
+/// caller must read on.
+fn entry_at(pages: &[u8], offset: u16) -> Result<(Vec<u8>, Vec<u8>), Corrupt> {
+    let page = PAGE as usize;
+    for pg in pages.chunks(page) {
+        verify_page(pg)?;
+    }
     let at = offset as usize;
-    let used = u16::from_le_bytes([page[12], page[13]]) as usize;
-    if at < PAGE_HEADER || at + ENTRY_HEADER > used || used > page.len() {
+    let used = u16::from_le_bytes([pages[12], pages[13]]) as usize;
+    if at < PAGE_HEADER || at + ENTRY_HEADER > used || used > page {
         return Err(Corrupt::Layout);
     }
-    let klen = u16::from_le_bytes([page[at], page[at + 1]]) as usize;
-    let vlen = u16::from_le_bytes([page[at + 2], page[at + 3]]) as usize;
-    let kstart = at + ENTRY_HEADER;
-    if kstart + klen + vlen > used {
-        return Err(Corrupt::Layout);
+    let klen = u16::from_le_bytes([pages[at], pages[at + 1]]) as usize;
+    let vlen = u16::from_le_bytes([pages[at + 2], pages[at + 3]]) as usize;
+    let total = ENTRY_HEADER + klen + vlen;
+    let mut bytes = Vec::with_capacity(total);
+    let here = (page - at).min(total);
+    bytes.extend_from_slice(&pages[at..at + here]);
+    if here < total {
+        let rest = total - here;
+        let next = pages.get(page..2 * page).ok_or(Corrupt::Layout)?;
+        let used_next = u16::from_le_bytes([next[12], next[13]]) as usize;
+        if PAGE_HEADER + rest > used_next.max(PAGE_HEADER) {
+            return Err(Corrupt::Layout);
+        }
+        bytes.extend_from_slice(&next[PAGE_HEADER..PAGE_HEADER + rest]);
     }
-    if &page[kstart..kstart + klen] != key {
-        return Err(Corrupt::Owner);
-    }
-    Ok(&page[kstart + klen..kstart + klen + vlen])
+    let value = bytes.split_off(ENTRY_HEADER + klen);
+    bytes.drain(..ENTRY_HEADER);
+    Ok((bytes, value))
 }
 
-/// Every (offset, key, value) of a verified page, for compaction.
-pub fn page_entries(page: &[u8]) -> Vec<(u16, &[u8], &[u8])> {
-    let used = (u16::from_le_bytes([page[12], page[13]]) as usize).min(page.len());
+/// The value of the entry at `offset` of `pages` (one page, or two when the entry runs on),
+/// after checking every page and that the entry belongs to `key`.
+pub fn page_entry(pages: &[u8], offset: u16, key: &[u8]) -> Result<Vec<u8>, Corrupt> {
+    let (k, v) = entry_at(pages, offset)?;
+    if k != key {
+        return Err(Corrupt::Owner);
+    }
+    Ok(v)
+}
+
+/// Every entry that starts in the first page of `pages`, as (offset, key, value), for
+/// compaction. `pages` holds that page and, when its last entry runs on, the next one; an
+/// entry whose continuation is missing or corrupt ends the list.
+pub fn page_entries(pages: &[u8]) -> Vec<(u16, Vec<u8>, Vec<u8>)> {
+    let page = PAGE as usize;
     let mut out = Vec::new();
-    let mut at = PAGE_HEADER;
+    if pages.len() < page || verify_page(&pages[..page]).is_err() {
+        return out;
+    }
+    let used = (u16::from_le_bytes([pages[12], pages[13]]) as usize).min(page);
+    let first = u16::from_le_bytes([pages[14], pages[15]]) as usize;
+    if first < PAGE_HEADER {
+        return out;
+    }
+    let mut at = first;
     while at + ENTRY_HEADER <= used {
-        let klen = u16::from_le_bytes([page[at], page[at + 1]]) as usize;
-        let vlen = u16::from_le_bytes([page[at + 2], page[at + 3]]) as usize;
-        let end = at + ENTRY_HEADER + klen + vlen;
-        if end > used {
-            break;
+        let klen = u16::from_le_bytes([pages[at], pages[at + 1]]) as usize;
+        let vlen = u16::from_le_bytes([pages[at + 2], pages[at + 3]]) as usize;
+        match entry_at(pages, at as u16) {
+            Ok((k, v)) => out.push((at as u16, k, v)),
+            Err(_) => break,
         }
-        out.push((
-            at as u16,
-            &page[at + ENTRY_HEADER..at + ENTRY_HEADER + klen],
-            &page[at + ENTRY_HEADER + klen..end],
-        ));
-        at = end;
+        at += ENTRY_HEADER + klen + vlen;
     }
     out
+}
+
+/// True when the last entry starting in `page` (verified) runs into the next page.
+pub fn last_entry_spans(page: &[u8]) -> bool {
+    u16::from_le_bytes([page[12], page[13]]) as usize == PAGE as usize && {
+        let first = u16::from_le_bytes([page[14], page[15]]) as usize;
+        let mut at = first.max(PAGE_HEADER);
+        let mut spans = false;
+        while at + ENTRY_HEADER <= PAGE as usize {
+            let klen = u16::from_le_bytes([page[at], page[at + 1]]) as usize;
+            let vlen = u16::from_le_bytes([page[at + 2], page[at + 3]]) as usize;
+            let end = at + ENTRY_HEADER + klen + vlen;
+            spans = end > PAGE as usize;
+            at = end;
+        }
+        spans
+    }
 }
 
 /// Pages an extent for `key` and a value of `len` bytes takes.
@@ -232,9 +343,9 @@ mod tests {
 
     #[test]
     fn page_round_trip_and_corruption() {
-        let mut b = PageBuilder::new();
-        let a = b.push(b"k1", b"hello").unwrap();
-        let c = b.push(b"key2", &[7u8; 100]).unwrap();
+        let mut b = BinBuilder::new(1);
+        let (_, a) = b.push(b"k1", b"hello").unwrap();
+        let (_, c) = b.push(b"key2", &[7u8; 100]).unwrap();
         let page = b.finish();
         verify_page(&page).unwrap();
         assert_eq!(page_entry(&page, a, b"k1").unwrap(), b"hello");
@@ -250,15 +361,69 @@ mod tests {
     }
 
     #[test]
-    fn page_fills_up() {
-        let mut b = PageBuilder::new();
+    fn a_single_page_bin_fills_up() {
+        let mut b = BinBuilder::new(1);
         let v = [1u8; 1000];
         let mut n = 0;
         while b.push(b"k", &v).is_some() {
             n += 1;
         }
         assert_eq!(n, 4);
-        assert!(!b.fits(b"k", &v));
+    }
+
+    #[test]
+    fn entries_run_across_pages_in_a_bin() {
+        // 1 KiB values with 10-byte keys: three fit a page alone; in a bin of 8 pages, 31 fit.
+        let mut b = BinBuilder::new(8);
+        let mut at = Vec::new();
+        let mut n = 0usize;
+        loop {
+            let key = format!("key:{n:06}");
+            let v: Vec<u8> = (0..1024).map(|j| (n * 31 + j) as u8).collect();
+            match b.push(key.as_bytes(), &v) {
+                Some(p) => at.push((p, key, v)),
+                None => break,
+            }
+            n += 1;
+        }
+        assert_eq!(n, 31);
+        let bin = b.finish();
+        assert_eq!(bin.len(), 8 * PAGE as usize);
+        let page = PAGE as usize;
+        let mut spanning = 0;
+        for ((pg, off), key, v) in &at {
+            let two = spans(*off, key.len(), v.len());
+            spanning += two as usize;
+            let end = if two { pg + 2 } else { pg + 1 };
+            let pages = &bin[pg * page..end * page];
+            assert_eq!(&page_entry(pages, *off, key.as_bytes()).unwrap(), v);
+        }
+        assert!(spanning >= 6, "{spanning} entries span pages");
+        // Compaction sees each entry once, in the page where it starts.
+        let mut seen = 0;
+        for pg in 0..8 {
+            let end = (pg + 2).min(8);
+            let entries = page_entries(&bin[pg * page..end * page]);
+            assert_eq!(last_entry_spans(&bin[pg * page..(pg + 1) * page]), {
+                at.iter()
+                    .filter(|((p, o), k, v)| *p == pg && spans(*o, k.len(), v.len()))
+                    .count()
+                    > 0
+            });
+            seen += entries.len();
+        }
+        assert_eq!(seen, 31);
+        // A flipped byte in the continuation page makes the spanning entry unreadable.
+        let ((pg, off), key, _) = at
+            .iter()
+            .find(|((_, o), k, v)| spans(*o, k.len(), v.len()))
+            .unwrap();
+        let mut bad = bin[pg * page..(pg + 2) * page].to_vec();
+        bad[page + 100] ^= 4;
+        assert_eq!(
+            page_entry(&bad, *off, key.as_bytes()),
+            Err(Corrupt::Checksum)
+        );
     }
 
     #[test]
