@@ -192,6 +192,42 @@ fn string_commands_work_on_offloaded_values() {
 }
 
 #[test]
+fn values_read_twice_come_back_to_ram() {
+    let dir = tempfile::tempdir().unwrap();
+    // Offloading down to 30% of maxmemory leaves room to bring values back.
+    let s = tiered_server_with(&dir, "64mb", "1", &["--tiered_offload_threshold", "0.3"]);
+    let mut c = s.client();
+    let n = 160_000;
+    fill(&mut c, 0..n, 0, 500);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while info_u64(&mut c, "memory", "used_memory") > 24 << 20 {
+        assert!(Instant::now() < deadline, "offloading did not settle");
+        thread::sleep(Duration::from_millis(50));
+    }
+    let hot = 0..300usize;
+    let reads0 = info_u64(&mut c, "tiered", "tiered_reads");
+    check_all(&mut c, hot.clone(), 0, 500);
+    let first = info_u64(&mut c, "tiered", "tiered_reads") - reads0;
+    assert!(first > 100, "only {first} of 300 hot keys were on disk");
+    check_all(&mut c, hot.clone(), 0, 500);
+    let uploaded = info_u64(&mut c, "tiered", "tiered_uploaded");
+    assert!(
+        uploaded >= first / 2,
+        "{uploaded} uploaded of {first}; used {} rss {}",
+        info_u64(&mut c, "memory", "used_memory"),
+        info_u64(&mut c, "memory", "used_memory_rss")
+    );
+    // A third pass finds them in RAM.
+    let reads1 = info_u64(&mut c, "tiered", "tiered_reads");
+    check_all(&mut c, hot, 0, 500);
+    let third = info_u64(&mut c, "tiered", "tiered_reads") - reads1;
+    assert!(
+        third < first / 4,
+        "{third} disk reads on the third pass (first: {first})"
+    );
+}
+
+#[test]
 fn deletes_and_overwrites_reclaim_disk_space() {
     let dir = tempfile::tempdir().unwrap();
     let s = tiered_server(&dir, "24mb", "2");

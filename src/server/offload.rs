@@ -18,7 +18,7 @@
 use std::rc::Rc;
 use std::time::Duration;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use tiering::alloc::PAGE;
 use tiering::TierStore;
 
@@ -225,7 +225,11 @@ fn pick(
 ) -> Vec<(usize, Bytes, Bytes)> {
     let mut shard = core.shard.borrow_mut();
     let dbs = shard.dbs.len();
-    let mut out = Vec::new();
+    // Keys and values are copied into one buffer (released whole once written), not one heap
+    // block each: thousands of short-lived blocks between the long-lived ones would leave the
+    // heap fragmented, and RSS far above what is allocated.
+    let mut arena = BytesMut::with_capacity(BATCH_BYTES + (64 << 10));
+    let mut spans: Vec<(usize, std::ops::Range<usize>, std::ops::Range<usize>)> = Vec::new();
     let mut bytes = 0usize;
     let mut visited = 0;
     let mut empty_dbs = 0;
@@ -258,7 +262,10 @@ fn pick(
                             e.clear_flags(Entry::REFERENCED);
                         } else {
                             bytes += s.len();
-                            out.push((db, k.to_bytes(), Bytes::copy_from_slice(s)));
+                            let at = arena.len();
+                            arena.extend_from_slice(k.as_bytes());
+                            arena.extend_from_slice(s);
+                            spans.push((db, at..at + k.len(), at + k.len()..arena.len()));
                         }
                     }
                 }
@@ -271,5 +278,9 @@ fn pick(
             cursor.0 = (db + 1) % dbs;
         }
     }
-    out
+    let arena = arena.freeze();
+    spans
+        .into_iter()
+        .map(|(db, k, v)| (db, arena.slice(k), arena.slice(v)))
+        .collect()
 }
