@@ -212,6 +212,49 @@ fn with_tiering_entries_go_ram_then_ssd_then_gone() {
 }
 
 #[test]
+fn a_full_ssd_tier_is_reclaimed_by_page_keeping_values_read_from_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = tiered_cache(&dir, "1", "24mb", "32mb");
+    let mut c = s.client();
+    let hot: Vec<String> = (0..2000).map(|i| format!("h:{i}")).collect();
+    for (i, k) in hot.iter().enumerate() {
+        let _: () = redis::cmd("SET")
+            .arg(k)
+            .arg(value_of(k, 1000))
+            .query(&mut c)
+            .unwrap();
+        assert!(i < 2000);
+    }
+    // Ten times the SSD budget of one-off keys, with the hot keys read all along.
+    for round in 0..40 {
+        write(&mut c, "cold", round * 8000, (round + 1) * 8000, 1000);
+        let mut p = redis::pipe();
+        for k in &hot {
+            p.cmd("GET").arg(k);
+        }
+        let got: Vec<Option<Vec<u8>>> = p.query(&mut c).unwrap();
+        for (k, v) in hot.iter().zip(got) {
+            if let Some(v) = v {
+                assert_eq!(v, value_of(k, 1000), "{k}");
+            }
+        }
+    }
+    let kept: u32 = hot.iter().map(|k| q::<u32>(&mut c, &["EXISTS", k])).sum();
+    assert!(kept >= 1900, "only {kept} of 2000 hot keys survived");
+    assert!(info_u64(&mut c, "stats", "evicted_keys_ssd") > 100_000);
+    // Whole pages come back, so the file stays dense: 1000-byte values run on across page
+    // boundaries, about four to a page.
+    let entries = info_u64(&mut c, "tiered", "tiered_entries");
+    let pages = info_u64(&mut c, "tiered", "tiered_small_pages");
+    assert!(
+        entries * 10 >= pages * 32,
+        "{entries} values in {pages} pages"
+    );
+    assert!(info_u64(&mut c, "tiered", "tiered_file_used") <= 32 << 20);
+    assert_eq!(info_u64(&mut c, "tiered", "tiered_read_errors"), 0);
+}
+
+#[test]
 fn eviction_races_ssd_reads_and_expiry_without_wrong_data() {
     let dir = tempfile::tempdir().unwrap();
     let s = tiered_cache(&dir, "2", "24mb", "16mb");

@@ -33,11 +33,13 @@ pub fn ram_goal(global: &super::Global, max: u64) -> u64 {
     rss_limit(global, max) / 100 * 98
 }
 
-/// The tier file counts as full past this share of its budget...
-const TIER_HIGH: f64 = 0.95;
-/// ...and eviction of offloaded entries runs until the allocated pages are under this share
-/// (eviction prefers values alone on their page, so pages do come free).
-const TIER_LOW: f64 = 0.90;
+/// The tier file counts as full past this share of its budget: the offloader reclaims whole
+/// pages from 0.94 on (`offload::compact`), so entry-by-entry eviction from SSD is the fallback
+/// for when that does not keep up (or a save holds freed pages)...
+const TIER_HIGH: f64 = 0.97;
+/// ...and runs until the allocated pages are under this share (it prefers values alone on
+/// their page, so pages do come free).
+const TIER_LOW: f64 = 0.95;
 
 fn used() -> u64 {
     crate::memory::used_memory()

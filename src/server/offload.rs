@@ -35,9 +35,10 @@ const SOFT_PASS: Duration = Duration::from_secs(1);
 /// Rounds at the soft pace come this often.
 const SOFT_TICK: Duration = Duration::from_millis(10);
 
-/// Used memory above which the offloader runs at full pace: a little under the level where
-/// writers start waiting for room (`connection::wait_for_room`: 0.9 of maxmemory, less the
-/// allocator's overhead in RSS) and, when the upload threshold is lower, under that too.
+/// Used memory above which the offloader runs at full pace (whatever the offload threshold):
+/// under the level where writers start waiting for room (`connection::wait_for_room`: 0.95 of
+/// the RSS-derived goal, at most 0.9 of maxmemory) and, when the upload threshold is lower,
+/// under that too.
 pub fn hard_limit(global: &crate::server::Global, max: u64, ts: &TierSettings) -> u64 {
     let by_threshold = (max as f64 * ts.upload_threshold.min(0.9) * 0.9) as u64;
     by_threshold.min(super::eviction::ram_goal(global, max) / 100 * 90)
@@ -61,11 +62,13 @@ pub async fn run(core: Rc<Core>, tier: Rc<TierStore>, ts: TierSettings) {
         // fragmented (a full cache churns pages forever); not during a save, which holds
         // every freed page until it ends.
         let pressed = fragmented(&tier);
-        if (!busy || pressed)
-            && last_compact.elapsed() >= COMPACT_EVERY
-            && !core.gate.is_locked()
-            && !tier.frees_held()
-        {
+        let reclaim = needs_reclaim(&core, &tier);
+        let ready =
+            last_compact.elapsed() >= COMPACT_EVERY && !core.gate.is_locked() && !tier.frees_held();
+        if reclaim && ready {
+            last_compact = std::time::Instant::now();
+            compact(&core, &tier, u64::MAX, RECLAIM_PAGES, true).await;
+        } else if (!busy || pressed) && ready {
             last_compact = std::time::Instant::now();
             // Under pressure, pages down to three quarters live are worth rewriting: with
             // 1 KiB values a page holds three, and one dead value is a quarter wasted.
@@ -75,7 +78,7 @@ pub async fn run(core: Rc<Core>, tier: Rc<TierStore>, ts: TierSettings) {
             } else {
                 COMPACT_PAGES
             };
-            compact(&core, &tier, below, pages).await;
+            compact(&core, &tier, below, pages, false).await;
         }
         // At the soft pace one round covers its share of a pass; at the hard pace rounds go on
         // while memory stays that high.
@@ -123,29 +126,47 @@ const COMPACT_EVERY: Duration = Duration::from_millis(10);
 const COMPACT_PAGES: usize = 8;
 
 /// Rewrites the live entries of small pages that fell under `below` live bytes into fresh
-/// pages, so the old pages empty and their space returns. An entry is live when its key still points at
-/// exactly that spot (same page, offset and tag); entries whose key was renamed since cannot be
-/// found by the key stored on disk and simply stay where they are.
-async fn compact(core: &Rc<Core>, tier: &Rc<TierStore>, below: u64, limit: usize) {
+/// pages, so the old pages empty and their space returns. An entry is live when its key still
+/// points at exactly that spot (same page and offset).
+///
+/// With `drop_cold` (a cache whose tier file is nearly full) the pages are reclaimed whole
+/// instead, in file order: entries read from SSD since they were written there are rewritten
+/// (a second chance), the others are evicted. Evicting an entry at a time would leave holes in
+/// pages that only compaction could close; reclaiming pages keeps the file dense.
+async fn compact(core: &Rc<Core>, tier: &Rc<TierStore>, below: u64, limit: usize, drop_cold: bool) {
     let pages = tier.sparse_pages(limit, below);
     // Live entries of one sparse page alone would only make another sparse page.
-    if pages.len() < 2 {
+    if pages.len() < 2 && !drop_cold {
         return;
     }
     // (db, key, value, old pointer) of the live entries of all those pages, packed together.
     let mut live: Vec<(usize, Bytes, Bytes, tiering::DiskPtr)> = Vec::new();
-    for page in pages {
-        let Ok(entries) = tier.read_page(page).await else {
+    // All pages read at once: many reads in flight, as for client reads.
+    let read = futures::future::join_all(pages.iter().map(|&p| tier.read_page(p))).await;
+    for (page, entries) in pages.into_iter().zip(read) {
+        let Ok(entries) = entries else {
             continue;
         };
-        let shard = core.shard.borrow();
-        live.extend(entries.into_iter().filter_map(|(offset, key, value)| {
-            (0..shard.dbs.len()).find_map(|db| {
+        let mut shard = core.shard.borrow_mut();
+        for (offset, key, value) in entries {
+            let found = (0..shard.dbs.len()).find_map(|db| {
                 let p = shard.peek_external(db, &key)?;
-                (p.page == page && p.offset == offset)
-                    .then(|| (db, Bytes::from(key.clone()), Bytes::from(value.clone()), p))
-            })
-        }));
+                (p.page == page && p.offset == offset).then_some((db, p))
+            });
+            let Some((db, p)) = found else {
+                continue;
+            };
+            let hit = shard
+                .peek_repr(db, &key)
+                .is_some_and(|e| e.has(Entry::SSD_HIT));
+            if drop_cold && !hit {
+                if shard.remove(db, &key).is_some() {
+                    shard.stats.evicted_ssd += 1;
+                }
+                continue;
+            }
+            live.push((db, Bytes::from(key), Bytes::from(value), p));
+        }
     }
     if live.is_empty() {
         return;
@@ -160,6 +181,8 @@ async fn compact(core: &Rc<Core>, tier: &Rc<TierStore>, below: u64, limit: usize
         if shard.peek_external(*db, key) == Some(*old) {
             if let Some(e) = shard.peek_repr(*db, key) {
                 e.set_value(Value::External(new));
+                // The second chance is used up: it must be read again to stay next time.
+                e.clear_flags(Entry::SSD_HIT);
             }
             tier.free(*old);
             shard.stats.compacted += 1;
@@ -167,6 +190,17 @@ async fn compact(core: &Rc<Core>, tier: &Rc<TierStore>, below: u64, limit: usize
             tier.free(new);
         }
     }
+}
+
+/// A cache reclaims tier pages (see [`compact`]) once this share of the file is allocated.
+const RECLAIM_AT: f64 = 0.94;
+
+/// Pages reclaimed per round at most.
+const RECLAIM_PAGES: usize = 128;
+
+fn needs_reclaim(core: &Core, tier: &TierStore) -> bool {
+    let (_, allocated, cap) = tier.space();
+    core.global.settings.cache_mode && allocated as f64 > RECLAIM_AT * cap as f64
 }
 
 /// Points each written value's key at its disk copy, unless the value changed meanwhile (then
@@ -189,6 +223,7 @@ fn install(
         if same {
             if let Some(e) = shard.peek_repr(*db, key) {
                 e.set_value(Value::External(ptr));
+                e.clear_flags(Entry::SSD_HIT);
             }
             shard.stats.offloaded += 1;
             shard.stats.external_values += 1;
@@ -198,9 +233,14 @@ fn install(
     }
 }
 
+/// Above the offload threshold, or above the hard limit when the threshold is set higher:
+/// the offloader must run whenever writers may be waiting for room.
 fn over_threshold(core: &Core, ts: &TierSettings) -> bool {
     let max = core.global.settings.maxmemory();
-    max > 0 && crate::memory::used_memory() as f64 > ts.offload_threshold * max as f64
+    let used = crate::memory::used_memory();
+    max > 0
+        && (used as f64 > ts.offload_threshold * max as f64
+            || used > hard_limit(&core.global, max, ts))
 }
 
 fn over_hard(core: &Core, ts: &TierSettings) -> bool {

@@ -318,6 +318,9 @@ impl Entry {
     pub const RAW: u8 = 1;
     /// Accessed since the offloader last looked (CLOCK's second-chance bit).
     pub const REFERENCED: u8 = 2;
+    /// Offloaded, and read from SSD since it was written there (a cache's reclaim of tier pages
+    /// keeps it).
+    pub const SSD_HIT: u8 = 4;
 
     pub fn new(value: Value, expire_at: u64, clock: u32) -> Entry {
         let mut e = Entry {
