@@ -815,6 +815,26 @@ mod tests {
             .expect("join");
     }
 
+    /// Writes every (key, value) in one batch; returns the items and their pointers.
+    async fn write_all<'a>(
+        st: &TierStore,
+        keys: &'a [Vec<u8>],
+        vals: &'a [Vec<u8>],
+    ) -> (Vec<(&'a [u8], &'a [u8])>, Vec<DiskPtr>) {
+        let items: Vec<(&[u8], &[u8])> = keys
+            .iter()
+            .zip(vals)
+            .map(|(k, v)| (k.as_slice(), v.as_slice()))
+            .collect();
+        let ptrs = st
+            .write_batch(&items)
+            .await
+            .into_iter()
+            .map(|r| r.unwrap())
+            .collect();
+        (items, ptrs)
+    }
+
     fn value(i: usize, len: usize) -> Vec<u8> {
         (0..len).map(|j| (i * 31 + j) as u8).collect()
     }
@@ -829,17 +849,7 @@ mod tests {
             let vals: Vec<Vec<u8>> = (0..200)
                 .map(|i| value(i, if i % 10 == 0 { 9000 } else { 100 + i }))
                 .collect();
-            let items: Vec<(&[u8], &[u8])> = keys
-                .iter()
-                .zip(&vals)
-                .map(|(k, v)| (k.as_slice(), v.as_slice()))
-                .collect();
-            let ptrs: Vec<DiskPtr> = st
-                .write_batch(&items)
-                .await
-                .into_iter()
-                .map(|r| r.unwrap())
-                .collect();
+            let (items, ptrs) = write_all(&st, &keys, &vals).await;
             assert_eq!(st.stats().entries, 200);
             // Small values share pages.
             assert!(st.stats().small_pages < 40, "{}", st.stats().small_pages);
@@ -889,17 +899,7 @@ mod tests {
                 .map(|i| format!("key:{i:06}").into_bytes())
                 .collect();
             let vals: Vec<Vec<u8>> = (0..400).map(|i| value(i, 1024)).collect();
-            let items: Vec<(&[u8], &[u8])> = keys
-                .iter()
-                .zip(&vals)
-                .map(|(k, v)| (k.as_slice(), v.as_slice()))
-                .collect();
-            let ptrs: Vec<DiskPtr> = st
-                .write_batch(&items)
-                .await
-                .into_iter()
-                .map(|r| r.unwrap())
-                .collect();
+            let (_, ptrs) = write_all(&st, &keys, &vals).await;
             // 3 per page without running on; close to 4 with it.
             let pages = st.stats().used_bytes / PAGE - 1;
             assert!(pages <= 400 * 10 / 38, "{pages} pages for 400 values");
