@@ -500,8 +500,13 @@ impl<V: Clone + Weigh> Dashtable<V> {
         }
         let seg = &self.segs[self.seg_of(h)];
         let home = home(h);
-        prefetch(&seg.buckets[home]);
-        prefetch(&seg.buckets[(home + 1) % BUCKETS]);
+        for b in [home, (home + 1) % BUCKETS] {
+            // A bucket (80 bytes) spans two or three cache lines: fetch all of them.
+            let at = &seg.buckets[b] as *const Bucket as *const u8;
+            prefetch(at);
+            prefetch(at.wrapping_add(64));
+            prefetch(at.wrapping_add(std::mem::size_of::<Bucket>() - 1));
+        }
     }
 
     /// Second stage: with the headers cached, starts loading the slab elements whose

@@ -488,11 +488,18 @@ impl Entry {
         at != 0 && at <= now_ms
     }
 
-    /// Starts loading the first lines of a heap value into the cache (no wait).
+    /// Starts loading the first lines (up to 256 bytes) of a heap value into the cache (no
+    /// wait).
     #[inline]
     pub fn prefetch(&self) {
-        if self.kind() == KIND_HEAP {
-            super::dashtable::prefetch(std::ptr::with_exposed_provenance::<u8>(self.addr()));
+        if let (KIND_HEAP, ValueRef::Str(s)) = (self.kind(), self.value()) {
+            let start = s.as_ptr().wrapping_sub(4);
+            let end = 4 + s.len().min(256);
+            let mut off = 0;
+            while off < end {
+                super::dashtable::prefetch(start.wrapping_add(off));
+                off += 64;
+            }
         }
     }
 
