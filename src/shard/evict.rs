@@ -1,9 +1,9 @@
 //! Cache-mode eviction: which entry leaves when memory (or the SSD budget) is full.
 //!
 //! Policy: sampled LFU with ageing. Each round looks at every entry of random buckets until at
-//! least sixteen entries were seen (read in place: a bucket is one contiguous run of slots; a
-//! fixed number of buckets would often give a sample of one or two, since buckets hold 0 to 14
-//! entries, and then a hot key goes) and evicts the one with the lowest score: its logarithmic access counter, less one per idle minute, with
+//! least sixteen entries were seen (a fixed number of buckets would often give a sample of one
+//! or two, since buckets hold 0 to 14 entries, and then a hot key goes) and evicts the one with
+//! the lowest score: its logarithmic access counter, less one per idle minute, with
 //! expired keys and keys within a minute of their TTL first, and the longest idle first among
 //! equals. New keys start at the counter's initial value and a single hit lifts them above it,
 //! so a one-off scan (keys written once, never read) is evicted before anything read twice and
@@ -13,6 +13,12 @@
 //! without a 20% scan, cache at 10% of the data) against Redis' allkeys-lru and allkeys-lfu at
 //! the same maxmemory; see the README's figures. The sample is three times Redis' default of 5
 //! keys, for two or three cache misses.
+//!
+//! With tiering, a nearly full SSD tier is not emptied here entry by entry (that leaves holes
+//! in shared pages) but reclaimed a page at a time by the offloader (`server::offload`): values
+//! read from SSD since written there get a second chance, the rest go. Sampling here stays the
+//! fallback past 97% of the tier. Tried and dropped on the same benchmark: S3-FIFO-style
+//! admission (never-read values dropped when leaving RAM, with a ghost filter), no gain.
 //!
 //! Never: evicts more than asked (callers pass the goal), runs past its time budget.
 

@@ -202,8 +202,8 @@ pub fn verify_page(page: &[u8]) -> Result<(), Corrupt> {
 }
 
 /// The (key, value) bytes of the entry at `offset` of `pages` (its page, and the next one when
-/// it runs on; every page given is verified). None in `next` for an entry that spans means the
-/// caller must read on.
+/// it runs on; every page given is verified). An entry that runs on past the pages given is a
+/// layout error.
 fn entry_at(pages: &[u8], offset: u16) -> Result<(Vec<u8>, Vec<u8>), Corrupt> {
     let page = PAGE as usize;
     for pg in pages.chunks(page) {

@@ -2,8 +2,9 @@
 //! io_uring DMA files. It never blocks the shard: every I/O is awaited, and the bookkeeping in
 //! between is plain single-threaded code.
 //!
-//! - Writes come in batches: small values are packed into fresh 4 KiB pages, large ones get
-//!   extents; every page or extent carries a CRC32 (see [`crate::page`]).
+//! - Writes come in batches: small values are packed into bins of up to 8 fresh 4 KiB pages,
+//!   running on across page boundaries; large ones get extents; every page or extent carries a
+//!   CRC32 (see [`crate::page`]). A page goes back once no live entry starts in or runs into it.
 //! - Reads of the same page share one I/O (coalescing) and are checked for CRC and owner before
 //!   any byte is returned: a mismatch is an error the caller turns into a miss, never data.
 //! - Freed space goes back to the allocator and the filesystem (hole punching), but only once
