@@ -202,13 +202,13 @@ pub fn verify_page(page: &[u8]) -> Result<(), Corrupt> {
 }
 
 /// The (key, value) bytes of the entry at `offset` of `pages` (its page, and the next one when
-/// it runs on; every page given is verified). An entry that runs on past the pages given is a
+/// it runs on; each page it uses is verified). An entry that runs on past the pages given is a
 /// layout error.
 fn entry_at(pages: &[u8], offset: u16) -> Result<(Vec<u8>, Vec<u8>), Corrupt> {
     let page = PAGE as usize;
-    for pg in pages.chunks(page) {
-        verify_page(pg)?;
-    }
+    // Only the pages the entry uses are checked: the page after may belong to an entry that
+    // is gone (freed, even reused) when this one ends in its own page.
+    verify_page(pages.get(..page).ok_or(Corrupt::Layout)?)?;
     let at = offset as usize;
     let used = u16::from_le_bytes([pages[12], pages[13]]) as usize;
     if at < PAGE_HEADER || at + ENTRY_HEADER > used || used > page {
@@ -223,6 +223,7 @@ fn entry_at(pages: &[u8], offset: u16) -> Result<(Vec<u8>, Vec<u8>), Corrupt> {
     if here < total {
         let rest = total - here;
         let next = pages.get(page..2 * page).ok_or(Corrupt::Layout)?;
+        verify_page(next)?;
         let used_next = u16::from_le_bytes([next[12], next[13]]) as usize;
         if PAGE_HEADER + rest > used_next.max(PAGE_HEADER) {
             return Err(Corrupt::Layout);

@@ -933,6 +933,84 @@ mod tests {
         });
     }
 
+    /// A model check of bins, tails and frees: random sizes around the page-spanning range,
+    /// random batches, random frees (some while the space is being reused), every live value
+    /// read back after each round, compaction's view of each page matching the live set, and
+    /// all space back at the end.
+    #[test]
+    fn random_writes_and_frees_match_a_model() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t-0008.ssd");
+        run(move || async move {
+            let st = TierStore::create(&path, 32 << 20).await.unwrap();
+            let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+            let mut rnd = move |n: u64| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x % n
+            };
+            let mut live: Vec<(Vec<u8>, Vec<u8>, DiskPtr)> = Vec::new();
+            let mut serial = 0usize;
+            for round in 0..60 {
+                let n = 1 + rnd(40) as usize;
+                let keys: Vec<Vec<u8>> = (0..n)
+                    .map(|i| {
+                        format!("k{}:{}", serial + i, "x".repeat(rnd(30) as usize)).into_bytes()
+                    })
+                    .collect();
+                let vals: Vec<Vec<u8>> = (0..n)
+                    .map(|i| {
+                        let len = match rnd(4) {
+                            0 => rnd(200),
+                            1 => 900 + rnd(300),
+                            2 => 1800 + rnd(240),
+                            _ => 3000 + rnd(9000),
+                        };
+                        value(serial + i, len as usize)
+                    })
+                    .collect();
+                serial += n;
+                let (_, ptrs) = write_all(&st, &keys, &vals).await;
+                for ((k, v), p) in keys.into_iter().zip(vals).zip(ptrs) {
+                    live.push((k, v, p));
+                }
+                // Free about a third, in random order.
+                for _ in 0..live.len() / 3 {
+                    let i = rnd(live.len() as u64) as usize;
+                    let (_, _, p) = live.swap_remove(i);
+                    st.free(p);
+                }
+                for (k, v, p) in &live {
+                    assert_eq!(st.read(*p, k).await.as_ref(), Ok(v), "round {round}");
+                }
+                // Compaction finds each live small entry in the page where it starts.
+                let mut by_page: HashMap<u32, usize> = HashMap::new();
+                for (_, _, p) in live.iter().filter(|(_, _, p)| p.small()) {
+                    *by_page.entry(p.page).or_default() += 1;
+                }
+                for (&page, &want) in &by_page {
+                    let entries = st.read_page(page).await.unwrap();
+                    let found = entries
+                        .iter()
+                        .filter(|(off, k, _)| {
+                            live.iter()
+                                .any(|(lk, _, lp)| lp.page == page && lp.offset == *off && lk == k)
+                        })
+                        .count();
+                    assert_eq!(found, want, "page {page} in round {round}");
+                }
+            }
+            for (_, _, p) in live.drain(..) {
+                st.free(p);
+            }
+            glommio::timer::sleep(std::time::Duration::from_millis(100)).await;
+            let s = st.stats();
+            assert_eq!((s.entries, s.small_pages), (0, 0));
+            assert_eq!(s.used_bytes, PAGE, "only the header page stays");
+        });
+    }
+
     #[test]
     fn space_freed_and_reused_at_once_never_loses_fresh_data() {
         let dir = tempfile::tempdir().unwrap();
