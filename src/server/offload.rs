@@ -130,9 +130,10 @@ const COMPACT_PAGES: usize = 8;
 /// points at exactly that spot (same page and offset).
 ///
 /// With `drop_cold` (a cache whose tier file is nearly full) the pages are reclaimed whole
-/// instead, in file order: entries read from SSD since they were written there are rewritten
-/// (a second chance), the others are evicted. Evicting an entry at a time would leave holes in
-/// pages that only compaction could close; reclaiming pages keeps the file dense.
+/// instead, in file order: entries read from SSD since they were written there, or popular
+/// over their life ([`KEEP_FREQ`]), are rewritten (a second chance), the others are evicted.
+/// Evicting an entry at a time would leave holes in pages that only compaction could close;
+/// reclaiming pages keeps the file dense.
 async fn compact(core: &Rc<Core>, tier: &Rc<TierStore>, below: u64, limit: usize, drop_cold: bool) {
     let pages = tier.sparse_pages(limit, below);
     // Live entries of one sparse page alone would only make another sparse page.
@@ -158,7 +159,7 @@ async fn compact(core: &Rc<Core>, tier: &Rc<TierStore>, below: u64, limit: usize
             };
             let hit = shard
                 .peek_repr(db, &key)
-                .is_some_and(|e| e.has(Entry::SSD_HIT));
+                .is_some_and(|e| e.has(Entry::SSD_HIT) || e.freq() >= KEEP_FREQ);
             if drop_cold && !hit {
                 if shard.remove(db, &key).is_some() {
                     shard.stats.evicted_ssd += 1;
@@ -191,6 +192,11 @@ async fn compact(core: &Rc<Core>, tier: &Rc<TierStore>, below: u64, limit: usize
         }
     }
 }
+
+/// A reclaimed entry not read from SSD lately stays anyway when its logarithmic access counter
+/// reached this (about a dozen reads in its life, against 5 for a new key): a popular key
+/// between two bursts. Zipf 0.99 with an SSD tier: 0.928 with it, 0.922 without.
+const KEEP_FREQ: u32 = 7;
 
 /// A cache reclaims tier pages (see [`compact`]) once this share of the file is allocated.
 const RECLAIM_AT: f64 = 0.94;
