@@ -340,6 +340,18 @@ impl<'a> Router<'a> {
             self.progress.skipped.fetch_add(1, Ordering::Relaxed);
             return Ok(());
         }
+        // Past what any client could have stored (proto-max-bulk-len): not Strata's data.
+        if rec.value.len() > crate::protocol::MAX_BULK_LEN
+            || rec.key.len() > crate::protocol::MAX_BULK_LEN
+        {
+            tracing::warn!(
+                "snapshot: skipping a key of {} bytes with a value of {} bytes (over 512 MB)",
+                rec.key.len(),
+                rec.value.len()
+            );
+            self.progress.skipped.fetch_add(1, Ordering::Relaxed);
+            return Ok(());
+        }
         let s = shard_of(&rec.key, self.groups.len());
         let g = &mut self.groups[s];
         g.1 += rec.key.len() + rec.value.len();

@@ -24,7 +24,8 @@ const _: () = assert!(
 mod block {
     /// Copies `bytes` into a new block and returns its address.
     pub fn alloc(bytes: &[u8]) -> usize {
-        // Strings are capped at 512 MB by the protocol layer, far below 4 GiB.
+        // Strings are capped at 512 MB by the protocol layer and by snapshot loading (longer
+        // ones are refused there), far below 4 GiB: this cannot fail on anything stored.
         let len = u32::try_from(bytes.len()).expect("string under 4 GiB");
         let mut v = Vec::with_capacity(4 + bytes.len());
         v.extend_from_slice(&len.to_le_bytes());
