@@ -150,17 +150,18 @@ async fn compact(core: &Rc<Core>, tier: &Rc<TierStore>, below: u64, limit: usize
         };
         let mut shard = core.shard.borrow_mut();
         for (offset, key, value) in entries {
+            let h = hash(&key);
+            // The db whose key still points here, the pointer, and whether it earned a stay.
             let found = (0..shard.dbs.len()).find_map(|db| {
-                let p = shard.peek_external(db, &key)?;
-                (p.page == page && p.offset == offset).then_some((db, p))
+                let e = shard.dbs[db].table.get(&key, h)?;
+                let p = e.external(key.len())?;
+                let keep = e.has(Entry::SSD_HIT) || e.freq() >= KEEP_FREQ;
+                (p.page == page && p.offset == offset).then_some((db, p, keep))
             });
-            let Some((db, p)) = found else {
+            let Some((db, p, keep)) = found else {
                 continue;
             };
-            let hit = shard
-                .peek_repr(db, &key)
-                .is_some_and(|e| e.has(Entry::SSD_HIT) || e.freq() >= KEEP_FREQ);
-            if drop_cold && !hit {
+            if drop_cold && !keep {
                 if shard.remove(db, &key).is_some() {
                     shard.stats.evicted_ssd += 1;
                 }
@@ -179,16 +180,15 @@ async fn compact(core: &Rc<Core>, tier: &Rc<TierStore>, below: u64, limit: usize
         let Ok(new) = r else {
             continue;
         };
-        if shard.peek_external(*db, key) == Some(*old) {
-            if let Some(e) = shard.peek_repr(*db, key) {
+        match shard.peek_repr(*db, key) {
+            Some(e) if e.external(key.len()) == Some(*old) => {
                 e.set_value(Value::External(new));
                 // The second chance is used up: it must be read again to stay next time.
                 e.clear_flags(Entry::SSD_HIT);
+                tier.free(*old);
+                shard.stats.compacted += 1;
             }
-            tier.free(*old);
-            shard.stats.compacted += 1;
-        } else {
-            tier.free(new);
+            _ => tier.free(new),
         }
     }
 }

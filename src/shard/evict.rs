@@ -144,7 +144,7 @@ impl Shard {
                         } else {
                             out.ram += 1;
                         }
-                        self.release(&k, &e);
+                        self.release(k.as_bytes(), &e);
                     }
                 }
                 None => {

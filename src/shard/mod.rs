@@ -173,7 +173,7 @@ impl Shard {
             if e.expire_at() != 0 {
                 d.volatile = d.volatile.saturating_sub(1);
             }
-            self.release(&k, &e);
+            self.release(k.as_bytes(), &e);
         }
         self.stats.expired_keys += 1;
         None
@@ -220,15 +220,13 @@ impl Shard {
             if o.expire_at() != 0 {
                 d.volatile = d.volatile.saturating_sub(1);
             }
-            if let Some(p) = o.external(key.len()) {
-                self.free_disk(p);
-            }
+            self.release(key, o);
         }
         old
     }
 
     /// Frees the disk space of an entry leaving the keyspace (deleted, overwritten, expired).
-    pub fn release(&mut self, key: &Key, e: &Entry) {
+    pub fn release(&mut self, key: &[u8], e: &Entry) {
         if let Some(p) = e.external(key.len()) {
             self.free_disk(p);
         }
@@ -254,9 +252,7 @@ impl Shard {
     /// Deletes a key (expired or not), freeing its disk space; returns its entry.
     pub fn remove(&mut self, db: usize, key: &[u8]) -> Option<Entry> {
         let e = self.take(db, key)?;
-        if let Some(p) = e.external(key.len()) {
-            self.free_disk(p);
-        }
+        self.release(key, &e);
         Some(e)
     }
 

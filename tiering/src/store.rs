@@ -524,9 +524,7 @@ impl TierStore {
         let coalesce = ptr.small() && pages == 1;
         // Frees of these pages wait for the read (an extent is freed whole, by its first page).
         let watched = if ptr.small() { pages as u32 } else { 1 };
-        for p in ptr.page..ptr.page + watched {
-            *self.readers.borrow_mut().entry(p).or_insert(0) += 1;
-        }
+        self.start_reading(ptr.page, watched);
         let shared = {
             let mut inflight = self.inflight.borrow_mut();
             match inflight.get(&ptr.page) {
@@ -564,9 +562,7 @@ impl TierStore {
             st.reads += 1;
             st.bytes_read += pages * PAGE;
         }
-        for p in ptr.page..ptr.page + watched {
-            self.done_reading(p);
-        }
+        self.done_reading(ptr.page, watched);
         let value = res.and_then(|buf| {
             let v = if ptr.small() {
                 page::page_entry(&buf, ptr.offset, key)
@@ -592,7 +588,21 @@ impl TierStore {
         value
     }
 
-    fn done_reading(&self, page: u32) {
+    /// Frees of pages `first..first + n` wait until [`TierStore::done_reading`].
+    fn start_reading(&self, first: u32, n: u32) {
+        let mut readers = self.readers.borrow_mut();
+        for p in first..first + n {
+            *readers.entry(p).or_insert(0) += 1;
+        }
+    }
+
+    fn done_reading(&self, first: u32, n: u32) {
+        for p in first..first + n {
+            self.done_reading_page(p);
+        }
+    }
+
+    fn done_reading_page(&self, page: u32) {
         let mut readers = self.readers.borrow_mut();
         let idle = match readers.get_mut(&page) {
             Some(n) => {
@@ -747,17 +757,13 @@ impl TierStore {
 
     /// Reads `n` pages from `first`, holding frees of them meanwhile.
     async fn read_pages(&self, first: u32, n: u32) -> Result<Vec<u8>, TierError> {
-        for p in first..first + n {
-            *self.readers.borrow_mut().entry(p).or_insert(0) += 1;
-        }
+        self.start_reading(first, n);
         let r = self
             .file
             .read_at_aligned(first as u64 * PAGE, (n as u64 * PAGE) as usize)
             .await
             .map_err(io_err);
-        for p in first..first + n {
-            self.done_reading(p);
-        }
+        self.done_reading(first, n);
         let buf = r?;
         if buf.len() != (n as u64 * PAGE) as usize {
             return Err(TierError::Io(format!("short read: {} bytes", buf.len())));
