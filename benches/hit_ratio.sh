@@ -127,16 +127,6 @@ need_redis() {
         || die "redis-server/redis-cli still missing after install"
 }
 
-# Newest file matching <target>/release/deps/NAME-<hash> (no extension).
-newest_bench() {
-    local f best=""
-    for f in "$TARGET_DIR"/release/deps/"$1"-*; do
-        [[ -x "$f" && "$f" != *.* ]] || continue
-        if [[ -z "$best" || "$f" -nt "$best" ]]; then best="$f"; fi
-    done
-    printf '%s' "$best"
-}
-
 build() {
     if [[ "$SKIP_BUILD" != 1 ]]; then
         command -v cargo >/dev/null || die "cargo not found"
@@ -147,7 +137,7 @@ build() {
         HIT_RATIO_BIN="$(grep -o '"executable":"[^"]*hit_ratio-[^"]*"' "$json" \
             | sed 's/^"executable":"//; s/"$//' | tail -n 1)"
     fi
-    [[ -n "$HIT_RATIO_BIN" ]] || HIT_RATIO_BIN="$(newest_bench hit_ratio)"
+    [[ -n "$HIT_RATIO_BIN" ]] || HIT_RATIO_BIN="$(newest_bench "$TARGET_DIR" hit_ratio)"
     [[ -x "$HIT_RATIO_BIN" ]] || die "hit_ratio bench binary not found (build it: cargo bench --no-run)"
     if [[ " $SERVERS " == *" strata-"* ]]; then
         [[ -x "$STRATA_BIN" ]] || die "strata binary not found at $STRATA_BIN"

@@ -99,3 +99,27 @@ stop_pid() {
     wait "$pid" 2>/dev/null || true
     return "$rc"
 }
+
+# Install redis-server and redis-tools from Debian when redis-server, redis-benchmark or
+# redis-cli is missing. (The package may try to start a system redis on 6379; we never use it.)
+install_redis_if_missing() {
+    if command -v redis-server >/dev/null && command -v redis-benchmark >/dev/null \
+        && command -v redis-cli >/dev/null; then
+        return 0
+    fi
+    log "Installing redis-server and redis-tools..."
+    as_root apt-get update -qq
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server redis-tools
+    command -v redis-server >/dev/null && command -v redis-benchmark >/dev/null \
+        || die "redis-server/redis-benchmark still missing after install"
+}
+
+# Newest bench executable $2-<hash> (no extension) under the target directory $1.
+newest_bench() {
+    local f best=""
+    for f in "$1"/release/deps/"$2"-*; do
+        [[ -x "$f" && "$f" != *.* ]] || continue
+        if [[ -z "$best" || "$f" -nt "$best" ]]; then best="$f"; fi
+    done
+    printf '%s' "$best"
+}

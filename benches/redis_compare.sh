@@ -98,19 +98,6 @@ trap 'exit 143' TERM
 # --- setup -----------------------------------------------------------------
 
 
-install_redis_if_missing() {
-    if command -v redis-server >/dev/null && command -v redis-benchmark >/dev/null \
-        && command -v redis-cli >/dev/null; then
-        return 0
-    fi
-    log "Installing redis-server and redis-tools..."
-    as_root apt-get update -qq
-    # The Debian package may try to start a system redis on 6379; we never use it.
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server redis-tools
-    command -v redis-server >/dev/null && command -v redis-benchmark >/dev/null \
-        || die "redis-server/redis-benchmark still missing after install"
-}
-
 build_strata() {
     if [[ "$SKIP_BUILD" != 1 ]]; then
         command -v cargo >/dev/null || die "cargo not found; cannot build strata"

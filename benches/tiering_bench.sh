@@ -129,16 +129,6 @@ need_redis_cli() {
     command -v redis-cli >/dev/null || die "redis-cli still missing after install"
 }
 
-# Newest file matching target/release/deps/NAME-<hash> (no extension).
-newest_bench() {
-    local f best="" 
-    for f in "$ROOT"/target/release/deps/"$1"-*; do
-        [[ -x "$f" && "$f" != *.* ]] || continue
-        if [[ -z "$best" || "$f" -nt "$best" ]]; then best="$f"; fi
-    done
-    printf '%s' "$best"
-}
-
 build() {
     if [[ "$SKIP_BUILD" != 1 ]]; then
         command -v cargo >/dev/null || die "cargo not found"
@@ -154,8 +144,8 @@ build() {
             esac
         done < <(grep -o '"executable":"[^"]*"' "$json" | sed 's/^"executable":"//; s/"$//')
     fi
-    [[ -n "$DISK_READ_BIN" ]] || DISK_READ_BIN="$(newest_bench disk_read)"
-    [[ -n "$ZIPF_GET_BIN" ]] || ZIPF_GET_BIN="$(newest_bench zipf_get)"
+    [[ -n "$DISK_READ_BIN" ]] || DISK_READ_BIN="$(newest_bench "$ROOT/target" disk_read)"
+    [[ -n "$ZIPF_GET_BIN" ]] || ZIPF_GET_BIN="$(newest_bench "$ROOT/target" zipf_get)"
     [[ -x "$STRATA_BIN" ]] || die "strata binary not found at $STRATA_BIN"
     [[ -x "$DISK_READ_BIN" ]] || die "disk_read bench binary not found (build it: cargo bench --no-run)"
     [[ -x "$ZIPF_GET_BIN" ]] || die "zipf_get bench binary not found (build it: cargo bench --no-run)"
