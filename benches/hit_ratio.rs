@@ -52,8 +52,7 @@
 //! Exit status: 0 when the run completed (whatever the counts), 1 on a connection or protocol
 //! error, 2 on bad arguments. With no mode (as `cargo bench` runs it) it prints this usage.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+use std::io::Write;
 use std::num::NonZeroUsize;
 use std::process::exit;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -341,87 +340,9 @@ fn value_of(key: &[u8], filler: &[u8], out: &mut Vec<u8>) {
     out.truncate(filler.len());
 }
 
-fn push_bulk(buf: &mut Vec<u8>, s: &[u8]) {
-    let _ = write!(buf, "${}\r\n", s.len());
-    buf.extend_from_slice(s);
-    buf.extend_from_slice(b"\r\n");
-}
-
-enum Reply {
-    /// Bulk string; its bytes are in the caller's buffer.
-    Bulk,
-    Nil,
-    Ok,
-    Error(String),
-    Other(String),
-}
-
-struct Conn {
-    w: TcpStream,
-    r: BufReader<TcpStream>,
-    line: Vec<u8>,
-}
-
-impl Conn {
-    fn open(host: &str, port: u16) -> Result<Conn, String> {
-        let addr = format!("{host}:{port}");
-        let s = TcpStream::connect(&addr).map_err(|e| format!("connect {addr}: {e}"))?;
-        let _ = s.set_nodelay(true);
-        let _ = s.set_read_timeout(Some(Duration::from_secs(60)));
-        let _ = s.set_write_timeout(Some(Duration::from_secs(60)));
-        let r = s.try_clone().map_err(|e| format!("socket clone: {e}"))?;
-        Ok(Conn {
-            w: s,
-            r: BufReader::with_capacity(256 * 1024, r),
-            line: Vec::with_capacity(128),
-        })
-    }
-
-    /// Reads one reply; a bulk string's bytes land in `data`.
-    fn reply(&mut self, data: &mut Vec<u8>) -> Result<Reply, String> {
-        self.line.clear();
-        let n = self
-            .r
-            .read_until(b'\n', &mut self.line)
-            .map_err(|e| format!("read: {e}"))?;
-        if n == 0 {
-            return Err("server closed the connection".into());
-        }
-        if self.line.len() < 3 || !self.line.ends_with(b"\r\n") {
-            return Err(format!(
-                "protocol error: bad reply line {:?}",
-                String::from_utf8_lossy(&self.line)
-            ));
-        }
-        let body = String::from_utf8_lossy(&self.line[1..self.line.len() - 2]).into_owned();
-        match self.line[0] {
-            b'+' if body == "OK" => Ok(Reply::Ok),
-            b'-' => Ok(Reply::Error(body)),
-            b'_' => Ok(Reply::Nil),
-            b'$' => {
-                let len: i64 = body
-                    .parse()
-                    .map_err(|_| format!("protocol error: bad bulk length {body:?}"))?;
-                if len < 0 {
-                    return Ok(Reply::Nil);
-                }
-                data.resize(len as usize + 2, 0);
-                self.r.read_exact(data).map_err(|e| format!("read: {e}"))?;
-                if !data.ends_with(b"\r\n") {
-                    return Err("protocol error: bulk string not ended by CRLF".into());
-                }
-                data.truncate(len as usize);
-                Ok(Reply::Bulk)
-            }
-            b'+' | b':' => Ok(Reply::Other(String::from_utf8_lossy(&self.line).into())),
-            c => Err(format!(
-                "protocol error: unexpected reply type {:?} in {:?}",
-                c as char,
-                String::from_utf8_lossy(&self.line)
-            )),
-        }
-    }
-}
+#[path = "common/resp_client.rs"]
+mod resp_client;
+use resp_client::{push_bulk, Conn, Reply};
 
 // --- driver ----------------------------------------------------------------
 
@@ -445,8 +366,8 @@ impl Stats {
     fn error(&mut self, counted: bool, cmd: &str, key: &[u8], reply: Reply) {
         let text = match reply {
             Reply::Error(e) => format!("-{e}"),
-            Reply::Other(s) => format!("unexpected reply {:?}", s.trim_end()),
-            Reply::Ok => "unexpected +OK".into(),
+            Reply::Simple(s) => format!("unexpected reply \"+{s}\""),
+            Reply::Int(n) => format!("unexpected reply \":{n}\""),
             Reply::Bulk | Reply::Nil => "unexpected bulk reply".into(),
         };
         if counted {
@@ -521,11 +442,11 @@ fn drive_conn(
             req.extend_from_slice(b"*2\r\n$3\r\nGET\r\n");
             push_bulk(&mut req, &key);
         }
-        conn.w.write_all(&req).map_err(|e| format!("write: {e}"))?;
+        conn.send(&req)?;
         for (id, counted) in owed.drain(..) {
             st.sets += u64::from(counted);
             match conn.reply(&mut data)? {
-                Reply::Ok => {}
+                Reply::Simple(s) if s == "OK" => {}
                 other => {
                     key.clear();
                     push_key(&mut key, id, o.keys, width);

@@ -30,8 +30,7 @@
 //! Exit status: 0 when the run completed (whatever the counts), 1 on a connection or protocol
 //! error, 2 on bad arguments. With no mode (as `cargo bench` runs it) it prints this help.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+use std::io::Write;
 use std::process::exit;
 use std::time::{Duration, Instant};
 
@@ -163,94 +162,9 @@ fn expected_value(i: u64, size: usize, out: &mut Vec<u8>) {
     out.truncate(size);
 }
 
-fn push_bulk(buf: &mut Vec<u8>, s: &[u8]) {
-    let _ = write!(buf, "${}\r\n", s.len());
-    buf.extend_from_slice(s);
-    buf.extend_from_slice(b"\r\n");
-}
-
-enum Reply {
-    /// Bulk string; its bytes are in the caller's buffer.
-    Bulk,
-    Nil,
-    Simple(String),
-    Error(String),
-    Int(i64),
-}
-
-struct Conn {
-    w: TcpStream,
-    r: BufReader<TcpStream>,
-    line: Vec<u8>,
-}
-
-impl Conn {
-    fn open(o: &Opts) -> Result<Conn, String> {
-        let addr = format!("{}:{}", o.host, o.port);
-        let s = TcpStream::connect(&addr).map_err(|e| format!("connect {addr}: {e}"))?;
-        let _ = s.set_nodelay(true);
-        let _ = s.set_read_timeout(Some(Duration::from_secs(60)));
-        let _ = s.set_write_timeout(Some(Duration::from_secs(60)));
-        let r = s.try_clone().map_err(|e| format!("socket clone: {e}"))?;
-        Ok(Conn {
-            w: s,
-            r: BufReader::with_capacity(256 * 1024, r),
-            line: Vec::with_capacity(128),
-        })
-    }
-
-    fn send(&mut self, buf: &[u8]) -> Result<(), String> {
-        self.w.write_all(buf).map_err(|e| format!("write: {e}"))
-    }
-
-    /// Reads one reply; a bulk string's bytes land in `data`.
-    fn reply(&mut self, data: &mut Vec<u8>) -> Result<Reply, String> {
-        self.line.clear();
-        let n = self
-            .r
-            .read_until(b'\n', &mut self.line)
-            .map_err(|e| format!("read: {e}"))?;
-        if n == 0 {
-            return Err("server closed the connection".into());
-        }
-        if self.line.len() < 3 || !self.line.ends_with(b"\r\n") {
-            return Err(format!(
-                "protocol error: bad reply line {:?}",
-                String::from_utf8_lossy(&self.line)
-            ));
-        }
-        let body = String::from_utf8_lossy(&self.line[1..self.line.len() - 2]).into_owned();
-        match self.line[0] {
-            b'+' => Ok(Reply::Simple(body)),
-            b'-' => Ok(Reply::Error(body)),
-            b':' => body
-                .parse()
-                .map(Reply::Int)
-                .map_err(|_| format!("protocol error: bad integer {body:?}")),
-            b'_' => Ok(Reply::Nil),
-            b'$' => {
-                let len: i64 = body
-                    .parse()
-                    .map_err(|_| format!("protocol error: bad bulk length {body:?}"))?;
-                if len < 0 {
-                    return Ok(Reply::Nil);
-                }
-                data.resize(len as usize + 2, 0);
-                self.r.read_exact(data).map_err(|e| format!("read: {e}"))?;
-                if !data.ends_with(b"\r\n") {
-                    return Err("protocol error: bulk string not ended by CRLF".into());
-                }
-                data.truncate(len as usize);
-                Ok(Reply::Bulk)
-            }
-            c => Err(format!(
-                "protocol error: unexpected reply type {:?} in {:?}",
-                c as char,
-                String::from_utf8_lossy(&self.line)
-            )),
-        }
-    }
-}
+#[path = "common/resp_client.rs"]
+mod resp_client;
+use resp_client::{push_bulk, Conn, Reply};
 
 #[derive(Default)]
 struct FillStats {
@@ -435,7 +349,7 @@ fn main() {
     };
     let mut conns = Vec::with_capacity(o.conns);
     for _ in 0..o.conns {
-        match Conn::open(&o) {
+        match Conn::open(&o.host, o.port) {
             Ok(c) => conns.push(c),
             Err(e) => {
                 eprintln!("zipf_get: {e}");
