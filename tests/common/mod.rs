@@ -375,6 +375,21 @@ pub fn info_u64(c: &mut Connection, section: &str, field: &str) -> u64 {
 /// A field of `INFO section`, as text.
 pub fn info_str(c: &mut Connection, section: &str, field: &str) -> String {
     let text: String = redis::cmd("INFO").arg(section).query(c).expect("INFO");
+    info_field(&text, section, field)
+}
+
+/// Several numeric fields of one `INFO section` reply: consistent with each other while the
+/// server keeps changing them in the background.
+pub fn info_u64s<const N: usize>(c: &mut Connection, section: &str, fields: [&str; N]) -> [u64; N] {
+    let text: String = redis::cmd("INFO").arg(section).query(c).expect("INFO");
+    fields.map(|f| {
+        let v = info_field(&text, section, f);
+        v.parse()
+            .unwrap_or_else(|_| panic!("{f} in INFO {section} is not a number: {v}"))
+    })
+}
+
+fn info_field(text: &str, section: &str, field: &str) -> String {
     text.lines()
         .find_map(|l| l.strip_prefix(&format!("{field}:")))
         .map(|v| v.trim().to_string())
