@@ -15,7 +15,7 @@
 //! --seed 1
 //! --host 127.0.0.1 --port 6379 --conns 4 --pipeline 32 --server NAME (label in RESULT)
 //! --rate 0                       cap on trace requests per second (0 = as fast as it goes)
-//! --capacity keys/10             entries of the simulated LRU (`trace` only)
+//! --capacity keys/10             entries of the simulated caches (`trace` only)
 //! ```
 //!
 //! The trace: request i is a Zipf(S) draw over `keys` ranks (CDF table + binary search), the rank
@@ -45,9 +45,12 @@
 //! miss); `zipf_hit_ratio` leaves the scan requests out. `errors` counts error replies to the
 //! counted GETs and to the SETs their misses caused (`oom` of them -OOM); `warmup_errors` the
 //! same during the warm-up. `trace` prints `max_hit_ratio` (an infinite cache: only first
-//! requests of a key miss), `lru_hit_ratio` (an exact LRU of `--capacity` entries) and
+//! requests of a key miss), `lru_hit_ratio` (an exact LRU of `--capacity` entries),
 //! `top_hit_ratio` (an oracle that keeps the `--capacity` most popular keys once it has seen
-//! them: what a perfect LFU of that size could reach on this trace).
+//! them: an offline bound) and `lfu_hit_ratio` (an online LFU of `--capacity` entries that
+//! remembers the count of every key ever requested and admits a missed key only when it beats
+//! the least counted cached one: the best a frequency-based policy can do without knowing the
+//! future).
 //!
 //! Exit status: 0 when the run completed (whatever the counts), 1 on a connection or protocol
 //! error, 2 on bad arguments. With no mode (as `cargo bench` runs it) it prints this usage.
@@ -274,6 +277,8 @@ fn trace_stats(o: &Opts, trace: &[u32]) {
     let (mut gets, mut repeats, mut scans) = (0u64, 0u64, 0u64);
     let (mut lru_hits, mut top_hits) = (0u64, 0u64);
     let mut lru = NonZeroUsize::new(o.capacity as usize).map(lru::LruCache::<u32, ()>::new);
+    let mut lfu = PerfectLfu::new(o.capacity as usize);
+    let mut lfu_hits = 0u64;
     for (i, &id) in trace.iter().enumerate() {
         let counted = i >= warm;
         let is_zipf = (id as u64) < o.keys;
@@ -291,6 +296,7 @@ fn trace_stats(o: &Opts, trace: &[u32]) {
                 distinct += 1;
             }
         }
+        lfu_hits += u64::from(lfu.access(id) && counted);
         if let Some(lru) = lru.as_mut() {
             // get() refreshes recency; a miss inserts, as cache-aside does.
             if lru.get(&id).is_some() {
@@ -304,7 +310,7 @@ fn trace_stats(o: &Opts, trace: &[u32]) {
     println!(
         "TRACE trace={} keys={} requests={} warmup={} gets={gets} scan_gets={scans} \
          distinct_keys={distinct} max_hit_ratio={:.4} lru_hit_ratio={:.4} top_hit_ratio={:.4} \
-         capacity={}",
+         lfu_hit_ratio={:.4} capacity={}",
         o.trace,
         o.keys,
         o.requests,
@@ -312,8 +318,75 @@ fn trace_stats(o: &Opts, trace: &[u32]) {
         ratio(repeats, gets),
         ratio(lru_hits, gets),
         ratio(top_hits, gets),
+        ratio(lfu_hits, gets),
         o.capacity
     );
+}
+
+/// An online LFU with perfect memory, the best a frequency-based cache policy can do without
+/// knowing the future: it counts every request of every key since the start of the trace
+/// (keys not in the cache too), a missed key enters only when its count is above the lowest
+/// count in the cache, and then that key leaves (ties keep the key already cached).
+struct PerfectLfu {
+    capacity: usize,
+    counts: std::collections::HashMap<u32, u32>,
+    cached: std::collections::HashSet<u32>,
+    /// (count, key) of cached keys; stale pairs (count since raised, key gone) are skipped.
+    heap: std::collections::BinaryHeap<std::cmp::Reverse<(u32, u32)>>,
+}
+
+impl PerfectLfu {
+    fn new(capacity: usize) -> Self {
+        PerfectLfu {
+            capacity,
+            counts: Default::default(),
+            cached: Default::default(),
+            heap: Default::default(),
+        }
+    }
+
+    /// One request of `id`; true on a hit.
+    fn access(&mut self, id: u32) -> bool {
+        if self.capacity == 0 {
+            return false;
+        }
+        let c = self.counts.entry(id).or_insert(0);
+        *c += 1;
+        let count = *c;
+        if self.cached.contains(&id) {
+            self.heap.push(std::cmp::Reverse((count, id)));
+            self.compact_heap();
+            return true;
+        }
+        if self.cached.len() >= self.capacity {
+            // The cached key with the lowest current count.
+            let victim = loop {
+                let Some(&std::cmp::Reverse((c, k))) = self.heap.peek() else {
+                    return false;
+                };
+                if self.cached.contains(&k) && self.counts.get(&k) == Some(&c) {
+                    break (c, k);
+                }
+                self.heap.pop();
+            };
+            if count <= victim.0 {
+                return false;
+            }
+            self.heap.pop();
+            self.cached.remove(&victim.1);
+        }
+        self.cached.insert(id);
+        self.heap.push(std::cmp::Reverse((count, id)));
+        false
+    }
+
+    /// Drops stale heap pairs once they outnumber the live ones three to one.
+    fn compact_heap(&mut self) {
+        if self.heap.len() > 4 * self.capacity.max(1024) {
+            let live: Vec<_> = self.cached.iter().map(|&k| (self.counts[&k], k)).collect();
+            self.heap = live.into_iter().map(std::cmp::Reverse).collect();
+        }
+    }
 }
 
 // --- RESP client -----------------------------------------------------------

@@ -16,7 +16,10 @@
 # requests: half the trace by default). Printed at the end: one row per trace, the
 # strata-ram / max(redis) ratio, and the targets (strata-ram >= the best Redis policy on
 # every trace; strata-ram+ssd >= 0.95 on zipf0.99). Error replies (e.g. -OOM to a SET) are
-# counted per run and shown next to the table.
+# counted per run and shown next to the table. For each Strata run, the same trace is also
+# replayed offline (hit_ratio trace) into caches holding as many keys as Strata held at the
+# end: an exact LRU, an online LFU with perfect memory and an oracle; they show how much of a
+# gap is the policy and how much the number of keys that fit.
 #
 # Environment (all optional):
 #   SCALE          KEYS = 1000000 x SCALE; SCALE=0.1 is the quick run  (default 1)
@@ -265,6 +268,24 @@ run_one() {
     R[$trace,$name]="$(field hit_ratio "$line")"
     R[$trace,$name.err]="$(field errors "$line")/$(field warmup_errors "$line")"
     R[$trace,$name.wrong]="$(field wrong "$line")"
+    if [[ "$name" == strata-* ]]; then
+        references "$trace" "$name" "$(field dbsize "$extra")"
+    fi
+}
+
+# What policies could do holding as many keys as server $2 held at the end of trace $1 ($3):
+# an online LFU with perfect memory, and an oracle holding the most popular keys.
+references() {
+    local trace="$1" name="$2" keys="$3" out
+    [[ "$keys" =~ ^[0-9]+$ ]] && (( keys > 0 )) || return 0
+    out="$("$HIT_RATIO_BIN" trace --trace "$trace" --keys "$KEYS" --requests "$REQUESTS" \
+        --warmup "$WARMUP" --seed "$SEED" --scan-frac "$SCAN_FRAC" --scan-run "$SCAN_RUN" \
+        --capacity "$keys" 2>/dev/null || true)"
+    R[$trace,$name.keys]="$keys"
+    R[$trace,$name.lru]="$(field lru_hit_ratio "$out")"
+    R[$trace,$name.lfu]="$(field lfu_hit_ratio "$out")"
+    R[$trace,$name.top]="$(field top_hit_ratio "$out")"
+    log "    at $keys keys: exact LRU ${R[$trace,$name.lru]:-n/a}, perfect-memory LFU ${R[$trace,$name.lfu]:-n/a}, most-popular oracle ${R[$trace,$name.top]:-n/a}"
 }
 
 # --- report ----------------------------------------------------------------
@@ -329,6 +350,18 @@ report() {
         fi
     fi
     log "Target strata-ram+ssd >= 0.95 on zipf0.99: $verdict_ssd (${ssd:-n/a})"
+    log ""
+    log "References at the number of keys each Strata run held at its end (same trace): an exact"
+    log "LRU, an online LFU that remembers every key's count since the start (the best a frequency"
+    log "policy can do without knowing the future) and an oracle keeping the most popular keys:"
+    for trace in $TRACES; do
+        for name in strata-ram strata-ram+ssd; do
+            [[ -n "${R[$trace,$name.keys]:-}" ]] || continue
+            printf '  %-15s %-15s keys=%-8s hit=%-7s lru=%-7s lfu=%-7s oracle=%s\n' "$trace" "$name" \
+                "${R[$trace,$name.keys]}" "${R[$trace,$name]:-n/a}" "${R[$trace,$name.lru]:-n/a}" \
+                "${R[$trace,$name.lfu]:-n/a}" "${R[$trace,$name.top]:-n/a}"
+        done
+    done
     log ""
     log "Error replies, after / during the warm-up (all should be 0/0; * in the table):"
     for trace in $TRACES; do

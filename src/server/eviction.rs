@@ -34,12 +34,12 @@ pub fn ram_goal(global: &super::Global, max: u64) -> u64 {
 }
 
 /// The tier file counts as full past this share of its budget: the offloader reclaims whole
-/// pages from 0.94 on (`offload::compact`), so entry-by-entry eviction from SSD is the fallback
+/// pages from 0.97 on (`offload::compact`), so entry-by-entry eviction from SSD is the fallback
 /// for when that does not keep up (or a save holds freed pages)...
-const TIER_HIGH: f64 = 0.97;
+const TIER_HIGH: f64 = 0.985;
 /// ...and runs until the allocated pages are under this share (it prefers values alone on
 /// their page, so pages do come free).
-const TIER_LOW: f64 = 0.95;
+const TIER_LOW: f64 = 0.975;
 
 fn used() -> u64 {
     crate::memory::used_memory()

@@ -185,7 +185,6 @@ fn restore_pointers(shard: &mut Shard, db: usize, installed: Installed, upload: 
             shard.stats.uploaded += 1;
         } else if let Some(e) = shard.peek_repr(db, &key) {
             e.set_value(Value::External(ptr));
-            e.add_flags(crate::shard::Entry::SSD_HIT);
         }
     }
 }

@@ -319,9 +319,6 @@ impl Entry {
     pub const RAW: u8 = 1;
     /// Accessed since the offloader last looked (CLOCK's second-chance bit).
     pub const REFERENCED: u8 = 2;
-    /// Offloaded, and read from SSD since it was written there (a cache's reclaim of tier pages
-    /// keeps it).
-    pub const SSD_HIT: u8 = 4;
 
     pub fn new(value: Value, expire_at: u64, clock: u32) -> Entry {
         let mut e = Entry {
@@ -512,14 +509,20 @@ impl Entry {
         }
     }
 
-    /// Records an access: refresh the clock and bump the frequency counter (Redis' LFU log
-    /// counter, factor 10: the more hits, the less likely another increment).
+    /// Records an access: refresh the clock and bump the frequency counter. The first
+    /// [`LFU_LINEAR`] hits count one each; after them it is Redis' LFU log counter (factor 10:
+    /// the more hits, the less likely another increment). An SSD tier's reclaim tells keys
+    /// read twice from keys read four times (`server::offload`), which a log counter cannot.
     pub fn touch(&mut self, clock: u32, rand: u32) {
         let mut freq = self.meta >> 24;
         if freq < 255 {
-            let base = freq.saturating_sub(LFU_INIT) as u64;
-            // p = 1 / (base * 10 + 1)
-            if (rand as u64).is_multiple_of(base * 10 + 1) {
+            let base = freq.saturating_sub(LFU_INIT);
+            let step = match base.checked_sub(LFU_LINEAR) {
+                None => true,
+                // p = 1 / ((hits past the linear part + 1) * 10 + 1)
+                Some(over) => (rand as u64).is_multiple_of((over as u64 + 1) * 10 + 1),
+            };
+            if step {
                 freq += 1;
             }
         }
@@ -578,7 +581,10 @@ impl std::fmt::Debug for Entry {
     }
 }
 
-const LFU_INIT: u32 = 5;
+/// The frequency counter of a new entry ([`Entry::freq`]).
+pub const LFU_INIT: u32 = 5;
+/// Hits counted one by one before the counter turns logarithmic.
+const LFU_LINEAR: u32 = 8;
 
 impl crate::shard::dashtable::Weigh for Entry {
     fn weight(&self) -> usize {
@@ -647,5 +653,29 @@ mod tests {
         assert!(e.is_expired(1000));
         assert_eq!(e.idle_seconds(15), 5);
         assert_eq!(e.freq(), LFU_INIT);
+    }
+
+    #[test]
+    fn the_first_hits_count_one_each_then_the_counter_turns_logarithmic() {
+        let mut e = Entry::new(Value::str(b"v"), 0, 10);
+        // A random draw that would refuse a logarithmic step: only the linear part moves.
+        for i in 1..=LFU_LINEAR {
+            e.touch(20, 1);
+            assert_eq!(e.freq(), LFU_INIT + i);
+            assert_eq!(e.idle_seconds(20), 0);
+        }
+        e.touch(21, 1);
+        assert_eq!(e.freq(), LFU_INIT + LFU_LINEAR);
+        // A draw divisible by every step's odds always steps: 1 in 11, then 1 in 21.
+        e.touch(22, 0);
+        assert_eq!(e.freq(), LFU_INIT + LFU_LINEAR + 1);
+        e.touch(22, 11);
+        assert_eq!(e.freq(), LFU_INIT + LFU_LINEAR + 1);
+        e.touch(22, 21);
+        assert_eq!(e.freq(), LFU_INIT + LFU_LINEAR + 2);
+        for _ in 0..1000 {
+            e.touch(23, 0);
+        }
+        assert_eq!(e.freq(), 255);
     }
 }

@@ -15,9 +15,11 @@
 //! keys, for two or three cache misses.
 //!
 //! With tiering, a nearly full SSD tier is not emptied here entry by entry (that leaves holes
-//! in shared pages) but reclaimed a page at a time by the offloader (`server::offload`): values
-//! read from SSD since written there get a second chance, the rest go. Sampling here stays the
-//! fallback past 97% of the tier. Tried and dropped on the same benchmark: S3-FIFO-style
+//! in shared pages) but reclaimed a page at a time by the offloader (`server::offload`): an
+//! LFU over the file, keeping the entries whose counter reached a level that follows what
+//! reclaim finds. The counter counts the first hits one by one (`Entry::touch`), which is what
+//! lets the tier tell a key read twice from one read five times. Sampling here stays the
+//! fallback past 98.5% of the tier. Tried and dropped on the same benchmark: S3-FIFO-style
 //! admission (never-read values dropped when leaving RAM, with a ghost filter), no gain.
 //!
 //! Never: evicts more than asked (callers pass the goal), runs past its time budget.
