@@ -123,3 +123,14 @@ newest_bench() {
     done
     printf '%s' "$best"
 }
+
+# Builds target/release/strata under $ROOT unless SKIP_BUILD=1, then checks that $STRATA_BIN
+# exists; $1 is added to the error when the build fails.
+build_strata() {
+    if [[ "${SKIP_BUILD:-0}" != 1 ]]; then
+        command -v cargo >/dev/null || die "cargo not found; cannot build strata"
+        log "Building strata (cargo build --release --bin strata)..."
+        (cd "$ROOT" && cargo build --release --bin strata) || die "cargo build failed${1:+; $1}"
+    fi
+    [[ -x "$STRATA_BIN" ]] || die "strata binary not found at $STRATA_BIN"
+}

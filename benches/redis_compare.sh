@@ -62,7 +62,6 @@ BENCH_PID=""                 # redis-benchmark while one runs
 CLK_TCK="$(getconf CLK_TCK)"
 PIN=1
 
-
 # --- cleanup ---------------------------------------------------------------
 
 # Stop the running server: TERM first so it exits cleanly, KILL if it hangs.
@@ -96,22 +95,6 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 # --- setup -----------------------------------------------------------------
-
-
-build_strata() {
-    if [[ "$SKIP_BUILD" != 1 ]]; then
-        command -v cargo >/dev/null || die "cargo not found; cannot build strata"
-        log "Building strata (cargo build --release --bin strata)..."
-        (cd "$ROOT" && cargo build --release --bin strata) \
-            || die "cargo build failed; strata cannot be benchmarked (try ONLY=redis)"
-    fi
-    [[ -x "$STRATA_BIN" ]] || die "strata binary not found at $STRATA_BIN"
-}
-
-
-
-
-
 
 # --- servers ---------------------------------------------------------------
 
@@ -162,7 +145,6 @@ check_pinning() {
         fi
     done
 }
-
 
 # --- benchmark -------------------------------------------------------------
 
@@ -293,7 +275,7 @@ main() {
     [[ "$ROUNDS" =~ ^[1-9][0-9]*$ ]] || die "ROUNDS must be a positive integer"
 
     install_redis_if_missing
-    if [[ " ${servers[*]} " == *" strata "* ]]; then build_strata; fi
+    if [[ " ${servers[*]} " == *" strata "* ]]; then build_strata "strata cannot be benchmarked (try ONLY=redis)"; fi
     choose_cpus
 
     local -A port

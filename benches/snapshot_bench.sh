@@ -85,7 +85,6 @@ LOAD_PID=""; SAMPLER_PID=""
 PIN=1
 RESULTS=()   # one line per run, fields as in run_one
 
-
 # --- cleanup ---------------------------------------------------------------
 
 stop_bg() {  # stop a background helper of ours by PID and reap it
@@ -126,17 +125,7 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-
 # --- setup -----------------------------------------------------------------
-
-build_strata() {
-    if [[ "$SKIP_BUILD" != 1 ]]; then
-        command -v cargo >/dev/null || die "cargo not found; cannot build strata"
-        log "Building strata (cargo build --release --bin strata)..."
-        (cd "$ROOT" && cargo build --release --bin strata) || die "cargo build failed"
-    fi
-    [[ -x "$STRATA_BIN" ]] || die "strata binary not found at $STRATA_BIN"
-}
 
 # Random base64 values (up to 1024 of them, at most 64 MiB together) that the fill cycles
 # through: incompressible for lz4/LZF, so file sizes and MB/s mean something.
@@ -150,7 +139,6 @@ make_value_pool() {
     # The load sets every key to one more value of the same kind.
     LOAD_VALUE="$(head -c $(( VALUE * 3 / 4 + 3 )) /dev/urandom | base64 -w 0 | head -c "$VALUE")"
 }
-
 
 # --- servers ---------------------------------------------------------------
 
@@ -258,7 +246,6 @@ sampler() {
         next_tick
     done
 }
-
 
 # --- one run ---------------------------------------------------------------
 
@@ -380,7 +367,6 @@ run_one() {
         "${8} samples, up to $6 processes), 1 s after the save ${15} MB; SET/s before ${11}, during ${12}"
 }
 
-
 # --- report ----------------------------------------------------------------
 
 div() {  # a/b with $3 decimals, n/a when either is missing or b is 0
@@ -448,7 +434,6 @@ print_report() {
         log "Target $s peak/idle <= $TARGET_PEAK_IDLE: $s_pi $verdict"
     done
 }
-
 
 # --- main ------------------------------------------------------------------
 

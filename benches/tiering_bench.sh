@@ -76,7 +76,6 @@ CHILD_PID=""
 PIN=1
 declare -A R   # results, printed in the final table
 
-
 # --- cleanup ---------------------------------------------------------------
 
 stop_sampler() {
@@ -120,7 +119,6 @@ trap 'exit 143' TERM
 
 # --- setup -----------------------------------------------------------------
 
-
 need_redis_cli() {
     command -v redis-cli >/dev/null && return 0
     log "Installing redis-tools (for redis-cli)..."
@@ -150,11 +148,6 @@ build() {
     [[ -x "$DISK_READ_BIN" ]] || die "disk_read bench binary not found (build it: cargo bench --no-run)"
     [[ -x "$ZIPF_GET_BIN" ]] || die "zipf_get bench binary not found (build it: cargo bench --no-run)"
 }
-
-
-
-
-
 
 # Bytes from a --maxmemory style size (same units as strata: k=1000, kb=1024, ...).
 to_bytes() {
@@ -277,7 +270,6 @@ wait_settled() {
     done
     log "    settled: used_memory=$used tiered_disk_keys=$disk tiered_ram_keys=$ram"
 }
-
 
 # Runs a measured GET load with INFO snapshots around it; $1 = result name, $2 = dist.
 measured_get() {

@@ -204,11 +204,16 @@ pub fn verify_page(page: &[u8]) -> Result<(), Corrupt> {
 /// The (key, value) bytes of the entry at `offset` of `pages` (its page, and the next one when
 /// it runs on; each page it uses is verified). An entry that runs on past the pages given is a
 /// layout error.
-fn entry_at(pages: &[u8], offset: u16) -> Result<(Vec<u8>, Vec<u8>), Corrupt> {
-    let page = PAGE as usize;
+pub fn entry_at(pages: &[u8], offset: u16) -> Result<(Vec<u8>, Vec<u8>), Corrupt> {
     // Only the pages the entry uses are checked: the page after may belong to an entry that
     // is gone (freed, even reused) when this one ends in its own page.
-    verify_page(pages.get(..page).ok_or(Corrupt::Layout)?)?;
+    verify_page(pages.get(..PAGE as usize).ok_or(Corrupt::Layout)?)?;
+    entry_in_verified(pages, offset)
+}
+
+/// [`entry_at`] for `pages` whose first page the caller has verified.
+fn entry_in_verified(pages: &[u8], offset: u16) -> Result<(Vec<u8>, Vec<u8>), Corrupt> {
+    let page = PAGE as usize;
     let at = offset as usize;
     let used = u16::from_le_bytes([pages[12], pages[13]]) as usize;
     if at < PAGE_HEADER || at + ENTRY_HEADER > used || used > page {
@@ -245,48 +250,40 @@ pub fn page_entry(pages: &[u8], offset: u16, key: &[u8]) -> Result<Vec<u8>, Corr
     Ok(v)
 }
 
+/// A page's entries as (offset, key, value), and the offset of one that runs on further.
+pub type Scan = (Vec<(u16, Vec<u8>, Vec<u8>)>, Option<u16>);
+
 /// Every entry that starts in the first page of `pages`, as (offset, key, value), for
-/// compaction. `pages` holds that page and, when its last entry runs on, the next one; an
-/// entry whose continuation is missing or corrupt ends the list.
-pub fn page_entries(pages: &[u8]) -> Vec<(u16, Vec<u8>, Vec<u8>)> {
+/// compaction, in one walk. `pages` holds that page (verified here, once) and, when its last
+/// entry runs on, possibly the next one; an entry that fails to parse ends the list. The second
+/// result is the offset of an entry that runs on past the end of `pages`: read one more page
+/// and take it with [`entry_at`].
+pub fn page_entries(pages: &[u8]) -> Result<Scan, Corrupt> {
     let page = PAGE as usize;
     let mut out = Vec::new();
-    if pages.len() < page || verify_page(&pages[..page]).is_err() {
-        return out;
-    }
+    verify_page(pages.get(..page).ok_or(Corrupt::Layout)?)?;
     let used = (u16::from_le_bytes([pages[12], pages[13]]) as usize).min(page);
     let first = u16::from_le_bytes([pages[14], pages[15]]) as usize;
     if first < PAGE_HEADER {
-        return out;
+        return Ok((out, None));
     }
     let mut at = first;
     while at + ENTRY_HEADER <= used {
         let klen = u16::from_le_bytes([pages[at], pages[at + 1]]) as usize;
         let vlen = u16::from_le_bytes([pages[at + 2], pages[at + 3]]) as usize;
-        match entry_at(pages, at as u16) {
+        let end = at + ENTRY_HEADER + klen + vlen;
+        if end > pages.len() {
+            // Only the last entry of a full page runs on, and only into the next page.
+            let runs_on = used == page && end <= 2 * page;
+            return Ok((out, runs_on.then_some(at as u16)));
+        }
+        match entry_in_verified(pages, at as u16) {
             Ok((k, v)) => out.push((at as u16, k, v)),
             Err(_) => break,
         }
-        at += ENTRY_HEADER + klen + vlen;
+        at = end;
     }
-    out
-}
-
-/// True when the last entry starting in `page` (verified) runs into the next page.
-pub fn last_entry_spans(page: &[u8]) -> bool {
-    u16::from_le_bytes([page[12], page[13]]) as usize == PAGE as usize && {
-        let first = u16::from_le_bytes([page[14], page[15]]) as usize;
-        let mut at = first.max(PAGE_HEADER);
-        let mut spans = false;
-        while at + ENTRY_HEADER <= PAGE as usize {
-            let klen = u16::from_le_bytes([page[at], page[at + 1]]) as usize;
-            let vlen = u16::from_le_bytes([page[at + 2], page[at + 3]]) as usize;
-            let end = at + ENTRY_HEADER + klen + vlen;
-            spans = end > PAGE as usize;
-            at = end;
-        }
-        spans
-    }
+    Ok((out, None))
 }
 
 /// Pages an extent for `key` and a value of `len` bytes takes.
@@ -352,7 +349,7 @@ mod tests {
         assert_eq!(page_entry(&page, a, b"k1").unwrap(), b"hello");
         assert_eq!(page_entry(&page, c, b"key2").unwrap(), &[7u8; 100][..]);
         assert_eq!(page_entry(&page, a, b"key2"), Err(Corrupt::Owner));
-        assert_eq!(page_entries(&page).len(), 2);
+        assert_eq!(page_entries(&page).unwrap().0.len(), 2);
         let mut bad = page.clone();
         bad[100] ^= 1;
         assert_eq!(verify_page(&bad), Err(Corrupt::Checksum));
@@ -404,13 +401,19 @@ mod tests {
         let mut seen = 0;
         for pg in 0..8 {
             let end = (pg + 2).min(8);
-            let entries = page_entries(&bin[pg * page..end * page]);
-            assert_eq!(last_entry_spans(&bin[pg * page..(pg + 1) * page]), {
-                at.iter()
-                    .filter(|((p, o), k, v)| *p == pg && spans(*o, k.len(), v.len()))
-                    .count()
-                    > 0
-            });
+            let (mut entries, runs_on) = page_entries(&bin[pg * page..(pg + 1) * page]).unwrap();
+            let spanning = at
+                .iter()
+                .find(|((p, o), k, v)| *p == pg && spans(*o, k.len(), v.len()));
+            assert_eq!(runs_on, spanning.map(|((_, o), _, _)| *o));
+            // With the next page, the one that runs on is there too, and nothing runs on.
+            let (two, none) = page_entries(&bin[pg * page..end * page]).unwrap();
+            assert_eq!(none, None);
+            if let Some(o) = runs_on {
+                let (k, v) = entry_at(&bin[pg * page..end * page], o).unwrap();
+                entries.push((o, k, v));
+            }
+            assert_eq!(entries, two);
             seen += entries.len();
         }
         assert_eq!(seen, 31);

@@ -747,12 +747,16 @@ impl TierStore {
 
     /// Reads a whole small page (verified) for compaction: every (offset, key, value).
     pub async fn read_page(&self, page_no: u32) -> Result<Vec<PageEntry>, TierError> {
-        let mut buf = self.read_pages(page_no, 1).await?;
-        page::verify_page(&buf).map_err(TierError::Corrupt)?;
-        if page::last_entry_spans(&buf) {
-            buf = self.read_pages(page_no, 2).await?;
+        let buf = self.read_pages(page_no, 1).await?;
+        let (mut entries, runs_on) = page::page_entries(&buf).map_err(TierError::Corrupt)?;
+        if let Some(at) = runs_on {
+            // The last entry runs on into the next page: read both for it (verified again).
+            let two = self.read_pages(page_no, 2).await?;
+            if let Ok((k, v)) = page::entry_at(&two, at) {
+                entries.push((at, k, v));
+            }
         }
-        Ok(page::page_entries(&buf))
+        Ok(entries)
     }
 
     /// Reads `n` pages from `first`, holding frees of them meanwhile.
