@@ -172,6 +172,41 @@ fn hot_keys_survive_a_scan() {
 }
 
 #[test]
+fn an_evicted_key_that_comes_back_resumes_its_access_count() {
+    let s = Server::start(&[
+        "--proactor_threads",
+        "1",
+        "--cache_mode",
+        "--maxmemory",
+        "8mb",
+    ]);
+    let mut c = s.client();
+    let _: () = redis::cmd("SET").arg("k").arg("v").query(&mut c).unwrap();
+    let _: Option<String> = redis::cmd("GET").arg("k").query(&mut c).unwrap();
+    assert_eq!(q::<i64>(&mut c, &["OBJECT", "FREQ", "k"]), 6);
+    // Keys read three times each push it out: it is the least read.
+    let mut i = 0;
+    while q::<u32>(&mut c, &["EXISTS", "k"]) == 1 {
+        let mut p = redis::pipe();
+        for _ in 0..200 {
+            let key = format!("f:{i}");
+            p.cmd("SET").arg(&key).arg(value_of(&key, 1000)).ignore();
+            for _ in 0..3 {
+                p.cmd("GET").arg(&key).ignore();
+            }
+            i += 1;
+        }
+        let () = p.query(&mut c).unwrap();
+        assert!(i < 200_000, "k was never evicted");
+    }
+    // Back, it starts from the one read it had (a new key starts at 5).
+    let _: () = redis::cmd("SET").arg("k").arg("v").query(&mut c).unwrap();
+    assert_eq!(q::<i64>(&mut c, &["OBJECT", "FREQ", "k"]), 6);
+    let _: () = redis::cmd("SET").arg("new").arg("v").query(&mut c).unwrap();
+    assert_eq!(q::<i64>(&mut c, &["OBJECT", "FREQ", "new"]), 5);
+}
+
+#[test]
 fn with_tiering_entries_go_ram_then_ssd_then_gone() {
     let dir = tempfile::tempdir().unwrap();
     let s = tiered_cache(&dir, "1", "32mb", "48mb");

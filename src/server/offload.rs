@@ -172,7 +172,8 @@ async fn compact(
                 continue;
             };
             if !keep {
-                if shard.remove(db, &key).is_some() {
+                if let Some(e) = shard.remove(db, &key) {
+                    shard.remember_evicted(&key, &e);
                     shard.stats.evicted_ssd += 1;
                     dropped += 1;
                 }

@@ -536,6 +536,11 @@ impl Entry {
     pub fn freq(&self) -> u32 {
         self.meta >> 24
     }
+
+    /// Sets the frequency counter (at most 255), keeping the access clock.
+    pub fn set_freq(&mut self, freq: u32) {
+        self.meta = (self.meta & 0xff_ffff) | (freq.min(255) << 24);
+    }
 }
 
 impl Drop for Entry {

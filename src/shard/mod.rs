@@ -7,6 +7,7 @@
 pub mod dashtable;
 pub mod entry;
 pub mod evict;
+pub mod history;
 
 use std::rc::Rc;
 use std::sync::Arc;
@@ -80,6 +81,8 @@ pub struct Shard {
     /// Keys present when the running snapshot began: exactly as many entries must be handed
     /// out by [`Shard::snapshot_step`] (a check on the capture logic).
     pub snap_keys_at_begin: usize,
+    /// In cache mode: the access counters of evicted keys, resumed when they come back.
+    history: Option<history::History>,
 }
 
 impl Shard {
@@ -89,7 +92,6 @@ impl Shard {
             id,
             dbs,
             stats: ShardStats::default(),
-            settings,
             rng: SmallRng::seed_from_u64(0x5eed ^ id as u64),
             started: Instant::now(),
             clock: 0,
@@ -97,6 +99,10 @@ impl Shard {
             dirty: 0,
             snap_db: None,
             snap_keys_at_begin: 0,
+            history: settings
+                .cache_mode
+                .then(|| history::History::for_maxmemory(settings.maxmemory())),
+            settings,
         }
     }
 
@@ -205,8 +211,20 @@ impl Shard {
     /// Stores `value` under `key` with absolute expiry `expire_at` (0 = none), replacing any
     /// previous value; returns the previous entry.
     pub fn store(&mut self, db: usize, key: &[u8], value: Value, expire_at: u64) -> Option<Entry> {
-        let entry = Entry::new(value, expire_at, self.clock());
+        let mut entry = Entry::new(value, expire_at, self.clock());
+        // A key evicted not long ago resumes its access count (see `history`).
+        if let Some(f) = self.history.as_mut().and_then(|h| h.take(hash(key))) {
+            entry.set_freq(f.max(entry.freq()));
+        }
         self.store_entry(db, key, entry)
+    }
+
+    /// Notes a key evicted by cache mode, for its return (see `history`).
+    pub fn remember_evicted(&mut self, key: &[u8], e: &Entry) {
+        let clock = self.clock;
+        if let Some(h) = self.history.as_mut() {
+            h.remember(hash(key), evict::decayed_freq(e, clock));
+        }
     }
 
     pub fn store_entry(&mut self, db: usize, key: &[u8], entry: Entry) -> Option<Entry> {
