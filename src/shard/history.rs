@@ -8,7 +8,8 @@
 //! at eviction (less its idle decay). A new eviction overwrites whatever shared its slot, so
 //! the table holds the most recent evictions, about one per slot; a key found is taken out.
 //! Its size follows maxmemory (one slot per [`BYTES_PER_SLOT`] bytes rounded up to a power of
-//! two: 1/128 to 1/64 of maxmemory), since the keys a cache keeps, and so the ones it evicts, scale with it.
+//! two: 1/128 to 1/64 of maxmemory), since the keys a cache keeps, and so the ones it evicts,
+//! scale with it. Expired keys are not remembered: their time was up, not their popularity.
 
 /// Maxmemory bytes per slot.
 const BYTES_PER_SLOT: u64 = 256;
