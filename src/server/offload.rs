@@ -30,8 +30,12 @@ use crate::shard::{hash, Entry, Value};
 const BATCH_BYTES: usize = 256 * 1024;
 /// Most buckets one round may visit.
 const ROUND_BUCKETS: usize = 512;
-/// How long one CLOCK pass over the table takes at the soft pace.
-const SOFT_PASS: Duration = Duration::from_secs(1);
+/// How long one CLOCK pass over the table takes at the soft pace: a value must go that long
+/// unread to leave. With one second, the hot keys of `benches/tiering_bench.sh` (90% of ~150k
+/// GETs/s over 52k keys: ~2.5 reads a second each) went unread for a pass one time in eleven,
+/// left, and came back at their next reads; the hot set never settled in RAM. Three runs of
+/// its hot phase: 141k, 188k, 99k GETs/s with one second, 227k, 180k, 196k with four.
+const SOFT_PASS: Duration = Duration::from_secs(4);
 /// Rounds at the soft pace come this often.
 const SOFT_TICK: Duration = Duration::from_millis(10);
 
