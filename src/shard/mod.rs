@@ -211,12 +211,13 @@ impl Shard {
     /// Stores `value` under `key` with absolute expiry `expire_at` (0 = none), replacing any
     /// previous value; returns the previous entry.
     pub fn store(&mut self, db: usize, key: &[u8], value: Value, expire_at: u64) -> Option<Entry> {
+        let h = hash(key);
         let mut entry = Entry::new(value, expire_at, self.clock());
         // A key evicted not long ago resumes its access count (see `history`).
-        if let Some(f) = self.history.as_mut().and_then(|h| h.take(hash(key))) {
+        if let Some(f) = self.history.as_mut().and_then(|hist| hist.take(h)) {
             entry.set_freq(f.max(entry.freq()));
         }
-        self.store_entry(db, key, entry)
+        self.store_hashed(db, key, h, entry)
     }
 
     /// Notes a key evicted by cache mode, for its return (see `history`).
@@ -228,12 +229,17 @@ impl Shard {
     }
 
     pub fn store_entry(&mut self, db: usize, key: &[u8], entry: Entry) -> Option<Entry> {
+        self.store_hashed(db, key, hash(key), entry)
+    }
+
+    /// [`Shard::store_entry`] with the key's table hash `h` already computed.
+    fn store_hashed(&mut self, db: usize, key: &[u8], h: u64, entry: Entry) -> Option<Entry> {
         self.dirty += 1;
         let d = &mut self.dbs[db];
         if entry.expire_at() != 0 {
             d.volatile += 1;
         }
-        let old = d.table.insert(key, hash(key), entry);
+        let old = d.table.insert(key, h, entry);
         if let Some(o) = &old {
             if o.expire_at() != 0 {
                 d.volatile = d.volatile.saturating_sub(1);
