@@ -11,6 +11,7 @@ use bytes::Bytes;
 use super::args::{err, int_arg, is, parse_i64, ERR_SYNTAX};
 use super::Ctx;
 use crate::protocol::Reply;
+use crate::shard::entry::CLOCK_BITS;
 use crate::shard::{CompactBytes, Entry, Value};
 
 /// Redis 7.2's RDB version; payloads from newer versions are refused, as Redis does.
@@ -134,16 +135,17 @@ pub fn restore(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     }
 
     let clock = ctx.shard.clock();
-    let mut entry = Entry::new(Value::Str(CompactBytes::from_vec(value)), expire_at, clock);
+    let mut entry = Entry::new(Value::Str(CompactBytes::from_vec(value)), clock);
     if let Some(idle) = idle {
-        // The clock is 24 bits wide; longer idle times saturate instead of wrapping to "fresh".
-        let idle = idle.min(0xff_ffff) as u32;
-        entry.meta = (entry.meta & !0xff_ffff) | (clock.wrapping_sub(idle) & 0xff_ffff);
+        // The clock wraps; longer idle times saturate at the ageing pass's ceiling instead of
+        // wrapping to "fresh" (see `Shard::age_step`).
+        let idle = idle.min(1 << (CLOCK_BITS - 1)) as u32;
+        entry.set_clock(clock.wrapping_sub(idle));
     }
     if let Some(f) = freq {
-        entry.meta = (entry.meta & 0xff_ffff) | ((f as u32) << 24);
+        entry.set_freq(f as u32);
     }
-    ctx.shard.store_entry(ctx.db, key, entry);
+    ctx.shard.store_entry(ctx.db, key, entry, expire_at);
     Reply::Ok
 }
 
@@ -638,9 +640,9 @@ mod tests {
             r(&mut s, &[b"restore", b"n", b"5000", &p, b"FREQ", b"200"]),
             Reply::Ok
         );
-        let n = s.lookup_mut(0, b"n", now).unwrap();
+        let (n, at) = s.lookup_mut_ttl(0, b"n", now).unwrap();
         assert_eq!(n.str(), Some(&b"bar"[..]));
-        assert_eq!(n.expire_at(), now + 5000);
+        assert_eq!(at, now + 5000);
         assert_eq!(n.freq(), 200);
 
         let q = encode_string_payload(b"12345");
@@ -652,9 +654,9 @@ mod tests {
             Reply::Ok
         );
         let clock = s.clock();
-        let k = s.lookup_mut(0, b"k", now).unwrap();
+        let (k, at) = s.lookup_mut_ttl(0, b"k", now).unwrap();
         assert_eq!(k.str(), Some(&b"12345"[..]));
-        assert_eq!(k.expire_at(), 0);
+        assert_eq!(at, 0);
         assert_eq!(k.idle_seconds(clock), 100);
 
         let abs = (now + 10).to_string();
@@ -662,7 +664,7 @@ mod tests {
             r(&mut s, &[b"restore", b"a", abs.as_bytes(), &p, b"absttl"]),
             Reply::Ok
         );
-        assert_eq!(s.lookup_mut(0, b"a", now).unwrap().expire_at(), now + 10);
+        assert_eq!(s.lookup_mut_ttl(0, b"a", now).unwrap().1, now + 10);
 
         // A time already past deletes rather than stores, and still says OK.
         let past = (now - 1).to_string();

@@ -115,10 +115,9 @@ fn expire_generic(ctx: &mut Ctx, args: &[Bytes], unit_ms: i64, absolute: bool, c
         }
     };
     let key = &args[1];
-    let Some(e) = ctx.shard.lookup_mut(ctx.db, key, ctx.now) else {
+    let Some((_, cur)) = ctx.shard.lookup_mut_ttl(ctx.db, key, ctx.now) else {
         return Reply::Int(0);
     };
-    let cur = e.expire_at();
     // A key without TTL has an infinite one for GT/LT.
     let cur_ttl = if cur == 0 { i64::MAX } else { cur as i64 };
     let allowed = !(cond.nx && cur != 0
@@ -154,16 +153,16 @@ pub fn pexpireat(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
 
 /// TTL family: -2 missing, -1 no TTL; `absolute` gives the expiry time instead of what is left.
 fn ttl_generic(ctx: &mut Ctx, key: &[u8], in_ms: bool, absolute: bool) -> Reply {
-    let Some(e) = ctx.shard.lookup_mut(ctx.db, key, ctx.now) else {
+    let Some((_, at)) = ctx.shard.lookup_mut_ttl(ctx.db, key, ctx.now) else {
         return Reply::Int(-2);
     };
-    if e.expire_at() == 0 {
+    if at == 0 {
         return Reply::Int(-1);
     }
     let t = if absolute {
-        e.expire_at() as i64
+        at as i64
     } else {
-        (e.expire_at() as i64 - ctx.now as i64).max(0)
+        (at as i64 - ctx.now as i64).max(0)
     };
     Reply::Int(if in_ms { t } else { (t + 500) / 1000 })
 }
@@ -185,10 +184,10 @@ pub fn pexpiretime(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
 }
 
 pub fn persist(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
-    let has_ttl = match ctx.shard.lookup_mut(ctx.db, &args[1], ctx.now) {
-        Some(e) => e.expire_at() != 0,
-        None => false,
-    };
+    let has_ttl = ctx
+        .shard
+        .lookup_mut_ttl(ctx.db, &args[1], ctx.now)
+        .is_some_and(|(_, at)| at != 0);
     if has_ttl {
         ctx.shard.set_expire(ctx.db, &args[1], 0, ctx.now);
     }
@@ -207,8 +206,8 @@ fn rename_generic(ctx: &mut Ctx, args: &[Bytes], nx: bool) -> Reply {
     if nx && ctx.shard.contains(ctx.db, dst, ctx.now) {
         return Reply::Int(0);
     }
-    if let Some(e) = ctx.shard.take(ctx.db, src) {
-        ctx.shard.store_entry(ctx.db, dst, e);
+    if let Some((e, at)) = ctx.shard.take(ctx.db, src) {
+        ctx.shard.store_entry(ctx.db, dst, e, at);
     }
     if nx {
         Reply::Int(1)
@@ -263,8 +262,8 @@ pub fn copy(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     };
     let Some(e) = ctx
         .shard
-        .lookup_mut(ctx.db, &args[1], ctx.now)
-        .map(|e| e.clone())
+        .lookup_mut_ttl(ctx.db, &args[1], ctx.now)
+        .map(|(e, at)| (e.clone(), at))
     else {
         return Reply::Int(0);
     };
@@ -275,7 +274,7 @@ pub fn copy(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
         ctx.shard.remove(db, &args[2]);
     }
     ctx.shard
-        .store(db, &args[2], e.to_value(args[1].len()), e.expire_at());
+        .store(db, &args[2], e.0.to_value(args[1].len()), e.1);
     Reply::Int(1)
 }
 
@@ -291,8 +290,8 @@ pub fn move_(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     if !ctx.shard.contains(ctx.db, key, ctx.now) || ctx.shard.contains(db, key, ctx.now) {
         return Reply::Int(0);
     }
-    if let Some(e) = ctx.shard.take(ctx.db, key) {
-        ctx.shard.store_entry(db, key, e);
+    if let Some((e, at)) = ctx.shard.take(ctx.db, key) {
+        ctx.shard.store_entry(db, key, e, at);
     }
     Reply::Int(1)
 }

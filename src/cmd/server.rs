@@ -13,7 +13,7 @@ use super::{Spec, TABLE};
 use crate::net::connection::ConnState;
 use crate::protocol::Reply;
 use crate::server::{human_bytes, Core};
-use crate::shard::{now_ms, shard_of, Shard, ShardStats, Value};
+use crate::shard::{is_expired, now_ms, shard_of, Shard, ShardStats, Value};
 
 /// Runs a connection/server command.
 pub async fn run(
@@ -479,12 +479,12 @@ async fn keys(core: &Rc<Core>, db: usize, args: &[Bytes]) -> Reply {
             s.dbs[db]
                 .table
                 .iter()
-                .filter(|(k, e)| {
-                    !e.is_expired(now)
+                .filter(|(k, _, at)| {
+                    !is_expired(*at, now)
                         && (all || crate::glob::matches(&pattern, k.as_bytes(), false))
                 })
                 .take(limit)
-                .map(|(k, _)| k.to_bytes())
+                .map(|(k, _, _)| k.to_bytes())
                 .collect::<Vec<Bytes>>()
         })
         .await;
@@ -561,9 +561,9 @@ async fn scan(core: &Rc<Core>, db: usize, args: &[Bytes]) -> Reply {
                 let mut visited = 0;
                 let mut c = local;
                 loop {
-                    c = s.dbs[db].table.scan_step(c, |k, e| {
+                    c = s.dbs[db].table.scan_step(c, |k, e, at| {
                         visited += 1;
-                        if e.is_expired(now) {
+                        if is_expired(at, now) {
                             expired.push(k.to_bytes());
                             return;
                         }
@@ -632,7 +632,7 @@ async fn randomkey(core: &Rc<Core>, db: usize) -> Reply {
                                     .wrapping_add(1442695040888963407);
                                 (seed >> 17) % m.max(1)
                             })
-                            .map(|(k, e)| (k.to_bytes(), e.is_expired(now)))
+                            .map(|(k, _, at)| (k.to_bytes(), is_expired(at, now)))
                     };
                     match r {
                         None => return None,

@@ -118,10 +118,9 @@ pub fn set(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
         return err(ERR_TOO_BIG);
     }
     // Look at the current value once: for NX/XX, GET and KEEPTTL.
-    let (old, old_ttl) = match ctx.shard.lookup_mut(ctx.db, key, ctx.now) {
+    let (old, old_ttl) = match ctx.shard.lookup_mut_ttl(ctx.db, key, ctx.now) {
         None => (None, 0),
-        Some(e) => {
-            let ttl = e.expire_at();
+        Some((e, ttl)) => {
             if o.get {
                 match as_str(e) {
                     Ok(s) => (Some(Some(Bytes::copy_from_slice(s))), ttl),

@@ -204,20 +204,24 @@ fn upload_allowed(core: &Core) -> bool {
 }
 
 /// Loads an entry's value into RAM for good (it is about to leave this shard: cross-shard
-/// RENAME, COPY, LCS); the disk copy is freed. None when the key is missing or unreadable.
+/// RENAME, COPY, LCS); the disk copy is freed. Returns a copy of the entry and its expiry;
+/// None when the key is missing or unreadable.
 pub async fn load_entry(
     core: &Rc<Core>,
     db: usize,
     key: &Bytes,
     now: u64,
-) -> Option<crate::shard::Entry> {
+) -> Option<(crate::shard::Entry, u64)> {
     loop {
         let ptr = {
             let mut shard = core.shard.borrow_mut();
             let e = shard.lookup_mut(db, key, now)?;
             match e.external(key.len()) {
                 Some(p) => p,
-                None => return Some(e.clone()),
+                None => {
+                    let e = e.clone();
+                    return Some((e, shard.expire_at(db, key)));
+                }
             }
         };
         let tier = core.shard.borrow().tier.clone()?;
@@ -232,7 +236,8 @@ pub async fn load_entry(
                 shard.free_disk(ptr);
                 let e = shard.lookup_mut(db, key, now)?;
                 e.set_value(Value::Str(CompactBytes::from_vec(v)));
-                Some(e.clone())
+                let e = e.clone();
+                Some((e, shard.expire_at(db, key)))
             }
             Err(err) => {
                 tracing::warn!("dropping a key whose value cannot be read back: {err}");

@@ -242,6 +242,8 @@ async fn background(core: Rc<Core>) {
         if settings.cache_mode {
             eviction::heartbeat(&core, period / 4);
         }
+        // Idle times kept from wrapping: every table covered about every ten minutes.
+        core.shard.borrow_mut().age_step(600 * hz as usize);
         if !core.global.active_expire_enabled() {
             continue;
         }

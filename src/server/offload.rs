@@ -345,7 +345,7 @@ fn pick(
         visited += table.sweep(
             &mut cursor.1,
             16,
-            |k, e: &mut Entry| {
+            |k, e: &mut Entry, _| {
                 if e.is_external() {
                     // An offloaded value read again before the sweep comes back is read twice
                     // within one pass: it returns to RAM (see `exec::restore_pointers`).
@@ -371,7 +371,7 @@ fn pick(
                 }
                 false
             },
-            |_, _| {},
+            |_, _, _| {},
         );
         if cursor.1 == (0, 0) || cursor.1 < before {
             // This db's sweep wrapped around: go on with the next one.

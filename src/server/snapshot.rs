@@ -520,7 +520,7 @@ async fn write_shard(core: &Rc<Core>, job: &ShardJob) -> Result<ShardOutput, Str
         records: 0,
         unreadable: 0,
     };
-    let mut batch: Vec<(usize, crate::shard::Key, Entry)> = Vec::new();
+    let mut batch: Vec<(usize, crate::shard::Key, Entry, u64)> = Vec::new();
     let total = core.shard.borrow().key_count().max(1);
     let mut handed = 0usize;
     let mut next_log = 10;
@@ -531,8 +531,7 @@ async fn write_shard(core: &Rc<Core>, job: &ShardJob) -> Result<ShardOutput, Str
             .snapshot_step(STEP_BUCKETS, &mut batch);
         handed += batch.len();
         let mut reads = Vec::new();
-        for (db, key, e) in batch.drain(..) {
-            let at = e.expire_at();
+        for (db, key, e, at) in batch.drain(..) {
             if at != 0 && at <= job.started_ms {
                 continue;
             }

@@ -225,7 +225,7 @@ pub async fn rename(core: &Rc<Core>, db: usize, args: &[Bytes], nx: bool) -> Rep
     };
     if txn
         .run(ds, move |s| {
-            s.store_entry(db, &dst, entry);
+            s.store_entry(db, &dst, entry.0, entry.1);
         })
         .await
         .is_none()
@@ -264,7 +264,7 @@ pub async fn copy(core: &Rc<Core>, db: usize, args: &[Bytes]) -> Reply {
     let Some(txn) = Txn::begin(core, vec![ss, ds]).await else {
         return shutting_down();
     };
-    let entry: Option<Option<Entry>> = txn
+    let entry: Option<Option<(Entry, u64)>> = txn
         .run_async(
             ss,
             Box::new(move |core: Rc<Core>| {
@@ -286,7 +286,7 @@ pub async fn copy(core: &Rc<Core>, db: usize, args: &[Bytes]) -> Reply {
                 }
                 s.remove(dst_db, &dst);
             }
-            s.store(dst_db, &dst, entry.to_value(0), entry.expire_at());
+            s.store(dst_db, &dst, entry.0.to_value(0), entry.1);
             true
         })
         .await;

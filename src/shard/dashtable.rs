@@ -3,9 +3,10 @@
 //! ```text
 //!  directory (2^global_depth entries, indexed by the hash's top bits)
 //!   ├─▶ segment (local depth d): 56 regular buckets + 4 stash buckets, 14 slots each
-//!   └─▶ ...                     every bucket: 14 one-byte fingerprints, snapshot state,
-//!                               14 four-byte slab ids
+//!   └─▶ ...                     every bucket (72 bytes): 14 one-byte fingerprints, a
+//!                               slot mask, 14 four-byte slab ids
 //!  slab: chunks of 4096 (key, entry) elements; ids never move
+//!        + per chunk, only while one of its keys has a TTL: 4096 expiry times
 //! ```
 //! A key's *home* bucket comes from the hash's middle bits; it lives in its home bucket, the next
 //! one, or a stash bucket. A full segment splits in two by the next hash bit (extendible hashing),
@@ -22,17 +23,23 @@
 //! home buckets in order and prefixes upward returns every key present for the whole scan exactly
 //! once, however much the table grows meanwhile. The table never shrinks, so ranges never merge.
 //!
-//! Lookups, inserts and removals never allocate except when a split creates a segment or the
-//! slab takes a new chunk.
+//! Expiry times (ms since the epoch, 0 for none) sit beside the slab, one column of 4096 per
+//! chunk, allocated when a key of that chunk first gets a TTL and freed when its last one goes:
+//! a table of keys without TTLs pays nothing for them, one where every key has a TTL pays 8
+//! bytes per key (as an expiry field in every element would).
 //!
-//! Point-in-time snapshots without a fork: [`Dashtable::snapshot_begin`] raises the epoch. Each
-//! bucket carries the epoch it was last seen by a snapshot and a mask of its slots already taken
-//! care of in that epoch (a bucket from an older epoch has none). A mutation of a slot not yet
-//! taken care of first copies that slot's entry aside ("captured") and sets its bit; the walker
-//! copies the occupied slots still unset of each bucket it reaches and sets them all. Each entry
-//! that existed at the start is thus serialized exactly once, as it was at the start, and a write
-//! costs one entry copy at most, only the first time its slot changes during a save. Splits
-//! capture their whole segment first; `clear` hands the old segments (and slab) to the walker.
+//! Lookups, inserts and removals never allocate except when a split creates a segment, the
+//! slab takes a new chunk or a chunk its expiry column.
+//!
+//! Point-in-time snapshots without a fork: [`Dashtable::snapshot_begin`] gives every bucket a
+//! mask of its slots already taken care of, kept beside the segments only while the snapshot
+//! runs (buckets carry no snapshot state, so an idle table pays nothing for it). A mutation of a
+//! slot not yet taken care of first copies that slot's entry aside ("captured") and sets its
+//! bit; the walker copies the occupied slots still unset of each bucket it reaches and sets them
+//! all. Each entry that existed at the start is thus serialized exactly once, as it was at the
+//! start, and a write costs one entry copy at most, only the first time its slot changes during
+//! a save. Splits capture their whole segment first, and segments made during the snapshot
+//! start with every slot taken care of; `clear` hands the old segments (and slab) to the walker.
 
 use super::entry::Key;
 
@@ -78,15 +85,70 @@ fn home(h: u64) -> usize {
 /// The entries of a table, addressed by id (chunk, index). Ids stay put for an entry's life.
 struct Slab<V> {
     chunks: Vec<Vec<Option<(Key, V)>>>,
+    /// Per chunk: the expiry of each element, while any element of the chunk has one.
+    ttls: Vec<Option<TtlColumn>>,
     /// Ids of emptied places, reused first.
     free: Vec<u32>,
+}
+
+/// Expiry times of one chunk's elements (0 = none) and how many are set.
+struct TtlColumn {
+    at: Box<[u64]>,
+    set: u32,
 }
 
 impl<V> Slab<V> {
     fn new() -> Self {
         Slab {
             chunks: Vec::new(),
+            ttls: Vec::new(),
             free: Vec::new(),
+        }
+    }
+
+    /// The expiry of element `id` (0 = none).
+    #[inline]
+    fn ttl(&self, id: u32) -> u64 {
+        match self.ttls.get(id as usize / CHUNK) {
+            Some(Some(col)) => col.at[id as usize % CHUNK],
+            _ => 0,
+        }
+    }
+
+    /// Sets (or clears, with 0) the expiry of element `id`.
+    fn set_ttl(&mut self, id: u32, at: u64) {
+        let (c, i) = (id as usize / CHUNK, id as usize % CHUNK);
+        if self.ttls.len() <= c {
+            if at == 0 {
+                return;
+            }
+            self.ttls.resize_with(c + 1, || None);
+        }
+        let slot = &mut self.ttls[c];
+        let col = match slot {
+            Some(col) => col,
+            None if at == 0 => return,
+            None => slot.insert(TtlColumn {
+                at: vec![0; CHUNK].into_boxed_slice(),
+                set: 0,
+            }),
+        };
+        match (col.at[i] != 0, at != 0) {
+            (false, true) => col.set += 1,
+            (true, false) => col.set -= 1,
+            _ => {}
+        }
+        col.at[i] = at;
+        if col.set == 0 {
+            *slot = None;
+        }
+    }
+
+    /// Starts loading element `id`'s expiry into the cache when its chunk has any.
+    #[inline]
+    fn prefetch_ttl(&self, id: u32) {
+        if let Some(Some(col)) = self.ttls.get(id as usize / CHUNK) {
+            prefetch(col.at.as_ptr().wrapping_add(id as usize % CHUNK));
         }
     }
 
@@ -120,20 +182,24 @@ impl<V> Slab<V> {
             .as_mut()
     }
 
-    fn take(&mut self, id: u32) -> Option<(Key, V)> {
-        let e = self
+    /// Empties element `id`; returns it with its expiry.
+    fn take(&mut self, id: u32) -> Option<(Key, V, u64)> {
+        let (k, v) = self
             .chunks
             .get_mut(id as usize / CHUNK)?
             .get_mut(id as usize % CHUNK)?
-            .take();
-        if e.is_some() {
-            self.free.push(id);
-        }
-        e
+            .take()?;
+        self.free.push(id);
+        let at = self.ttl(id);
+        self.set_ttl(id, 0);
+        Some((k, v, at))
     }
 
     fn bytes(&self) -> usize {
+        let columns = self.ttls.iter().filter(|c| c.is_some()).count();
         self.chunks.len() * CHUNK * std::mem::size_of::<Option<(Key, V)>>()
+            + columns * CHUNK * 8
+            + self.ttls.capacity() * std::mem::size_of::<Option<TtlColumn>>()
             + self.free.capacity() * 4
             + self.chunks.capacity() * 24
     }
@@ -145,19 +211,16 @@ impl<V> Slab<V> {
 struct Bucket {
     fps: [u8; SLOTS],
     used: u16,
-    /// Slots a snapshot of epoch `version` has taken care of (meaningless for other epochs).
-    saved: u16,
-    version: u32,
     ids: [u32; SLOTS],
 }
+
+const _: () = assert!(std::mem::size_of::<Bucket>() == 72);
 
 impl Bucket {
     fn new() -> Self {
         Bucket {
             fps: [0; SLOTS],
             used: 0,
-            saved: 0,
-            version: 0,
             ids: [0; SLOTS],
         }
     }
@@ -241,10 +304,6 @@ pub struct Dashtable<V> {
     segs: Vec<Segment>,
     slab: Slab<V>,
     len: usize,
-    /// The epoch of the last snapshot started.
-    epoch: u32,
-    /// The epoch of the snapshot in progress, 0 when none.
-    snap_epoch: u32,
     snap: Option<Box<Snap<V>>>,
 }
 
@@ -265,49 +324,43 @@ impl Weigh for () {
     }
 }
 
+/// Per bucket of one segment: the slots a running snapshot has taken care of.
+type Saved = [u16; ALL];
+
 /// A snapshot in progress.
 struct Snap<V> {
+    /// [`Saved`] masks of the live table's segments, by segment index.
+    saved: Vec<Saved>,
     /// Bytes held by `captured` (keys and payloads).
     captured_bytes: usize,
     /// Walker position: (segment, bucket).
     cursor: (usize, usize),
-    /// Entries copied out of buckets just before a mutation, waiting to be serialized.
-    captured: Vec<(Key, V)>,
-    /// The segments and slab as they were when `clear` ran during the snapshot; the walker
-    /// finishes there.
-    frozen: Option<(Vec<Segment>, Slab<V>)>,
+    /// Entries (with their expiry) copied out of buckets just before a mutation, waiting to
+    /// be serialized.
+    captured: Vec<(Key, V, u64)>,
+    /// The segments, slab and masks as they were when `clear` ran during the snapshot; the
+    /// walker finishes there.
+    frozen: Option<(Vec<Segment>, Slab<V>, Vec<Saved>)>,
 }
 
-/// Slots of `bucket` the snapshot of `epoch` has taken care of.
-#[inline]
-fn saved(bucket: &Bucket, epoch: u32) -> u16 {
-    if bucket.version == epoch {
-        bucket.saved
-    } else {
-        0
-    }
-}
-
-/// Before slot `i` of `bucket` changes during the snapshot of `epoch`: copies its entry aside
-/// unless the snapshot already has it, and marks the slot taken care of.
-#[cold]
-fn capture<V: Clone + Weigh>(
-    bucket: &mut Bucket,
-    i: usize,
-    slab: &Slab<V>,
-    snap: &mut Option<Box<Snap<V>>>,
-    epoch: u32,
-) {
-    let done = saved(bucket, epoch);
-    if done & (1 << i) == 0 {
-        let entry = bucket.id(i).and_then(|id| slab.get(id));
-        if let (Some(snap), Some((k, v))) = (snap.as_mut(), entry) {
-            snap.captured_bytes += k.heap_bytes() + v.weight() + 32;
-            snap.captured.push((k.clone(), v.clone()));
+impl<V: Clone + Weigh> Snap<V> {
+    /// Before slot `i` of bucket `b` of segment `s` changes: copies its entry aside unless the
+    /// snapshot already has it, and marks the slot taken care of.
+    #[cold]
+    fn capture(&mut self, bucket: &Bucket, s: usize, b: usize, i: usize, slab: &Slab<V>) {
+        let Some(mask) = self.saved.get_mut(s).map(|m| &mut m[b]) else {
+            return;
+        };
+        if *mask & (1 << i) == 0 {
+            *mask |= 1 << i;
+            if let Some(id) = bucket.id(i) {
+                if let Some((k, v)) = slab.get(id) {
+                    self.captured_bytes += k.heap_bytes() + v.weight() + 32;
+                    self.captured.push((k.clone(), v.clone(), slab.ttl(id)));
+                }
+            }
         }
     }
-    bucket.version = epoch;
-    bucket.saved = done | (1 << i);
 }
 
 impl<V: Clone + Weigh> Default for Dashtable<V> {
@@ -325,8 +378,6 @@ impl<V: Clone + Weigh> Dashtable<V> {
             segs: Vec::new(),
             slab: Slab::new(),
             len: 0,
-            epoch: 1,
-            snap_epoch: 0,
             snap: None,
         }
     }
@@ -335,28 +386,16 @@ impl<V: Clone + Weigh> Dashtable<V> {
     /// its entry as of the start is captured first, if the snapshot does not have it yet.
     #[inline]
     fn before_write(&mut self, s: usize, b: usize, i: usize) {
-        if self.snap_epoch != 0 {
-            capture(
-                &mut self.segs[s].buckets[b],
-                i,
-                &self.slab,
-                &mut self.snap,
-                self.snap_epoch,
-            );
+        if let Some(snap) = &mut self.snap {
+            snap.capture(&self.segs[s].buckets[b], s, b, i, &self.slab);
         }
     }
 
     /// Captures every slot of bucket `(s, b)` the snapshot does not have yet (before a split).
     fn before_move(&mut self, s: usize, b: usize) {
-        if self.snap_epoch != 0 {
+        if let Some(snap) = &mut self.snap {
             for i in 0..SLOTS {
-                capture(
-                    &mut self.segs[s].buckets[b],
-                    i,
-                    &self.slab,
-                    &mut self.snap,
-                    self.snap_epoch,
-                );
+                snap.capture(&self.segs[s].buckets[b], s, b, i, &self.slab);
             }
         }
     }
@@ -367,9 +406,8 @@ impl<V: Clone + Weigh> Dashtable<V> {
         if self.snap.is_some() {
             return;
         }
-        self.epoch += 1;
-        self.snap_epoch = self.epoch;
         self.snap = Some(Box::new(Snap {
+            saved: vec![[0; ALL]; self.segs.len()],
             captured_bytes: 0,
             cursor: (0, 0),
             captured: Vec::new(),
@@ -383,7 +421,7 @@ impl<V: Clone + Weigh> Dashtable<V> {
     }
 
     /// Moves the captured entries into `out`.
-    pub fn snapshot_drain(&mut self, out: &mut Vec<(Key, V)>) {
+    pub fn snapshot_drain(&mut self, out: &mut Vec<(Key, V, u64)>) {
         if let Some(snap) = &mut self.snap {
             out.append(&mut snap.captured);
             snap.captured_bytes = 0;
@@ -393,23 +431,22 @@ impl<V: Clone + Weigh> Dashtable<V> {
     /// Walks up to `max_buckets` buckets, copying the entries of those not serialized yet into
     /// `out`. True once the whole table has been walked (captured entries may remain: drain
     /// them, then call [`Dashtable::snapshot_end`]).
-    pub fn snapshot_step(&mut self, max_buckets: usize, out: &mut Vec<(Key, V)>) -> bool {
+    pub fn snapshot_step(&mut self, max_buckets: usize, out: &mut Vec<(Key, V, u64)>) -> bool {
         let Some(snap) = &mut self.snap else {
             return true;
         };
-        let epoch = self.snap_epoch;
         let from_frozen = snap.frozen.is_some();
-        let (segs, slab) = match &mut snap.frozen {
-            Some((f, slab)) => (f, slab),
-            None => (&mut self.segs, &mut self.slab),
+        let (segs, slab, saved) = match &mut snap.frozen {
+            Some((f, slab, saved)) => (f, slab, saved),
+            None => (&mut self.segs, &mut self.slab, &mut snap.saved),
         };
         for _ in 0..max_buckets {
             let (s, b) = snap.cursor;
-            let Some(seg) = segs.get_mut(s) else {
+            let (Some(seg), Some(mask)) = (segs.get_mut(s), saved.get_mut(s)) else {
                 return true;
             };
             let bucket = &mut seg.buckets[b];
-            let mut todo = bucket.used & !saved(bucket, epoch);
+            let mut todo = bucket.used & !mask[b];
             while todo != 0 {
                 let i = todo.trailing_zeros() as usize;
                 todo &= todo - 1;
@@ -418,12 +455,13 @@ impl<V: Clone + Weigh> Dashtable<V> {
                     if let Some(e) = bucket.take(i).and_then(|id| slab.take(id)) {
                         out.push(e);
                     }
-                } else if let Some((k, v)) = bucket.id(i).and_then(|id| slab.get(id)) {
-                    out.push((k.clone(), v.clone()));
+                } else if let Some(id) = bucket.id(i) {
+                    if let Some((k, v)) = slab.get(id) {
+                        out.push((k.clone(), v.clone(), slab.ttl(id)));
+                    }
                 }
             }
-            bucket.version = epoch;
-            bucket.saved = ALL_SLOTS;
+            mask[b] = ALL_SLOTS;
             snap.cursor = if b + 1 == ALL { (s + 1, 0) } else { (s, b + 1) };
         }
         false
@@ -432,7 +470,6 @@ impl<V: Clone + Weigh> Dashtable<V> {
     /// Ends the snapshot (complete or abandoned); captured entries not taken are dropped.
     pub fn snapshot_end(&mut self) {
         self.snap = None;
-        self.snap_epoch = 0;
     }
 
     pub fn len(&self) -> usize {
@@ -463,6 +500,10 @@ impl<V: Clone + Weigh> Dashtable<V> {
         self.dir.capacity() * 4
             + self.segs.len() * (ALL * std::mem::size_of::<Bucket>() + 32)
             + self.slab.bytes()
+            + self.snap.as_ref().map_or(0, |s| {
+                (s.saved.capacity() + s.frozen.as_ref().map_or(0, |f| f.2.capacity()))
+                    * std::mem::size_of::<Saved>()
+            })
     }
 
     #[inline]
@@ -536,6 +577,7 @@ impl<V: Clone + Weigh> Dashtable<V> {
                     {
                         prefetch(e);
                     }
+                    self.slab.prefetch_ttl(id as u32);
                 }
             }
         }
@@ -562,6 +604,21 @@ impl<V: Clone + Weigh> Dashtable<V> {
         self.slab.get(self.id_at(pos)?).map(|(k, v)| (k, v))
     }
 
+    /// The expiry (ms since the epoch, 0 = none) of the entry at a position.
+    #[inline]
+    pub fn expire_at(&self, pos: Pos) -> u64 {
+        self.id_at(pos).map_or(0, |id| self.slab.ttl(id))
+    }
+
+    /// Sets (or clears, with 0) the expiry of the entry at a position (captured first for a
+    /// running snapshot).
+    pub fn set_expire_at(&mut self, pos: Pos, at: u64) {
+        if let Some(id) = self.id_at(pos) {
+            self.before_write(pos.0, pos.1, pos.2);
+            self.slab.set_ttl(id, at);
+        }
+    }
+
     /// Mutable value at a position (captured first for a running snapshot).
     pub fn at_mut(&mut self, pos: Pos) -> Option<&mut V> {
         let id = self.id_at(pos)?;
@@ -576,8 +633,8 @@ impl<V: Clone + Weigh> Dashtable<V> {
         self.slab.get_mut(id).map(|(_, v)| v)
     }
 
-    /// Removes the entry at a position.
-    pub fn remove_at(&mut self, (s, b, i): Pos) -> Option<(Key, V)> {
+    /// Removes the entry at a position; returns it with its expiry.
+    pub fn remove_at(&mut self, (s, b, i): Pos) -> Option<(Key, V, u64)> {
         self.id_at((s, b, i))?;
         self.before_write(s, b, i);
         let id = self.segs[s].buckets[b].take(i)?;
@@ -599,20 +656,25 @@ impl<V: Clone + Weigh> Dashtable<V> {
         self.at_mut(pos)
     }
 
-    /// Inserts or replaces; returns the previous value.
-    pub fn insert(&mut self, key: &[u8], h: u64, val: V) -> Option<V> {
+    /// Inserts or replaces `key` with value `val` and expiry `ttl` (ms since the epoch, 0 =
+    /// none); returns the previous value and expiry.
+    pub fn insert(&mut self, key: &[u8], h: u64, val: V, ttl: u64) -> Option<(V, u64)> {
         if let Some(pos) = self.find(key, h) {
+            let id = self.id_at(pos)?;
+            let old_ttl = self.slab.ttl(id);
             let slot = self.at_mut(pos)?;
-            return Some(std::mem::replace(slot, val));
+            let old = std::mem::replace(slot, val);
+            self.slab.set_ttl(id, ttl);
+            return Some((old, old_ttl));
         }
-        self.insert_new(Key::new(key), h, val);
+        self.insert_new(Key::new(key), h, val, ttl);
         None
     }
 
     /// Inserts a key known to be absent.
-    fn insert_new(&mut self, key: Key, h: u64, val: V) {
+    fn insert_new(&mut self, key: Key, h: u64, val: V, ttl: u64) {
         if self.segs.is_empty() {
-            self.segs.push(Segment::new(0));
+            self.push_segment(Segment::new(0));
             self.dir = vec![0];
         }
         let fp = fingerprint(h);
@@ -634,6 +696,7 @@ impl<V: Clone + Weigh> Dashtable<V> {
             if let Some((bk, i)) = target {
                 self.before_write(s, bk, i);
                 let id = self.slab.insert((key, val));
+                self.slab.set_ttl(id, ttl);
                 self.segs[s].buckets[bk].put(i, fp, id);
                 self.len += 1;
                 return;
@@ -661,14 +724,6 @@ impl<V: Clone + Weigh> Dashtable<V> {
         let gd = self.global_depth;
         let new_id = self.segs.len() as u32;
         let mut fresh = Segment::new(d + 1);
-        if self.snap_epoch != 0 {
-            // Everything moving here was captured above; what arrives later is not the
-            // snapshot's.
-            for b in &mut fresh.buckets {
-                b.version = self.snap_epoch;
-                b.saved = ALL_SLOTS;
-            }
-        }
         self.segs[s].depth = d + 1;
         // Entries whose bit (63 - d) is set move, to the same bucket and slot: that position was
         // valid for them before, so it is in the new segment too.
@@ -691,7 +746,7 @@ impl<V: Clone + Weigh> Dashtable<V> {
                 }
             }
         }
-        self.segs.push(fresh);
+        self.push_segment(fresh);
         // The directory range of the old segment is aligned and 2^(gd-d) long; its upper half
         // now points at the new segment.
         let span = 1usize << (gd - d);
@@ -701,7 +756,16 @@ impl<V: Clone + Weigh> Dashtable<V> {
         }
     }
 
-    pub fn remove(&mut self, key: &[u8], h: u64) -> Option<(Key, V)> {
+    /// Adds a segment. One made during a snapshot starts with every slot taken care of: what
+    /// moves into it was captured before the move, what arrives later is not the snapshot's.
+    fn push_segment(&mut self, seg: Segment) {
+        self.segs.push(seg);
+        if let Some(snap) = &mut self.snap {
+            snap.saved.resize(self.segs.len(), [ALL_SLOTS; ALL]);
+        }
+    }
+
+    pub fn remove(&mut self, key: &[u8], h: u64) -> Option<(Key, V, u64)> {
         let pos = self.find(key, h)?;
         self.remove_at(pos)
     }
@@ -714,11 +778,15 @@ impl<V: Clone + Weigh> Dashtable<V> {
                 snap.frozen = Some((
                     std::mem::take(&mut self.segs),
                     std::mem::replace(&mut self.slab, Slab::new()),
+                    std::mem::take(&mut snap.saved),
                 ))
             }
-            _ => {
+            snap => {
                 self.segs.clear();
                 self.slab = Slab::new();
+                if let Some(snap) = snap {
+                    snap.saved.clear();
+                }
             }
         }
         self.dir.clear();
@@ -728,7 +796,7 @@ impl<V: Clone + Weigh> Dashtable<V> {
 
     /// One SCAN step from `cursor`: calls `f` for every entry whose home bucket and prefix range
     /// the cursor names, and returns the next cursor (0 when the walk is complete).
-    pub fn scan_step(&self, cursor: u64, mut f: impl FnMut(&Key, &V)) -> u64 {
+    pub fn scan_step(&self, cursor: u64, mut f: impl FnMut(&Key, &V, u64)) -> u64 {
         let b = (cursor >> 32) as usize;
         let p = cursor & 0xffff_ffff;
         if self.segs.is_empty() || b >= BUCKETS {
@@ -749,7 +817,7 @@ impl<V: Clone + Weigh> Dashtable<V> {
                 if let Some((k, v)) = self.slab.get(bucket.ids[i]) {
                     let kh = hash(k.as_bytes());
                     if home(kh) == b {
-                        f(k, v);
+                        f(k, v, self.slab.ttl(bucket.ids[i]));
                     }
                 }
             }
@@ -766,12 +834,19 @@ impl<V: Clone + Weigh> Dashtable<V> {
         }
     }
 
-    /// Every entry, in slab order.
-    pub fn iter(&self) -> impl Iterator<Item = (&Key, &V)> {
+    /// Every entry with its expiry, in slab order.
+    pub fn iter(&self) -> impl Iterator<Item = (&Key, &V, u64)> {
         self.slab
             .chunks
             .iter()
-            .flat_map(|c| c.iter().filter_map(|e| e.as_ref().map(|(k, v)| (k, v))))
+            .enumerate()
+            .flat_map(move |(c, chunk)| {
+                let col = self.slab.ttls.get(c).and_then(|t| t.as_ref());
+                chunk.iter().enumerate().filter_map(move |(i, e)| {
+                    let at = col.map_or(0, |t| t.at[i]);
+                    e.as_ref().map(|(k, v)| (k, v, at))
+                })
+            })
     }
 
     /// Visits up to `max_buckets` buckets from `cursor` (segment, bucket), calling `f` on each
@@ -782,8 +857,8 @@ impl<V: Clone + Weigh> Dashtable<V> {
         &mut self,
         cursor: &mut (usize, usize),
         max_buckets: usize,
-        mut f: impl FnMut(&Key, &mut V) -> bool,
-        mut on_remove: impl FnMut(Key, V),
+        mut f: impl FnMut(&Key, &mut V, u64) -> bool,
+        mut on_remove: impl FnMut(Key, V, u64),
     ) -> usize {
         let mut visited = 0;
         while visited < max_buckets && !self.segs.is_empty() {
@@ -796,17 +871,18 @@ impl<V: Clone + Weigh> Dashtable<V> {
             while mask != 0 {
                 let i = mask.trailing_zeros() as usize;
                 mask &= mask - 1;
+                let at = self.slab.ttl(bucket.ids[i]);
                 let remove = match self.slab.get_mut(bucket.ids[i]) {
-                    Some((k, v)) => f(k, v),
+                    Some((k, v)) => f(k, v, at),
                     None => false,
                 };
                 if remove {
-                    if self.snap_epoch != 0 {
-                        capture(bucket, i, &self.slab, &mut self.snap, self.snap_epoch);
+                    if let Some(snap) = &mut self.snap {
+                        snap.capture(bucket, cursor.0, cursor.1, i, &self.slab);
                     }
-                    if let Some((k, v)) = bucket.take(i).and_then(|id| self.slab.take(id)) {
+                    if let Some((k, v, at)) = bucket.take(i).and_then(|id| self.slab.take(id)) {
                         self.len -= 1;
-                        on_remove(k, v);
+                        on_remove(k, v, at);
                     }
                 }
             }
@@ -825,7 +901,7 @@ impl<V: Clone + Weigh> Dashtable<V> {
         &self,
         n: usize,
         mut rnd: impl FnMut(usize) -> usize,
-        mut f: impl FnMut(Pos, &Key, &V),
+        mut f: impl FnMut(Pos, &Key, &V, u64),
     ) {
         if self.len == 0 {
             return;
@@ -839,14 +915,14 @@ impl<V: Clone + Weigh> Dashtable<V> {
                 let i = mask.trailing_zeros() as usize;
                 mask &= mask - 1;
                 if let Some((k, v)) = self.slab.get(bucket.ids[i]) {
-                    f((s, b, i), k, v);
+                    f((s, b, i), k, v, self.slab.ttl(bucket.ids[i]));
                 }
             }
         }
     }
 
     /// A random entry (uniform over occupied buckets' slots, good enough for RANDOMKEY).
-    pub fn random(&self, mut rnd: impl FnMut(usize) -> usize) -> Option<(&Key, &V)> {
+    pub fn random(&self, mut rnd: impl FnMut(usize) -> usize) -> Option<(&Key, &V, u64)> {
         if self.len == 0 {
             return None;
         }
@@ -864,7 +940,7 @@ impl<V: Clone + Weigh> Dashtable<V> {
             }
             let i = mask.trailing_zeros() as usize;
             if let Some((k, v)) = self.slab.get(bucket.ids[i]) {
-                return Some((k, v));
+                return Some((k, v, self.slab.ttl(bucket.ids[i])));
             }
         }
         self.iter().nth(rnd(self.len))
@@ -886,7 +962,7 @@ mod tests {
         let n = 50_000;
         for i in 0..n {
             let k = key(i);
-            assert_eq!(t.insert(&k, hash(&k), i), None);
+            assert_eq!(t.insert(&k, hash(&k), i, 0), None);
         }
         assert_eq!(t.len(), n);
         assert!(t.segments() > 1);
@@ -895,7 +971,7 @@ mod tests {
             assert_eq!(t.get(&k, hash(&k)), Some(&i), "key {i}");
         }
         let k = key(7);
-        assert_eq!(t.insert(&k, hash(&k), 70), Some(7));
+        assert_eq!(t.insert(&k, hash(&k), 70, 0), Some((7, 0)));
         for i in (0..n).step_by(2) {
             let k = key(i);
             assert!(t.remove(&k, hash(&k)).is_some());
@@ -915,19 +991,19 @@ mod tests {
         let mut t: Dashtable<()> = Dashtable::new();
         for i in 0..5000 {
             let k = key(i);
-            t.insert(&k, hash(&k), ());
+            t.insert(&k, hash(&k), (), 0);
         }
         let mut seen: HashMap<Vec<u8>, usize> = HashMap::new();
         let mut cursor = 0;
         let mut extra = 5000;
         loop {
-            cursor = t.scan_step(cursor, |k, _| {
+            cursor = t.scan_step(cursor, |k, _, _| {
                 *seen.entry(k.as_bytes().to_vec()).or_default() += 1;
             });
             // Grow the table during the scan.
             for _ in 0..40 {
                 let k = key(extra);
-                t.insert(&k, hash(&k), ());
+                t.insert(&k, hash(&k), (), 0);
                 extra += 1;
             }
             if cursor == 0 {
@@ -946,12 +1022,17 @@ mod tests {
         let mut t: Dashtable<usize> = Dashtable::new();
         for i in 0..3000 {
             let k = key(i);
-            t.insert(&k, hash(&k), i);
+            t.insert(&k, hash(&k), i, 0);
         }
         let mut cursor = (0, 0);
         let mut removed = 0;
         loop {
-            t.sweep(&mut cursor, 7, |_, v| *v % 3 == 0, |_, _| removed += 1);
+            t.sweep(
+                &mut cursor,
+                7,
+                |_, v, _| *v % 3 == 0,
+                |_, _, _| removed += 1,
+            );
             if cursor == (0, 0) {
                 break;
             }
@@ -961,16 +1042,24 @@ mod tests {
     }
 
     /// Runs a snapshot while `mutate` changes the table between walker steps; the snapshot must
-    /// hold every key of the start exactly once, with its value at the start.
+    /// hold every key of the start exactly once, with its value and expiry at the start.
     fn snapshot_under(mut mutate: impl FnMut(&mut Dashtable<usize>, usize)) {
         let mut t: Dashtable<usize> = Dashtable::new();
         let n = 20_000;
         for i in 0..n {
             let k = key(i);
-            t.insert(&k, hash(&k), i);
+            t.insert(
+                &k,
+                hash(&k),
+                i,
+                if i % 3 == 0 { 1000 + i as u64 } else { 0 },
+            );
         }
-        let before: HashMap<Vec<u8>, usize> =
-            t.iter().map(|(k, v)| (k.as_bytes().to_vec(), *v)).collect();
+        let before: HashMap<Vec<u8>, (usize, u64)> = t
+            .iter()
+            .map(|(k, v, at)| (k.as_bytes().to_vec(), (*v, at)))
+            .collect();
+        assert_eq!(before.values().filter(|(_, at)| *at != 0).count(), 6667);
         t.snapshot_begin();
         let mut out = Vec::new();
         let mut round = 0;
@@ -985,10 +1074,10 @@ mod tests {
         }
         t.snapshot_drain(&mut out);
         t.snapshot_end();
-        let mut got: HashMap<Vec<u8>, usize> = HashMap::new();
-        for (k, v) in out {
+        let mut got: HashMap<Vec<u8>, (usize, u64)> = HashMap::new();
+        for (k, v, at) in out {
             assert!(
-                got.insert(k.as_bytes().to_vec(), v).is_none(),
+                got.insert(k.as_bytes().to_vec(), (v, at)).is_none(),
                 "{k:?} twice"
             );
         }
@@ -1008,7 +1097,7 @@ mod tests {
                 let k = key(i);
                 match j % 4 {
                     0 => {
-                        t.insert(&k, hash(&k), i + 1);
+                        t.insert(&k, hash(&k), i + 1, 0);
                     }
                     1 => {
                         t.remove(&k, hash(&k));
@@ -1017,29 +1106,73 @@ mod tests {
                         if let Some(v) = t.get_mut(&k, hash(&k)) {
                             *v += 5;
                         }
+                        // Expiry changes: set, changed, cleared.
+                        if let Some(pos) = t.find(&k, hash(&k)) {
+                            let at = t.expire_at(pos);
+                            t.set_expire_at(pos, if at == 0 { 5 } else { (at + 1) % 3 });
+                        }
                     }
                     _ => {
                         // New keys grow the table: splits during the walk.
                         let k = key(next);
-                        t.insert(&k, hash(&k), next);
+                        t.insert(&k, hash(&k), next, 0);
                         next += 1;
                     }
                 }
             }
             let mut c = (round % 3, 0);
-            t.sweep(&mut c, 4, |_, v| *v % 11 == 0, |_, _| {});
+            t.sweep(&mut c, 4, |_, v, _| *v % 11 == 0, |_, _, _| {});
         });
     }
 
     #[test]
     fn snapshot_survives_clear() {
         snapshot_under(|t, round| {
-            if round == 40 {
+            if round == 10 {
                 t.clear();
             }
             let k = key(round);
-            t.insert(&k, hash(&k), 7);
+            t.insert(&k, hash(&k), 7, 0);
+            if round > 10 {
+                // A key stored after the clear, changed again: not the snapshot's.
+                let k = key(round - 1);
+                t.insert(&k, hash(&k), 8, 0);
+            }
         });
+    }
+
+    #[test]
+    fn expiry_column_exists_only_while_a_key_of_its_chunk_has_a_ttl() {
+        let mut t: Dashtable<usize> = Dashtable::new();
+        for i in 0..3 * CHUNK {
+            let k = key(i);
+            t.insert(&k, hash(&k), i, 0);
+        }
+        let bare = t.table_bytes();
+        assert!(t.slab.ttls.iter().all(|c| c.is_none()));
+        let k = key(5);
+        let pos = t.find(&k, hash(&k)).unwrap();
+        t.set_expire_at(pos, 77);
+        assert_eq!(t.expire_at(pos), 77);
+        let with = t.table_bytes() - bare;
+        assert!((CHUNK * 8..CHUNK * 8 + 128).contains(&with), "{with}");
+        // A replacing insert sets the new expiry and returns the old one.
+        assert_eq!(t.insert(&k, hash(&k), 6, 88), Some((5, 77)));
+        let j = key(6);
+        t.insert(&j, hash(&j), 6, 99);
+        assert_eq!(t.slab.ttls.iter().filter(|c| c.is_some()).count(), 1);
+        assert_eq!(
+            t.remove(&k, hash(&k)).map(|(_, v, at)| (v, at)),
+            Some((6, 88))
+        );
+        let pos = t.find(&j, hash(&j)).unwrap();
+        t.set_expire_at(pos, 0);
+        assert!(t.slab.ttls.iter().all(|c| c.is_none()));
+        // A reused slab place does not inherit an expiry.
+        t.insert(&k, hash(&k), 5, 0);
+        let pos = t.find(&k, hash(&k)).unwrap();
+        assert_eq!(t.expire_at(pos), 0);
+        assert_eq!(t.iter().filter(|(_, _, at)| *at != 0).count(), 0);
     }
 
     #[test]
@@ -1047,12 +1180,12 @@ mod tests {
         let mut t: Dashtable<usize> = Dashtable::new();
         assert!(t.random(|n| n / 2).is_none());
         let k = key(1);
-        t.insert(&k, hash(&k), 1);
+        t.insert(&k, hash(&k), 1, 0);
         let mut x = 12345usize;
         let got = t.random(|n| {
             x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
             (x >> 33) % n
         });
-        assert_eq!(got.map(|(_, v)| *v), Some(1));
+        assert_eq!(got.map(|(_, v, at)| (*v, at)), Some((1, 0)));
     }
 }

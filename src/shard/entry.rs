@@ -1,12 +1,15 @@
-//! What one key holds, packed tight: a [`Key`] (12 bytes) and an [`Entry`] (20 bytes) make the
-//! 32-byte element the dashtable keeps per key in its slab.
+//! What one key holds, packed tight: a [`Key`] (12 bytes) and an [`Entry`] (12 bytes) make the
+//! 24-byte element the dashtable keeps per key in its slab.
 //!
 //! - Keys up to 11 bytes and string values up to 8 bytes live inline; longer ones take one heap
 //!   block each, `[len u32 | bytes]`, with no other header.
 //! - An offloaded value is its disk pointer packed in 8 bytes ([`tiering::DiskPtr::pack`]); the
 //!   key's length completes it.
-//! - Expiry (48 bits of milliseconds since the epoch), the value's kind and the per-key flags
-//!   share one 8-byte word.
+//! - The value's kind, the per-key flags, the access clock and the frequency counter share one
+//!   4-byte word.
+//! - Expiry is not here: the dashtable keeps it beside the slab, in a column that exists only
+//!   for the slab chunks holding keys with a TTL (see `dashtable`), so a key without one pays
+//!   nothing for it.
 //!
 //! Heap blocks are addressed by a plain `usize` so that they fit in packed byte arrays; the
 //! provenance of every address is exposed when it is made and taken back when it is used
@@ -282,36 +285,35 @@ pub enum ValueRef<'a> {
     External(u64),
 }
 
-/// Value kinds (2 bits of the entry's word).
-const KIND_INLINE: u64 = 0;
-const KIND_HEAP: u64 = 1;
-const KIND_EXTERNAL: u64 = 2;
-
-const EXPIRE_BITS: u32 = 48;
-/// The 48-bit field's all-ones value stands for "later than the year 10889": such an expiry
-/// reads back as `i64::MAX` ms (what Redis reports for PEXPIREAT's largest argument).
-const EXPIRE_FIELD: u64 = (1 << EXPIRE_BITS) - 1;
+/// The largest expiry (ms since the epoch) a key can have: what Redis reports for
+/// PEXPIREAT's largest argument.
 pub const MAX_EXPIRE_MS: u64 = i64::MAX as u64;
-const KIND_SHIFT: u32 = 48;
-const ILEN_SHIFT: u32 = 50;
-const FLAGS_SHIFT: u32 = 56;
 /// Longest string value stored inline.
 const VALUE_INLINE: usize = 8;
 
-/// One key's payload: value, absolute expiry (ms since the epoch, 0 = none), flags, and access
-/// metadata for OBJECT IDLETIME/FREQ and eviction. 20 bytes, 4-aligned, so that with its
-/// [`Key`] it makes 32.
+/// Bits of the access clock (seconds, wrapping: 2^18 s is about 73 hours; the shard's ageing
+/// pass keeps idle times from wrapping, see `Shard::age_step`).
+pub const CLOCK_BITS: u32 = 18;
+pub const CLOCK_MASK: u32 = (1 << CLOCK_BITS) - 1;
+const FREQ_SHIFT: u32 = CLOCK_BITS;
+/// 4 bits: 0..=8 an inline string of that length, then heap and external.
+const KIND_SHIFT: u32 = 26;
+const KIND_HEAP: u32 = 9;
+const KIND_EXTERNAL: u32 = 10;
+const FLAGS_SHIFT: u32 = 30;
+
+/// One key's payload: value, flags, and access metadata for OBJECT IDLETIME/FREQ and eviction.
+/// 12 bytes, 4-aligned, so that with its [`Key`] it makes 24.
 pub struct Entry {
     /// Inline bytes, a heap block's address or a packed disk pointer, by kind.
     val: [u8; 8],
-    /// Bits 0..48 expiry, 48..50 kind, 50..54 inline length, 56..64 flags.
-    word: [u8; 8],
-    /// Bits 0..24: last access in seconds (wrapping clock); bits 24..32: logarithmic frequency.
+    /// Bits 0..18: last access in seconds (wrapping clock); 18..26: frequency counter; 26..30:
+    /// kind (inline length, heap, external); 30..32: flags.
     pub meta: u32,
 }
 
-const _: () = assert!(std::mem::size_of::<Entry>() == 20);
-const _: () = assert!(std::mem::size_of::<Option<(Key, Entry)>>() == 32);
+const _: () = assert!(std::mem::size_of::<Entry>() == 12);
+const _: () = assert!(std::mem::size_of::<Option<(Key, Entry)>>() == 24);
 
 impl Entry {
     /// The string was edited in place (APPEND, SETRANGE): OBJECT ENCODING says "raw", as Redis
@@ -320,30 +322,23 @@ impl Entry {
     /// Accessed since the offloader last looked (CLOCK's second-chance bit).
     pub const REFERENCED: u8 = 2;
 
-    pub fn new(value: Value, expire_at: u64, clock: u32) -> Entry {
+    pub fn new(value: Value, clock: u32) -> Entry {
         let mut e = Entry {
             val: [0; 8],
-            word: [0; 8],
-            meta: (clock & 0xff_ffff) | (LFU_INIT << 24),
+            meta: (clock & CLOCK_MASK) | (LFU_INIT << FREQ_SHIFT),
         };
         e.put(value);
-        e.set_expire_at(expire_at);
         e
     }
 
     #[inline]
-    fn word(&self) -> u64 {
-        u64::from_le_bytes(self.word)
+    fn kind(&self) -> u32 {
+        (self.meta >> KIND_SHIFT) & 0xf
     }
 
     #[inline]
-    fn set_word(&mut self, w: u64) {
-        self.word = w.to_le_bytes();
-    }
-
-    #[inline]
-    fn kind(&self) -> u64 {
-        (self.word() >> KIND_SHIFT) & 3
+    fn set_kind(&mut self, kind: u32) {
+        self.meta = (self.meta & !(0xf << KIND_SHIFT)) | (kind << KIND_SHIFT);
     }
 
     fn addr(&self) -> usize {
@@ -352,22 +347,21 @@ impl Entry {
 
     /// Writes `value` into a slot holding nothing that needs freeing.
     fn put(&mut self, value: Value) {
-        let (kind, ilen, val) = match value {
+        let (kind, val) = match value {
             Value::Str(s) => {
                 let b = s.as_bytes();
                 if b.len() <= VALUE_INLINE {
                     let mut v = [0u8; 8];
                     v[..b.len()].copy_from_slice(b);
-                    (KIND_INLINE, b.len() as u64, v)
+                    (b.len() as u32, v)
                 } else {
-                    (KIND_HEAP, 0, (block::alloc(b) as u64).to_le_bytes())
+                    (KIND_HEAP, (block::alloc(b) as u64).to_le_bytes())
                 }
             }
-            Value::External(p) => (KIND_EXTERNAL, 0, p.pack().to_le_bytes()),
+            Value::External(p) => (KIND_EXTERNAL, p.pack().to_le_bytes()),
         };
         self.val = val;
-        let w = self.word() & !(0xff << KIND_SHIFT);
-        self.set_word(w | (kind << KIND_SHIFT) | (ilen << ILEN_SHIFT));
+        self.set_kind(kind);
     }
 
     /// Frees what the value owns and leaves an empty inline string.
@@ -378,8 +372,7 @@ impl Entry {
             unsafe { block::free(self.addr()) }
         }
         self.val = [0; 8];
-        let w = self.word() & !(0xff << KIND_SHIFT);
-        self.set_word(w);
+        self.set_kind(0);
     }
 
     /// Replaces the value (the old one's heap block is freed; a disk pointer is the caller's
@@ -398,10 +391,7 @@ impl Entry {
                 ValueRef::Str(unsafe { block::bytes(self.addr()) })
             }
             KIND_EXTERNAL => ValueRef::External(u64::from_le_bytes(self.val)),
-            _ => {
-                let n = ((self.word() >> ILEN_SHIFT) & 0xf) as usize;
-                ValueRef::Str(&self.val[..n.min(VALUE_INLINE)])
-            }
+            n => ValueRef::Str(&self.val[..(n as usize).min(VALUE_INLINE)]),
         }
     }
 
@@ -447,23 +437,8 @@ impl Entry {
         "string"
     }
 
-    #[inline]
-    pub fn expire_at(&self) -> u64 {
-        match self.word() & EXPIRE_FIELD {
-            EXPIRE_FIELD => MAX_EXPIRE_MS,
-            at => at,
-        }
-    }
-
-    /// Sets the absolute expiry (0 = none); anything past the field's range (the year 10889)
-    /// is kept as [`MAX_EXPIRE_MS`].
-    pub fn set_expire_at(&mut self, at: u64) {
-        let w = self.word() & !EXPIRE_FIELD;
-        self.set_word(w | at.min(EXPIRE_FIELD));
-    }
-
     pub fn flags(&self) -> u8 {
-        (self.word() >> FLAGS_SHIFT) as u8
+        (self.meta >> FLAGS_SHIFT) as u8
     }
 
     pub fn has(&self, flag: u8) -> bool {
@@ -471,19 +446,11 @@ impl Entry {
     }
 
     pub fn add_flags(&mut self, flags: u8) {
-        let w = self.word() | ((flags as u64) << FLAGS_SHIFT);
-        self.set_word(w);
+        self.meta |= u32::from(flags & 3) << FLAGS_SHIFT;
     }
 
     pub fn clear_flags(&mut self, flags: u8) {
-        let w = self.word() & !((flags as u64) << FLAGS_SHIFT);
-        self.set_word(w);
-    }
-
-    #[inline]
-    pub fn is_expired(&self, now_ms: u64) -> bool {
-        let at = self.expire_at();
-        at != 0 && at <= now_ms
+        self.meta &= !(u32::from(flags & 3) << FLAGS_SHIFT);
     }
 
     /// Starts loading the first lines (up to 256 bytes) of a heap value into the cache (no
@@ -514,7 +481,7 @@ impl Entry {
     /// the more hits, the less likely another increment). An SSD tier's reclaim tells keys
     /// read twice from keys read four times (`server::offload`), which a log counter cannot.
     pub fn touch(&mut self, clock: u32, rand: u32) {
-        let mut freq = self.meta >> 24;
+        let mut freq = self.freq();
         if freq < 255 {
             let base = freq.saturating_sub(LFU_INIT);
             let step = match base.checked_sub(LFU_LINEAR) {
@@ -526,20 +493,27 @@ impl Entry {
                 freq += 1;
             }
         }
-        self.meta = (clock & 0xff_ffff) | (freq << 24);
+        self.set_freq(freq);
+        self.set_clock(clock);
     }
 
+    /// Seconds since the last access, given the shard's clock.
     pub fn idle_seconds(&self, clock: u32) -> u32 {
-        clock.wrapping_sub(self.meta & 0xff_ffff) & 0xff_ffff
+        clock.wrapping_sub(self.meta) & CLOCK_MASK
+    }
+
+    /// Sets the access clock (seconds, wrapping at [`CLOCK_BITS`]).
+    pub fn set_clock(&mut self, clock: u32) {
+        self.meta = (self.meta & !CLOCK_MASK) | (clock & CLOCK_MASK);
     }
 
     pub fn freq(&self) -> u32 {
-        self.meta >> 24
+        (self.meta >> FREQ_SHIFT) & 0xff
     }
 
-    /// Sets the frequency counter (at most 255), keeping the access clock.
+    /// Sets the frequency counter (at most 255), keeping the rest.
     pub fn set_freq(&mut self, freq: u32) {
-        self.meta = (self.meta & 0xff_ffff) | (freq.min(255) << 24);
+        self.meta = (self.meta & !(0xff << FREQ_SHIFT)) | (freq.min(255) << FREQ_SHIFT);
     }
 }
 
@@ -553,7 +527,6 @@ impl Clone for Entry {
     fn clone(&self) -> Entry {
         let mut e = Entry {
             val: self.val,
-            word: self.word,
             meta: self.meta,
         };
         if self.kind() == KIND_HEAP {
@@ -566,10 +539,7 @@ impl Clone for Entry {
 
 impl PartialEq for Entry {
     fn eq(&self, other: &Entry) -> bool {
-        self.value() == other.value()
-            && self.expire_at() == other.expire_at()
-            && self.flags() == other.flags()
-            && self.meta == other.meta
+        self.value() == other.value() && self.meta == other.meta
     }
 }
 
@@ -579,7 +549,6 @@ impl std::fmt::Debug for Entry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Entry")
             .field("value", &self.value())
-            .field("expire_at", &self.expire_at())
             .field("flags", &self.flags())
             .field("meta", &self.meta)
             .finish()
@@ -618,16 +587,18 @@ mod tests {
     fn values_inline_heap_and_external() {
         for len in [0usize, 1, 8, 9, 100, 5000] {
             let b: Vec<u8> = (0..len).map(|i| (i * 7) as u8).collect();
-            let mut e = Entry::new(Value::str(&b), 1234, 3);
+            let mut e = Entry::new(Value::str(&b), 3);
+            e.add_flags(Entry::RAW);
             assert_eq!(e.str(), Some(&b[..]));
             assert_eq!(e.value_len(), len);
             assert_eq!(e.heap_bytes() > 0, len > VALUE_INLINE);
-            assert_eq!(e.expire_at(), 1234);
             let c = e.clone();
             e.set_value(Value::str(b"x"));
             assert_eq!(c.str(), Some(&b[..]));
             assert_eq!(e.str(), Some(&b"x"[..]));
-            assert_eq!(e.expire_at(), 1234);
+            // The value's kind shares the word with the flags and the counters: untouched.
+            assert!(e.has(Entry::RAW) && c.has(Entry::RAW));
+            assert_eq!((e.freq(), e.idle_seconds(3)), (LFU_INIT, 0));
         }
         let p = tiering::DiskPtr {
             page: 77,
@@ -635,7 +606,7 @@ mod tests {
             key_len: 5,
             offset: 16,
         };
-        let mut e = Entry::new(Value::External(p), 0, 0);
+        let mut e = Entry::new(Value::External(p), 0);
         assert!(e.is_external());
         assert_eq!(e.external(5), Some(p));
         assert_eq!(e.value_len(), 1000);
@@ -644,25 +615,27 @@ mod tests {
         e.clear_flags(Entry::REFERENCED);
         assert!(e.has(Entry::RAW) && !e.has(Entry::REFERENCED));
         assert_eq!(e.external(5), Some(p));
-        e.set_expire_at(u64::MAX);
-        assert_eq!(e.expire_at(), MAX_EXPIRE_MS);
-        e.set_expire_at(EXPIRE_FIELD - 1);
-        assert_eq!(e.expire_at(), EXPIRE_FIELD - 1);
+        e.set_freq(300);
+        e.set_clock(CLOCK_MASK);
+        assert_eq!(e.freq(), 255);
         assert!(e.has(Entry::RAW));
+        assert_eq!(e.external(5), Some(p));
     }
 
     #[test]
-    fn expiry_and_idle() {
-        let e = Entry::new(Value::str(b"v"), 1000, 10);
-        assert!(!e.is_expired(999));
-        assert!(e.is_expired(1000));
+    fn idle_time_and_counter() {
+        let mut e = Entry::new(Value::str(b"v"), 10);
         assert_eq!(e.idle_seconds(15), 5);
+        assert_eq!(e.freq(), LFU_INIT);
+        // The clock wraps: idle time is taken modulo its range.
+        e.set_clock(CLOCK_MASK - 1);
+        assert_eq!(e.idle_seconds(3), 5);
         assert_eq!(e.freq(), LFU_INIT);
     }
 
     #[test]
     fn the_first_hits_count_one_each_then_the_counter_turns_logarithmic() {
-        let mut e = Entry::new(Value::str(b"v"), 0, 10);
+        let mut e = Entry::new(Value::str(b"v"), 10);
         // A random draw that would refuse a logarithmic step: only the linear part moves.
         for i in 1..=LFU_LINEAR {
             e.touch(20, 1);

@@ -56,9 +56,9 @@ pub struct Evicted {
     pub ssd: u64,
 }
 
-/// Eviction order: lower goes first.
-pub fn score(e: &Entry, clock: u32, now: u64) -> u64 {
-    if e.expire_at() != 0 && e.expire_at() <= now.saturating_add(NEAR_EXPIRY_MS) {
+/// Eviction order: lower goes first. `expire_at` is the entry's expiry (0 = none).
+pub fn score(e: &Entry, expire_at: u64, clock: u32, now: u64) -> u64 {
+    if expire_at != 0 && expire_at <= now.saturating_add(NEAR_EXPIRY_MS) {
         return 0;
     }
     let idle = e.idle_seconds(clock);
@@ -117,12 +117,12 @@ impl Shard {
                     table.sample_buckets(
                         1,
                         |n| rng.gen_range(0..n.max(1)),
-                        |pos, k, e| {
+                        |pos, k, e, at| {
                             if which == Candidates::OnDisk && !e.is_external() {
                                 return;
                             }
                             seen += 1;
-                            let mut sc = score(e, clock, now);
+                            let mut sc = score(e, at, clock, now);
                             // An offloaded value with few neighbours on its page ranks a little
                             // colder: evicting it frees (nearly) a whole page, which keeps the
                             // tier file dense instead of riddled with holes.
@@ -144,12 +144,12 @@ impl Shard {
                 Some((_, pos)) => {
                     misses = 0;
                     let d = &mut self.dbs[db];
-                    if let Some((k, e)) = d.table.remove_at(pos) {
+                    if let Some((k, e, at)) = d.table.remove_at(pos) {
                         self.dirty += 1;
-                        if e.expire_at() != 0 {
+                        if at != 0 {
                             d.volatile = d.volatile.saturating_sub(1);
                         }
-                        if e.is_expired(now) {
+                        if super::is_expired(at, now) {
                             self.stats.expired_keys += 1;
                         } else {
                             if e.is_external() {
@@ -197,22 +197,24 @@ mod tests {
     fn scores_order_expiring_then_cold_then_idle() {
         let now = 1_000_000_000;
         let clock = 10_000;
-        let fresh = Entry::new(Value::str(b"v"), 0, clock);
+        let fresh = Entry::new(Value::str(b"v"), clock);
         let mut hot = fresh.clone();
         for r in 0..200 {
             hot.touch(clock, r);
         }
-        let expiring = Entry::new(Value::str(b"v"), now + 5_000, clock);
-        let later = Entry::new(Value::str(b"v"), now + 3_600_000, clock);
-        let idle = Entry::new(Value::str(b"v"), 0, clock - 30);
-        assert_eq!(score(&expiring, clock, now), 0);
-        assert!(score(&fresh, clock, now) < score(&hot, clock, now));
-        assert_eq!(score(&later, clock, now), score(&fresh, clock, now));
-        assert!(score(&idle, clock, now) < score(&fresh, clock, now));
+        let idle = Entry::new(Value::str(b"v"), clock - 30);
+        // Within a minute of its TTL: first to go, however hot.
+        assert_eq!(score(&hot, now + 5_000, clock, now), 0);
+        assert!(score(&fresh, 0, clock, now) < score(&hot, 0, clock, now));
+        assert_eq!(
+            score(&fresh, now + 3_600_000, clock, now),
+            score(&fresh, 0, clock, now)
+        );
+        assert!(score(&idle, 0, clock, now) < score(&fresh, 0, clock, now));
         // A hot key idle for an hour has decayed below a fresh one.
-        let mut old_hot = Entry::new(Value::str(b"v"), 0, clock - 3600);
-        old_hot.meta = (old_hot.meta & 0xff_ffff) | (hot.meta & 0xff00_0000);
-        assert!(score(&old_hot, clock, now) < score(&fresh, clock, now));
+        let mut old_hot = Entry::new(Value::str(b"v"), clock - 3600);
+        old_hot.set_freq(hot.freq());
+        assert!(score(&old_hot, 0, clock, now) < score(&fresh, 0, clock, now));
     }
 
     #[test]

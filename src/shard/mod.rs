@@ -33,6 +33,12 @@ pub fn now_ms() -> u64 {
 /// because snapshot files are per shard and the offline tools re-shard them.
 pub use ondisk::{hashtag, shard_of};
 
+/// Whether an absolute expiry (0 = none) has passed at `now` (ms since the epoch).
+#[inline]
+pub fn is_expired(expire_at: u64, now: u64) -> bool {
+    expire_at != 0 && expire_at <= now
+}
+
 /// One logical database inside a shard.
 #[derive(Default)]
 pub struct Db {
@@ -41,6 +47,7 @@ pub struct Db {
     pub volatile: usize,
     expire_cursor: (usize, usize),
     volatile_seen: usize,
+    age_cursor: (usize, usize),
 }
 
 /// Counters reported by INFO stats.
@@ -106,14 +113,14 @@ impl Shard {
         }
     }
 
-    /// The 24-bit seconds clock stored in entries for IDLETIME.
+    /// The wrapping seconds clock stored in entries for IDLETIME ([`entry::CLOCK_BITS`]).
     pub fn clock(&self) -> u32 {
         self.clock
     }
 
     /// Refreshes the clock (called from the background tick, so lookups need no time call).
     pub fn tick_clock(&mut self) {
-        self.clock = (self.started.elapsed().as_secs() as u32) & 0xff_ffff;
+        self.clock = (self.started.elapsed().as_secs() as u32) & entry::CLOCK_MASK;
     }
 
     pub fn rand_u32(&mut self) -> u32 {
@@ -154,6 +161,14 @@ impl Shard {
         self.dbs[db].table.at_mut(pos)
     }
 
+    /// [`Shard::lookup_mut`] with the key's absolute expiry (0 = none).
+    pub fn lookup_mut_ttl(&mut self, db: usize, key: &[u8], now: u64) -> Option<(&mut Entry, u64)> {
+        let pos = self.find_live(db, key, now)?;
+        let table = &mut self.dbs[db].table;
+        let at = table.expire_at(pos);
+        table.at_mut(pos).map(|e| (e, at))
+    }
+
     /// A live key's entry for a change of representation only (its value moving between RAM
     /// and the tier file): the value stays the same, so a running snapshot copies nothing.
     pub fn lookup_repr(&mut self, db: usize, key: &[u8], now: u64) -> Option<&mut Entry> {
@@ -172,13 +187,11 @@ impl Shard {
     fn find_live(&mut self, db: usize, key: &[u8], now: u64) -> Option<dashtable::Pos> {
         let d = &mut self.dbs[db];
         let pos = d.table.find(key, hash(key))?;
-        if !d.table.at(pos)?.is_expired(now) {
+        if !is_expired(d.table.expire_at(pos), now) {
             return Some(pos);
         }
-        if let Some((k, e)) = d.table.remove_at(pos) {
-            if e.expire_at() != 0 {
-                d.volatile = d.volatile.saturating_sub(1);
-            }
+        if let Some((k, e, _)) = d.table.remove_at(pos) {
+            d.volatile = d.volatile.saturating_sub(1);
             self.release(k.as_bytes(), &e);
         }
         self.stats.expired_keys += 1;
@@ -212,12 +225,12 @@ impl Shard {
     /// previous value; returns the previous entry.
     pub fn store(&mut self, db: usize, key: &[u8], value: Value, expire_at: u64) -> Option<Entry> {
         let h = hash(key);
-        let mut entry = Entry::new(value, expire_at, self.clock());
+        let mut entry = Entry::new(value, self.clock());
         // A key evicted not long ago resumes its access count (see `history`).
         if let Some(f) = self.history.as_mut().and_then(|hist| hist.take(h)) {
             entry.set_freq(f.max(entry.freq()));
         }
-        self.store_hashed(db, key, h, entry)
+        self.store_hashed(db, key, h, entry, expire_at)
     }
 
     /// Notes a key evicted by cache mode, for its return (see `history`).
@@ -228,25 +241,49 @@ impl Shard {
         }
     }
 
-    pub fn store_entry(&mut self, db: usize, key: &[u8], entry: Entry) -> Option<Entry> {
-        self.store_hashed(db, key, hash(key), entry)
+    /// Stores an entry as it is (moved from another key or loaded) with absolute expiry
+    /// `expire_at` (0 = none); returns the previous entry.
+    pub fn store_entry(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        entry: Entry,
+        expire_at: u64,
+    ) -> Option<Entry> {
+        self.store_hashed(db, key, hash(key), entry, expire_at)
     }
 
     /// [`Shard::store_entry`] with the key's table hash `h` already computed.
-    fn store_hashed(&mut self, db: usize, key: &[u8], h: u64, entry: Entry) -> Option<Entry> {
+    fn store_hashed(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        h: u64,
+        entry: Entry,
+        expire_at: u64,
+    ) -> Option<Entry> {
         self.dirty += 1;
+        let expire_at = expire_at.min(entry::MAX_EXPIRE_MS);
         let d = &mut self.dbs[db];
-        if entry.expire_at() != 0 {
+        if expire_at != 0 {
             d.volatile += 1;
         }
-        let old = d.table.insert(key, h, entry);
-        if let Some(o) = &old {
-            if o.expire_at() != 0 {
-                d.volatile = d.volatile.saturating_sub(1);
-            }
-            self.release(key, o);
+        let (old, old_ttl) = d.table.insert(key, h, entry, expire_at)?;
+        if old_ttl != 0 {
+            d.volatile = d.volatile.saturating_sub(1);
         }
-        old
+        self.release(key, &old);
+        Some(old)
+    }
+
+    /// The absolute expiry of `key` (0 = none or no such key); no expiry check.
+    pub fn expire_at(&self, db: usize, key: &[u8]) -> u64 {
+        let Some(d) = self.dbs.get(db) else {
+            return 0;
+        };
+        d.table
+            .find(key, hash(key))
+            .map_or(0, |pos| d.table.expire_at(pos))
     }
 
     /// Frees the disk space of an entry leaving the keyspace (deleted, overwritten, expired).
@@ -275,30 +312,32 @@ impl Shard {
 
     /// Deletes a key (expired or not), freeing its disk space; returns its entry.
     pub fn remove(&mut self, db: usize, key: &[u8]) -> Option<Entry> {
-        let e = self.take(db, key)?;
+        let (e, _) = self.take(db, key)?;
         self.release(key, &e);
         Some(e)
     }
 
     /// Removes a key to store its entry elsewhere (RENAME, MOVE): an offloaded value keeps its
-    /// disk pointer, which the entry carries along.
-    pub fn take(&mut self, db: usize, key: &[u8]) -> Option<Entry> {
+    /// disk pointer, which the entry carries along. Returns the entry and its expiry.
+    pub fn take(&mut self, db: usize, key: &[u8]) -> Option<(Entry, u64)> {
         self.dirty += 1;
         let d = &mut self.dbs[db];
-        let (_, e) = d.table.remove(key, hash(key))?;
-        if e.expire_at() != 0 {
+        let (_, e, at) = d.table.remove(key, hash(key))?;
+        if at != 0 {
             d.volatile = d.volatile.saturating_sub(1);
         }
-        Some(e)
+        Some((e, at))
     }
 
     /// Sets or clears (0) the expiry of an existing key; false when the key is missing.
     pub fn set_expire(&mut self, db: usize, key: &[u8], at: u64, now: u64) -> bool {
-        let Some(e) = self.lookup_mut(db, key, now) else {
+        let Some(pos) = self.find_live(db, key, now) else {
             return false;
         };
-        let was = e.expire_at();
-        e.set_expire_at(at);
+        let at = at.min(entry::MAX_EXPIRE_MS);
+        let table = &mut self.dbs[db].table;
+        let was = table.expire_at(pos);
+        table.set_expire_at(pos, at);
         self.dirty += 1;
         let d = &mut self.dbs[db];
         match (was != 0, at != 0) {
@@ -314,7 +353,7 @@ impl Shard {
         let ptrs: Vec<DiskPtr> = self.dbs[db]
             .table
             .iter()
-            .filter_map(|(k, e)| e.external(k.len()))
+            .filter_map(|(k, e, _)| e.external(k.len()))
             .collect();
         for p in ptrs {
             self.free_disk(p);
@@ -340,18 +379,22 @@ impl Shard {
 
     /// One step of the snapshot: entries captured by writes, then up to `buckets` buckets of
     /// the walk, go to `out` as (db, key, entry). True once everything has been handed out.
-    pub fn snapshot_step(&mut self, buckets: usize, out: &mut Vec<(usize, Key, Entry)>) -> bool {
+    pub fn snapshot_step(
+        &mut self,
+        buckets: usize,
+        out: &mut Vec<(usize, Key, Entry, u64)>,
+    ) -> bool {
         let Some(mut db) = self.snap_db else {
             return true;
         };
         let mut tmp = Vec::new();
         for (i, d) in self.dbs.iter_mut().enumerate() {
             d.table.snapshot_drain(&mut tmp);
-            out.extend(tmp.drain(..).map(|(k, e)| (i, k, e)));
+            out.extend(tmp.drain(..).map(|(k, e, at)| (i, k, e, at)));
         }
         while db < self.dbs.len() {
             let done = self.dbs[db].table.snapshot_step(buckets, &mut tmp);
-            out.extend(tmp.drain(..).map(|(k, e)| (db, k, e)));
+            out.extend(tmp.drain(..).map(|(k, e, at)| (db, k, e, at)));
             if !done {
                 self.snap_db = Some(db);
                 return false;
@@ -368,7 +411,7 @@ impl Shard {
         // Walk complete: no bucket is left unserialized, so nothing more can be captured.
         for (i, d) in self.dbs.iter_mut().enumerate() {
             d.table.snapshot_drain(&mut tmp);
-            out.extend(tmp.drain(..).map(|(k, e)| (i, k, e)));
+            out.extend(tmp.drain(..).map(|(k, e, at)| (i, k, e, at)));
         }
         true
     }
@@ -393,6 +436,33 @@ impl Shard {
             .iter()
             .map(|d| d.table.snapshot_captured_bytes())
             .sum()
+    }
+
+    /// One step of the ageing pass, run from the background tick: an entry idle for more than
+    /// half the access clock's range ([`entry::CLOCK_BITS`], about 36 hours) has its access
+    /// time moved up to exactly that, so its idle time (OBJECT IDLETIME, eviction's age) stays
+    /// there, between 36 and 73 hours, instead of wrapping to zero. Visits enough buckets per
+    /// call to cover every table in `calls` calls (at least 16).
+    pub fn age_step(&mut self, calls: usize) {
+        const HALF: u32 = 1 << (entry::CLOCK_BITS - 1);
+        let clock = self.clock;
+        for d in &mut self.dbs {
+            if d.table.is_empty() {
+                continue;
+            }
+            let step = (d.table.buckets() / calls.max(1)).max(16);
+            d.table.sweep(
+                &mut d.age_cursor,
+                step,
+                |_, e, _| {
+                    if e.idle_seconds(clock) > HALF {
+                        e.set_clock(clock.wrapping_sub(HALF));
+                    }
+                    false
+                },
+                |_, _, _| {},
+            );
+        }
     }
 
     pub fn key_count(&self) -> usize {
@@ -420,10 +490,10 @@ impl Shard {
                 db.table.sweep(
                     &mut db.expire_cursor,
                     step,
-                    |_, e| {
-                        if e.expire_at() != 0 {
+                    |_, _, at| {
+                        if at != 0 {
                             seen += 1;
-                            if e.expire_at() <= now {
+                            if at <= now {
                                 gone += 1;
                                 return true;
                             }
@@ -431,7 +501,7 @@ impl Shard {
                         }
                         false
                     },
-                    |k, e| {
+                    |k, e, _| {
                         if let Some(p) = e.external(k.len()) {
                             freed.push(p);
                         }
@@ -482,6 +552,30 @@ mod tests {
         assert_eq!(hashtag(b"foo{}bar"), b"foo{}bar");
         assert_eq!(hashtag(b"foo{bar"), b"foo{bar");
         assert_eq!(shard_of(b"{a}x", 7), shard_of(b"{a}y", 7));
+    }
+
+    #[test]
+    fn ageing_keeps_idle_times_from_wrapping() {
+        let mut s = shard();
+        let half = 1u32 << (entry::CLOCK_BITS - 1);
+        s.clock = 1000;
+        s.store(0, b"old", Value::str(b"v"), 0);
+        s.store(0, b"new", Value::str(b"v"), 0);
+        // "old" unread for longer than half the clock's range, "new" read just now.
+        s.clock = (1000 + half + 500) & entry::CLOCK_MASK;
+        assert!(s.lookup(0, b"new", 0).is_some());
+        s.age_step(1);
+        let clock = s.clock;
+        let idle = |s: &mut Shard, k: &[u8]| s.peek_repr(0, k).unwrap().idle_seconds(clock);
+        assert_eq!(idle(&mut s, b"old"), half);
+        assert_eq!(idle(&mut s, b"new"), 0);
+        // The next pass is due before it could wrap: idle times keep growing until then.
+        s.clock = (s.clock + half - 500) & entry::CLOCK_MASK;
+        let clock = s.clock;
+        assert_eq!(
+            s.peek_repr(0, b"old").unwrap().idle_seconds(clock),
+            2 * half - 500
+        );
     }
 
     #[test]

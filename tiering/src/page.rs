@@ -31,6 +31,9 @@ pub const ENTRY_HEADER: usize = 4;
 pub const EXTENT_HEADER: usize = 32;
 /// Entries (header + key + value) at most this big go to shared pages.
 pub const SMALL_LIMIT: usize = 2048;
+/// Entries starting in one page at most (tiny values start a new page past it): the store's
+/// per-page accounting counts them in 7 bits.
+pub const MAX_PAGE_ENTRIES: usize = 127;
 
 const FILE_MAGIC: &[u8; 4] = b"STTF";
 
@@ -103,6 +106,12 @@ impl BinBuilder {
         self.cur == 0 && self.at == PAGE_HEADER
     }
 
+    /// Entries starting in page `i` so far.
+    fn entries_in(&self, i: usize) -> usize {
+        let base = i * PAGE as usize;
+        u16::from_le_bytes([self.buf[base + 6], self.buf[base + 7]]) as usize
+    }
+
     /// Appends an entry; returns (page index in the bin, offset in that page), or None when the
     /// bin has no room left for it (or the key is too long).
     pub fn push(&mut self, key: &[u8], value: &[u8]) -> Option<(usize, u16)> {
@@ -113,6 +122,7 @@ impl BinBuilder {
         let page = PAGE as usize;
         let last = self.cur + 1 == self.max_pages;
         if page - self.at < ENTRY_HEADER
+            || self.entries_in(self.cur) >= MAX_PAGE_ENTRIES
             || (last && self.at + total > page)
             || (!last && self.at + total > 2 * page - PAGE_HEADER)
         {
@@ -367,6 +377,19 @@ mod tests {
             n += 1;
         }
         assert_eq!(n, 4);
+    }
+
+    #[test]
+    fn tiny_entries_stop_at_the_per_page_limit() {
+        let mut b = BinBuilder::new(3);
+        let mut pages = [0usize; 3];
+        while let Some((pg, _)) = b.push(b"k", b"v") {
+            pages[pg] += 1;
+        }
+        assert_eq!(pages, [MAX_PAGE_ENTRIES; 3]);
+        let bin = b.finish();
+        let (entries, _) = page_entries(&bin[..PAGE as usize]).unwrap();
+        assert_eq!(entries.len(), MAX_PAGE_ENTRIES);
     }
 
     #[test]

@@ -141,24 +141,58 @@ pub struct TierStats {
 }
 
 /// Live entries starting in one small page and their bytes, and whether a live entry of the
-/// previous page runs on into it (the page stays until both are gone). Four bytes per page of
-/// the file, indexed by page number.
+/// previous page runs on into it (the page stays until both are gone). Two bytes per page of
+/// the file, indexed by page number: bit 15 the tail, bits 8..15 the entries (a page holds at
+/// most [`page::MAX_PAGE_ENTRIES`]), bits 0..8 their bytes in 32-byte units, each entry rounded
+/// up (at most 255: only compaction's choice of sparse pages reads them).
 #[derive(Clone, Copy, Default)]
-struct PageLive {
-    /// Bit 15: the tail of a live entry from the previous page; bits 0..15: entries.
-    entries: u16,
-    bytes: u16,
-}
+struct PageLive(u16);
 
 const TAIL: u16 = 0x8000;
+const COUNT_SHIFT: u32 = 8;
+const UNITS: u16 = 0xff;
+
+/// An entry's weight in [`PageLive`]'s byte units.
+fn units(size: usize) -> u16 {
+    size.div_ceil(32).min(UNITS as usize) as u16
+}
 
 impl PageLive {
     fn count(&self) -> u16 {
-        self.entries & !TAIL
+        (self.0 & !TAIL) >> COUNT_SHIFT
+    }
+
+    /// Live bytes starting here (approximate: whole 32-byte units).
+    fn bytes(&self) -> u64 {
+        u64::from(self.0 & UNITS) * 32
     }
 
     fn in_use(&self) -> bool {
-        self.entries != 0
+        self.0 & !UNITS != 0
+    }
+
+    fn add(&mut self, size: usize) {
+        let count = (self.count() + 1).min(page::MAX_PAGE_ENTRIES as u16);
+        let units = (self.0 & UNITS).saturating_add(units(size)).min(UNITS);
+        self.0 = (self.0 & TAIL) | (count << COUNT_SHIFT) | units;
+    }
+
+    fn remove(&mut self, size: usize) {
+        let count = self.count().saturating_sub(1);
+        let units = if count == 0 {
+            0
+        } else {
+            (self.0 & UNITS).saturating_sub(units(size))
+        };
+        self.0 = (self.0 & TAIL) | (count << COUNT_SHIFT) | units;
+    }
+
+    fn set_tail(&mut self, on: bool) {
+        if on {
+            self.0 |= TAIL;
+        } else {
+            self.0 &= !TAIL;
+        }
     }
 }
 
@@ -299,6 +333,15 @@ impl TierStore {
             .await
             .map_err(io_err)?;
         self.file_len.set(target);
+        // The page map grows with the file, to its exact size: growing it by doubling would
+        // leave up to half its bytes unused (4 bytes per page of the file; RAM per offloaded
+        // key is what tiering is judged on).
+        let pages = (target / PAGE) as usize + 1;
+        let mut map = self.pages.borrow_mut();
+        if map.capacity() < pages {
+            let more = pages - map.len();
+            map.reserve_exact(more);
+        }
         Ok(())
     }
 
@@ -425,10 +468,9 @@ impl TierStore {
                                 .map(|(i, pg, off, size)| {
                                     let (k, v) = items[i];
                                     let at = start as usize + pg;
-                                    map[at].entries += 1;
-                                    map[at].bytes = map[at].bytes.saturating_add(size as u16);
+                                    map[at].add(size as usize);
                                     if page::spans(off, k.len(), v.len()) {
-                                        map[at + 1].entries |= TAIL;
+                                        map[at + 1].set_tail(true);
                                     }
                                     st.entries += 1;
                                     st.value_bytes += v.len() as u64;
@@ -669,10 +711,7 @@ impl TierStore {
             let Some(live) = map.get_mut(p).filter(|l| l.count() > 0) else {
                 return;
             };
-            live.entries -= 1;
-            live.bytes = live
-                .bytes
-                .saturating_sub(page::entry_size(ptr.key_len as usize, ptr.len as usize) as u16);
+            live.remove(page::entry_size(ptr.key_len as usize, ptr.len as usize));
             // A page goes once no entry starts in it and no entry of the page before runs on
             // into it.
             let mut gone = Vec::new();
@@ -681,7 +720,7 @@ impl TierStore {
             }
             if page::spans(ptr.offset, ptr.key_len as usize, ptr.len as usize) {
                 if let Some(next) = map.get_mut(p + 1) {
-                    next.entries &= !TAIL;
+                    next.set_tail(false);
                     if !next.in_use() {
                         gone.push((p as u64 + 1, 1));
                     }
@@ -733,7 +772,7 @@ impl TierStore {
         let mut last = from;
         for p in (from..n).chain(0..from) {
             let l = map[p];
-            if l.count() > 0 && (l.bytes as u64) < below {
+            if l.count() > 0 && l.bytes() < below {
                 out.push(p as u32);
                 last = p + 1;
                 if out.len() == limit {
@@ -824,6 +863,36 @@ mod tests {
             .expect("executor")
             .join()
             .expect("join");
+    }
+
+    #[test]
+    fn page_accounting_counts_entries_bytes_and_tails_in_two_bytes() {
+        assert_eq!(std::mem::size_of::<PageLive>(), 2);
+        let mut l = PageLive::default();
+        assert!(!l.in_use());
+        l.add(1034);
+        l.add(40);
+        l.set_tail(true);
+        assert_eq!((l.count(), l.bytes()), (2, 33 * 32 + 2 * 32));
+        l.remove(1034);
+        assert_eq!((l.count(), l.bytes()), (1, 64));
+        l.remove(40);
+        assert_eq!((l.count(), l.bytes()), (0, 0));
+        assert!(l.in_use(), "the tail of the previous page's entry keeps it");
+        l.set_tail(false);
+        assert!(!l.in_use());
+        // Byte units saturate; emptying the page clears them whatever they were.
+        for _ in 0..page::MAX_PAGE_ENTRIES {
+            l.add(2000);
+        }
+        assert_eq!(
+            (l.count() as usize, l.bytes()),
+            (page::MAX_PAGE_ENTRIES, 255 * 32)
+        );
+        for _ in 0..page::MAX_PAGE_ENTRIES {
+            l.remove(2000);
+        }
+        assert_eq!((l.count(), l.bytes(), l.in_use()), (0, 0, false));
     }
 
     /// Writes every (key, value) in one batch; returns the items and their pointers.
