@@ -13,9 +13,11 @@
 #   all in RAM.
 #
 # Reported: (b)/(a) (target >= 0.7), p99 of (b), RAM bytes per offloaded key (target <=
-# 24 + key length), hot tiered / hot all-RAM ops/s (target >= 0.8), max RSS / maxmemory
-# over the tiered server's fill and loads (target <= 1.05), and every wrong value, missing
-# key or tier read error seen.
+# 24 + key length), hot tiered / hot all-RAM ops/s (target >= 0.8) for two client shapes
+# (CONNS x PIPELINE and WIDE_CONNS x WIDE_PIPELINE: with deep pipelines a disk read holds up
+# every reply queued behind it, so that shape measures the disk's latency more than the
+# server's work), max RSS / maxmemory over the tiered server's fill and loads (target <=
+# 1.05), and every wrong value, missing key or tier read error seen.
 #
 # Environment (all optional):
 #   MAXMEM         --maxmemory of the tiered server               (default 128mb)
@@ -26,6 +28,8 @@
 #   KEY_FACTOR     keyspace = KEY_FACTOR x MAXMEM / VALUE_SIZE     (default 4)
 #   VALUE_SIZE     value bytes                                    (default 1024)
 #   CONNS, PIPELINE  load generator connections / pipeline depth  (default 8 / 16)
+#   WIDE_CONNS, WIDE_PIPELINE  the second shape of the hot runs: many connections, shallow
+#                  pipelines, as many clients each sending a few commands (default 32 / 4)
 #   VERIFY=0       skip the pass that GETs every key once after the tiered runs
 #   SETTLE_TIMEOUT seconds to wait for the offloader after the fill (default 120)
 #   TIERED_FLAGS   extra flags for the tiered server (e.g. "--tiered_offload_threshold 0.3")
@@ -57,6 +61,8 @@ KEY_FACTOR="${KEY_FACTOR:-4}"
 VALUE_SIZE="${VALUE_SIZE:-1024}"
 CONNS="${CONNS:-8}"
 PIPELINE="${PIPELINE:-16}"
+WIDE_CONNS="${WIDE_CONNS:-32}"
+WIDE_PIPELINE="${WIDE_PIPELINE:-4}"
 VERIFY="${VERIFY:-1}"
 SETTLE_TIMEOUT="${SETTLE_TIMEOUT:-120}"
 TIERED_FLAGS="${TIERED_FLAGS:-}"
@@ -272,6 +278,14 @@ wait_settled() {
 }
 
 # Runs a measured GET load with INFO snapshots around it; $1 = result name, $2 = dist.
+# Runs a command with the load generator's second shape (WIDE_CONNS x WIDE_PIPELINE).
+wide() {
+    local conns="$CONNS" pipeline="$PIPELINE"
+    CONNS="$WIDE_CONNS"; PIPELINE="$WIDE_PIPELINE"
+    "$@"
+    CONNS="$conns"; PIPELINE="$pipeline"
+}
+
 measured_get() {
     local name="$1" dist="$2" r0 r1 e0 e1 c0 c1 k0 k1 t0 t1
     info_refresh
@@ -389,6 +403,8 @@ main() {
     log "[3/4] tiered server: 90/10 hot/cold GETs (${WARMUP} s warm-up, then ${DURATION} s)"
     zipf get --dist hot --seconds "$WARMUP"
     measured_get thot hot
+    log "    the same from $WIDE_CONNS connections x pipeline $WIDE_PIPELINE"
+    wide measured_get thotw hot
     if [[ "$VERIFY" == 1 ]]; then
         log "    verify: GET every key once"
         zipf get --dist seq --seconds 1
@@ -422,6 +438,8 @@ main() {
     R[r.used]="$(info used_memory)"; R[r.base]="$ram_base"; R[r.dbsize]="$(dbsize)"
     zipf get --dist hot --seconds "$WARMUP"
     measured_get rhot hot
+    log "    the same from $WIDE_CONNS connections x pipeline $WIDE_PIPELINE"
+    wide measured_get rhotw hot
     stop_server
 
     report
@@ -438,9 +456,10 @@ report() {
     per_est="$(awk -v u="${R[t.used]}" -v b="${R[t.base]}" -v r="${R[t.ram_keys]}" -v c="$ram_cost" \
         -v d="${R[t.disk_keys]}" 'BEGIN { if (c == "n/a" || d + 0 == 0) print "n/a"; else printf "%.1f", (u - b - r * c) / d }')"
     target_bytes="$(calc "24 + $KEY_LEN" 1)"
-    local ab hot_ratio rss_ratio
+    local ab hot_ratio wide_ratio rss_ratio
     ab="$(ratio "${R[uni.ops]}" "${R[disk.ops]}")"
     hot_ratio="$(ratio "${R[thot.ops]}" "${R[rhot.ops]}")"
+    wide_ratio="$(ratio "${R[thotw.ops]:-}" "${R[rhotw.ops]:-}")"
     rss_ratio="$(ratio "${R[t.rss_max]}" "$MAXMEM_BYTES")"
 
     log ""
@@ -462,11 +481,16 @@ report() {
     row "RAM B/offloaded key: estimate" "$per_est" "<= $target_bytes" "$(verdict "$per_est" "<=" "$target_bytes")"
     row "    (used_memory / disk keys / RAM keys)" "${R[t.used]}/${R[t.disk_keys]}/${R[t.ram_keys]}" "" ""
     row "    all-in-RAM cost per key (B)" "$ram_cost" "" ""
-    row "hot 90/10 tiered GET ops/s" "${R[thot.ops]:-n/a}" "" ""
+    row "hot 90/10 tiered GET ops/s, ${CONNS}x${PIPELINE}" "${R[thot.ops]:-n/a}" "" ""
     row "    p99 (us) / server CPU %" "${R[thot.p99]:-n/a} / ${R[thot.cpu]:-n/a}" "" ""
-    row "hot 90/10 all-in-RAM GET ops/s" "${R[rhot.ops]:-n/a}" "" ""
+    row "hot 90/10 all-in-RAM GET ops/s, ${CONNS}x${PIPELINE}" "${R[rhot.ops]:-n/a}" "" ""
     row "    p99 (us) / server CPU %" "${R[rhot.p99]:-n/a} / ${R[rhot.cpu]:-n/a}" "" ""
-    row "hot tiered / all-in-RAM" "$hot_ratio" ">= 0.8" "$(verdict "$hot_ratio" ">=" 0.8)"
+    row "hot tiered / all-in-RAM, ${CONNS}x${PIPELINE}" "$hot_ratio" ">= 0.8" "$(verdict "$hot_ratio" ">=" 0.8)"
+    row "hot 90/10 tiered GET ops/s, ${WIDE_CONNS}x${WIDE_PIPELINE}" "${R[thotw.ops]:-n/a}" "" ""
+    row "    server CPU %" "${R[thotw.cpu]:-n/a}" "" ""
+    row "hot 90/10 all-in-RAM GET ops/s, ${WIDE_CONNS}x${WIDE_PIPELINE}" "${R[rhotw.ops]:-n/a}" "" ""
+    row "    server CPU %" "${R[rhotw.cpu]:-n/a}" "" ""
+    row "hot tiered / all-in-RAM, ${WIDE_CONNS}x${WIDE_PIPELINE}" "$wide_ratio" ">= 0.8" "$(verdict "$wide_ratio" ">=" 0.8)"
     row "max RSS / maxmemory (tiered, fill + loads)" "$rss_ratio" "<= 1.05" "$(verdict "$rss_ratio" "<=" 1.05)"
     row "    max RSS (MiB)" "$(calc "${R[t.rss_max]} / 1048576" 1)" "" ""
     row "    used_memory_rss after settling (MiB)" "$(calc "${R[t.rss_settled]:-0} / 1048576" 1)" "" ""
@@ -474,6 +498,7 @@ report() {
     log "Correctness (tiered server; all should be 0):"
     local bad=0 k v
     for k in "fill.errors:fill errors" "uni.wrong:wrong values, uniform" "thot.wrong:wrong values, hot" \
+        "thotw.wrong:wrong values, hot (wide)" "thotw.misses:missing keys, hot (wide)" \
         "verify.wrong:wrong values, verify pass" "uni.misses:missing keys, uniform (GETs)" \
         "thot.misses:missing keys, hot (GETs)" "verify.misses:missing keys, verify pass" \
         "uni.errors:error replies, uniform" "thot.errors:error replies, hot" \

@@ -1152,7 +1152,7 @@ async fn debug(core: &Rc<Core>, conn: &ConnState, args: &[Bytes]) -> Reply {
                             "Value at:0x0 refcount:1 encoding:{} serializedlength:{} lru:{} lru_seconds_idle:{}",
                             super::keys::encoding_of(e),
                             len,
-                            e.meta & 0xff_ffff,
+                            e.meta & crate::shard::entry::CLOCK_MASK,
                             e.idle_seconds(clock)
                         )
                     })

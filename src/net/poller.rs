@@ -10,14 +10,12 @@
 //! Everything here runs on one core: flags and wakers live in a `RefCell` slab.
 
 use std::cell::RefCell;
-use std::future::{poll_fn, Future};
+use std::future::poll_fn;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::rc::Rc;
 use std::task::{Poll, Waker};
 use std::time::Duration;
-
-use futures_lite::AsyncReadExt;
 
 #[derive(Clone, Copy)]
 enum Dir {
@@ -34,11 +32,18 @@ struct Slot {
     write_waker: Option<Waker>,
 }
 
+/// A watched fd's token and what to do when it is readable.
+type Watch = (usize, Box<dyn Fn()>);
+
 /// One epoll set and the readiness state of every socket in it.
 pub struct Poller {
     epoll: OwnedFd,
     slots: RefCell<Vec<Slot>>,
     free: RefCell<Vec<usize>>,
+    /// Called on every pass of the driver (the tier's read reaping).
+    on_pass: RefCell<Vec<Box<dyn Fn()>>>,
+    /// Called when a watched fd becomes readable, by token.
+    watched: RefCell<Vec<Watch>>,
 }
 
 fn cvt(rc: libc::c_int) -> io::Result<libc::c_int> {
@@ -58,6 +63,8 @@ impl Poller {
             epoll: unsafe { OwnedFd::from_raw_fd(fd) },
             slots: RefCell::new(Vec::new()),
             free: RefCell::new(Vec::new()),
+            on_pass: RefCell::new(Vec::new()),
+            watched: RefCell::new(Vec::new()),
         }))
     }
 
@@ -82,6 +89,25 @@ impl Poller {
             ..Slot::default()
         };
         token
+    }
+
+    /// Runs `f` on every pass of the driver: between the connections' turns while the core is
+    /// busy, so work completed elsewhere (tier reads) is picked up without waiting for glommio.
+    pub fn on_pass(&self, f: Box<dyn Fn()>) {
+        self.on_pass.borrow_mut().push(f);
+    }
+
+    /// Calls `f` whenever `fd` (which outlives the poller) becomes readable, edge-triggered: an
+    /// idle core wakes for it. `f` must consume what made it readable.
+    pub fn watch(&self, fd: RawFd, f: Box<dyn Fn()>) -> io::Result<()> {
+        let token = self.alloc_slot();
+        let events = (libc::EPOLLIN | libc::EPOLLET) as u32;
+        if let Err(e) = self.ctl(libc::EPOLL_CTL_ADD, fd, events, token) {
+            self.release(token);
+            return Err(e);
+        }
+        self.watched.borrow_mut().push((token, f));
+        Ok(())
     }
 
     /// Adds a non-blocking stream socket (edge-triggered, read and write); returns its token.
@@ -156,6 +182,9 @@ impl Poller {
     pub async fn drive(self: Rc<Self>) {
         let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 256];
         loop {
+            for f in self.on_pass.borrow().iter() {
+                f();
+            }
             // SAFETY: `events` has room for `events.len()` entries, which is what we pass.
             let n = unsafe {
                 libc::epoll_wait(
@@ -176,6 +205,16 @@ impl Poller {
             if n == 0 {
                 self.wait_ready().await;
                 continue;
+            }
+            for ev in &events[..n as usize] {
+                if let Some((_, f)) = self
+                    .watched
+                    .borrow()
+                    .iter()
+                    .find(|(t, _)| *t as u64 == ev.u64)
+                {
+                    f();
+                }
             }
             {
                 let mut slots = self.slots.borrow_mut();
@@ -204,35 +243,9 @@ impl Poller {
         }
     }
 
-    /// Parks this task until the epoll fd is readable. glommio arms a readiness poll for a
-    /// stream it adopts and completes the first read only once that poll fires, so a fresh
-    /// stream over a duplicate of the epoll fd gives exactly that wait. If that ever returns
-    /// without waiting, fall back to a short sleep rather than spin.
+    /// Parks this task until the epoll fd is readable (see [`tiering::uring::wait_readable`]).
     async fn wait_ready(&self) {
-        // SAFETY: F_DUPFD_CLOEXEC takes no pointers; a non-negative result is a new fd we own.
-        let dup = unsafe { libc::fcntl(self.epoll.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 0) };
-        if dup < 0 {
-            glommio::timer::sleep(Duration::from_micros(200)).await;
-            return;
-        }
-        // SAFETY: `dup` is a fresh fd owned by nobody else; the stream closes it on drop.
-        let mut waiter = unsafe { glommio::net::UnixStream::from_raw_fd(dup) };
-        let mut byte = [0u8; 1];
-        let mut read = std::pin::pin!(waiter.read(&mut byte));
-        let mut first = true;
-        let waited = poll_fn(|cx| {
-            let r = read.as_mut().poll(cx);
-            let was_first = first;
-            first = false;
-            match r {
-                Poll::Pending => Poll::Pending,
-                Poll::Ready(_) => Poll::Ready(!was_first),
-            }
-        })
-        .await;
-        if !waited {
-            glommio::timer::sleep(Duration::from_micros(200)).await;
-        }
+        tiering::uring::wait_readable(self.epoll.as_raw_fd()).await;
     }
 }
 

@@ -199,6 +199,18 @@ async fn core_main(
             std::process::exit(1);
         }
     };
+    // Tier reads complete on a ring of the tier's own: the driver delivers them on each pass
+    // while the core is busy, and wakes for them when it is idle.
+    if let Some(t) = core.shard.borrow().tier.clone() {
+        if let Some(fd) = t.reap_externally() {
+            let signalled = t.clone();
+            if let Err(e) = poller.watch(fd, Box::new(move || signalled.reap(true))) {
+                error!("core {id}: cannot watch tier reads: {e}");
+                std::process::exit(1);
+            }
+            poller.on_pass(Box::new(move || t.reap(false)));
+        }
+    }
     glommio::spawn_local(poller.clone().drive()).detach();
     let p = poller.clone();
     accept_loop(poller, listener, move |fd| {

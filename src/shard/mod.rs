@@ -441,8 +441,9 @@ impl Shard {
     /// One step of the ageing pass, run from the background tick: an entry idle for more than
     /// half the access clock's range ([`entry::CLOCK_BITS`], about 36 hours) has its access
     /// time moved up to exactly that, so its idle time (OBJECT IDLETIME, eviction's age) stays
-    /// there, between 36 and 73 hours, instead of wrapping to zero. Visits enough buckets per
-    /// call to cover every table in `calls` calls (at least 16).
+    /// about there (36 hours plus up to one period of the pass) instead of growing to the
+    /// wrap and restarting at zero. Visits enough buckets per call to cover every table in
+    /// `calls` calls (at least 16).
     pub fn age_step(&mut self, calls: usize) {
         const HALF: u32 = 1 << (entry::CLOCK_BITS - 1);
         let clock = self.clock;

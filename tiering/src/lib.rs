@@ -11,5 +11,6 @@
 pub mod alloc;
 pub mod page;
 pub mod store;
+pub mod uring;
 
 pub use store::{DiskPtr, TierError, TierStats, TierStore};

@@ -21,6 +21,7 @@ use glommio::io::DmaFile;
 
 use crate::alloc::{ExtentAllocator, PAGE};
 use crate::page::{self, BinBuilder, Corrupt};
+use crate::uring::DirectReader;
 
 /// Where a value lives on disk. In RAM it is kept packed in 62 bits ([`DiskPtr::pack`]); the
 /// key's length comes from the key itself.
@@ -236,6 +237,9 @@ type PageRead = Shared<LocalBoxFuture<'static, Result<Rc<Vec<u8>>, TierError>>>;
 
 pub struct TierStore {
     file: Rc<DmaFile>,
+    /// Value reads go through a ring of their own when one could be set up (see `uring`);
+    /// glommio's DMA reads otherwise.
+    direct: Option<Rc<DirectReader>>,
     path: PathBuf,
     alloc: RefCell<ExtentAllocator>,
     /// Bytes the file has been grown to.
@@ -289,8 +293,18 @@ impl TierStore {
             .map_err(|e| TierError::Io(e.to_string()))?;
         let mut alloc = ExtentAllocator::new(capacity);
         alloc.alloc(1); // the header page
+        let direct = match DirectReader::new(std::os::fd::AsRawFd::as_raw_fd(&file)) {
+            Ok(d) => Some(Rc::new(d)),
+            Err(e) => {
+                tracing::warn!(
+                    "tier reads go through glommio's rings: cannot set up a ring for them: {e}"
+                );
+                None
+            }
+        };
         let store = Rc::new(TierStore {
             file: Rc::new(file),
+            direct,
             path: path.to_path_buf(),
             alloc: RefCell::new(alloc),
             file_len: Cell::new(PAGE),
@@ -307,11 +321,37 @@ impl TierStore {
             weak: RefCell::new(std::rc::Weak::new()),
         });
         *store.weak.borrow_mut() = Rc::downgrade(&store);
+        if let Some(d) = &store.direct {
+            glommio::spawn_local(crate::uring::reap_on_signal(Rc::downgrade(d))).detach();
+        }
         Ok(store)
     }
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Hands the delivery of value reads to the caller: it must call [`TierStore::reap`] on
+    /// every pass of its loop and when the returned fd (readable when a read completes) fires.
+    /// Until then the store delivers them itself, through glommio (a wait on that fd per
+    /// wake-up: fine for tools and tests, too many syscalls for a busy server). None when
+    /// reads use glommio's rings.
+    pub fn reap_externally(&self) -> Option<std::os::fd::RawFd> {
+        self.direct.as_ref().map(|d| {
+            d.reap_externally();
+            d.completion_fd()
+        })
+    }
+
+    /// Delivers completed value reads to their waiters; cheap when there are none. `signalled`
+    /// when the fd of [`TierStore::reap_externally`] fired (it is drained then).
+    pub fn reap(&self, signalled: bool) {
+        if let Some(d) = &self.direct {
+            if signalled {
+                d.drain_eventfd();
+            }
+            d.reap();
+        }
     }
 
     /// True after a write failed for lack of space, until something is freed.
@@ -577,15 +617,24 @@ impl TierStore {
                 _ => {
                     let file = self.file.clone();
                     let (pos, len) = (ptr.page as u64 * PAGE, (pages * PAGE) as usize);
+                    // Submitted now, not at the first await (see `uring`).
+                    let direct = self.direct.as_ref().map(|d| d.read(pos, len));
                     let fut: LocalBoxFuture<'static, Result<Rc<Vec<u8>>, TierError>> = async move {
-                        let r = file.read_at_aligned(pos, len).await.map_err(io_err)?;
+                        let r = match direct {
+                            Some(read) => read.await.map_err(io_err)?,
+                            None => file
+                                .read_at_aligned(pos, len)
+                                .await
+                                .map_err(io_err)?
+                                .to_vec(),
+                        };
                         if r.len() != len {
                             return Err(TierError::Io(format!(
                                 "short read: {} of {len} bytes",
                                 r.len()
                             )));
                         }
-                        Ok(Rc::new(r.to_vec()))
+                        Ok(Rc::new(r))
                     }
                     .boxed_local();
                     let f = fut.shared();

@@ -1,0 +1,521 @@
+//! Tier reads on an io_uring of the tier's own, submitted the moment they are asked for and
+//! reaped whenever the shard looks (see [`DirectReader::reap`]).
+//!
+//! Why not glommio's DMA reads: glommio queues a read until its run loop next polls its rings
+//! (after the tasks already runnable have run) and notices the completion only at a later poll;
+//! on a busy core that added ~60 us before submission and ~70 us after the device finished, on
+//! reads the device serves in ~230 us, and every pipelined reply queued behind a read waited
+//! for all of it. Here a read enters the kernel at once (one `io_uring_enter` per read), and its
+//! completion is seen by the next [`DirectReader::reap`] — called by each later read and by the
+//! server's socket driver on every pass — or, on an idle core, through an eventfd the driver
+//! waits on. Writes stay with glommio: nothing waits on them.
+//!
+//! Buffers are owned by the reader's slot table, never by the future awaiting them: a future
+//! dropped before its read completes leaves the buffer with the kernel until the completion
+//! arrives, and dropping the reader waits for every read still in flight.
+
+use std::alloc::Layout;
+use std::cell::RefCell;
+use std::future::{poll_fn, Future};
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::ptr::NonNull;
+use std::rc::Rc;
+use std::task::{Poll, Waker};
+
+use io_uring::{opcode, types, IoUring};
+
+/// Reads in flight at most; more wait for a free slot.
+const DEPTH: u32 = 128;
+/// Alignment of O_DIRECT buffers.
+const ALIGN: usize = 4096;
+
+/// A heap buffer aligned for O_DIRECT.
+struct AlignedBuf {
+    ptr: NonNull<u8>,
+    layout: Layout,
+}
+
+impl AlignedBuf {
+    fn new(len: usize) -> io::Result<AlignedBuf> {
+        let layout = Layout::from_size_align(len.max(ALIGN).next_multiple_of(ALIGN), ALIGN)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        // SAFETY: the layout has a non-zero size (at least ALIGN).
+        let ptr = unsafe { std::alloc::alloc(layout) };
+        NonNull::new(ptr)
+            .map(|ptr| AlignedBuf { ptr, layout })
+            .ok_or_else(|| io::Error::new(io::ErrorKind::OutOfMemory, "no memory for a read"))
+    }
+
+    fn capacity(&self) -> usize {
+        self.layout.size()
+    }
+
+    /// The first `len` bytes (at most the capacity).
+    fn bytes(&self, len: usize) -> &[u8] {
+        // SAFETY: the allocation holds `capacity` bytes; the kernel wrote the `len` read ones
+        // before the completion this is called after, and nothing writes them meanwhile.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), len.min(self.capacity())) }
+    }
+}
+
+impl Drop for AlignedBuf {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with this very layout.
+        unsafe { std::alloc::dealloc(self.ptr.as_ptr(), self.layout) }
+    }
+}
+
+enum State {
+    Free,
+    /// Submitted; the waker of the future awaiting it.
+    Pending(Option<Waker>),
+    /// Completed with this result (bytes read or -errno), not yet taken.
+    Done(i32),
+    /// Its future went away: the slot frees itself when the completion arrives.
+    Abandoned,
+}
+
+struct Slot {
+    state: State,
+    /// Kept across reads (reallocated when too small); the kernel writes into it while the
+    /// state is `Pending` or `Abandoned`.
+    buf: Option<AlignedBuf>,
+}
+
+struct Inner {
+    ring: IoUring,
+    slots: Vec<Slot>,
+    free: Vec<u32>,
+    /// Futures waiting for a free slot. All are woken when one frees (a waker may be stale:
+    /// its future got a slot another way or went away), and those still without one wait
+    /// again.
+    waiting: Vec<Waker>,
+    in_flight: usize,
+}
+
+/// Reads of one O_DIRECT file on a ring of their own. Single-threaded (one per shard).
+pub struct DirectReader {
+    fd: RawFd,
+    inner: RefCell<Inner>,
+    eventfd: OwnedFd,
+    /// Someone else watches the eventfd and reaps (the server's socket driver):
+    /// [`reap_on_signal`] stops.
+    external: std::cell::Cell<bool>,
+}
+
+impl DirectReader {
+    /// A reader for `fd` (an O_DIRECT file that outlives the reader).
+    pub fn new(fd: RawFd) -> io::Result<DirectReader> {
+        let ring = IoUring::new(DEPTH)?;
+        // SAFETY: eventfd takes no pointers; a non-negative result is a new fd we own.
+        let efd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        if efd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `efd` was just created and is owned by nobody else.
+        let eventfd = unsafe { OwnedFd::from_raw_fd(efd) };
+        ring.submitter().register_eventfd(eventfd.as_raw_fd())?;
+        let slots = (0..DEPTH)
+            .map(|_| Slot {
+                state: State::Free,
+                buf: None,
+            })
+            .collect();
+        Ok(DirectReader {
+            fd,
+            inner: RefCell::new(Inner {
+                ring,
+                slots,
+                free: (0..DEPTH).rev().collect(),
+                waiting: Vec::new(),
+                in_flight: 0,
+            }),
+            eventfd,
+            external: std::cell::Cell::new(false),
+        })
+    }
+
+    /// Readable whenever a completion has been posted since it was last drained: for an idle
+    /// core to wait on (then call [`DirectReader::reap`]).
+    pub fn completion_fd(&self) -> RawFd {
+        self.eventfd.as_raw_fd()
+    }
+
+    /// Reads `len` bytes at `pos` (both multiples of 4 KiB). Submitted when called, before the
+    /// first await; fewer bytes come back at the end of the file.
+    pub fn read(
+        self: &Rc<Self>,
+        pos: u64,
+        len: usize,
+    ) -> impl std::future::Future<Output = io::Result<Vec<u8>>> + 'static {
+        let mut ticket = Ticket {
+            reader: self.clone(),
+            id: None,
+            done: false,
+        };
+        let mut failed = match self.submit(pos, len) {
+            Ok(id) => {
+                ticket.id = id;
+                None
+            }
+            Err(e) => Some(e),
+        };
+        poll_fn(move |cx| {
+            // The whole ticket lives in the future (not copies of its fields): its drop is
+            // what abandons a read that did not finish.
+            let ticket = &mut ticket;
+            let this = ticket.reader.clone();
+            if let Some(e) = failed.take() {
+                return Poll::Ready(Err(e));
+            }
+            this.reap();
+            let Some(id) = ticket.id else {
+                // No free slot when asked: wait for one.
+                if this.inner.borrow().free.is_empty() {
+                    this.inner.borrow_mut().waiting.push(cx.waker().clone());
+                    return Poll::Pending;
+                }
+                match this.submit(pos, len) {
+                    Ok(id) => ticket.id = id,
+                    Err(e) => return Poll::Ready(Err(e)),
+                }
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            };
+            let mut inner = this.inner.borrow_mut();
+            let Inner {
+                slots,
+                free,
+                waiting,
+                ..
+            } = &mut *inner;
+            let slot = &mut slots[id as usize];
+            match slot.state {
+                State::Done(res) => {
+                    let out = if res < 0 {
+                        Err(io::Error::from_raw_os_error(-res))
+                    } else {
+                        Ok(slot
+                            .buf
+                            .as_ref()
+                            .map_or_else(Vec::new, |b| b.bytes(res as usize).to_vec()))
+                    };
+                    slot.state = State::Free;
+                    free.push(id);
+                    wake_all(waiting);
+                    ticket.done = true;
+                    Poll::Ready(out)
+                }
+                State::Pending(ref mut w) => {
+                    *w = Some(cx.waker().clone());
+                    Poll::Pending
+                }
+                State::Free | State::Abandoned => {
+                    ticket.done = true;
+                    Poll::Ready(Err(io::Error::other("tier read slot lost its request")))
+                }
+            }
+        })
+    }
+
+    /// Puts a read on the ring and enters the kernel; None when every slot is busy.
+    fn submit(&self, pos: u64, len: usize) -> io::Result<Option<u32>> {
+        let mut inner = self.inner.borrow_mut();
+        let Some(id) = inner.free.pop() else {
+            return Ok(None);
+        };
+        let len32 = u32::try_from(len)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "read too long"))?;
+        let slot = &mut inner.slots[id as usize];
+        if slot.buf.as_ref().is_none_or(|b| b.capacity() < len) {
+            slot.buf = None;
+            match AlignedBuf::new(len) {
+                Ok(b) => slot.buf = Some(b),
+                Err(e) => {
+                    inner.free.push(id);
+                    return Err(e);
+                }
+            }
+        }
+        let Some(ptr) = slot.buf.as_ref().map(|b| b.ptr.as_ptr()) else {
+            inner.free.push(id);
+            return Err(io::Error::other("no buffer"));
+        };
+        let sqe = opcode::Read::new(types::Fd(self.fd), ptr, len32)
+            .offset(pos)
+            .build()
+            .user_data(u64::from(id));
+        slot.state = State::Pending(None);
+        // SAFETY: the buffer is `len` bytes or more and stays allocated, untouched, until the
+        // completion for `id` is reaped: the slot owns it, a dropped future only marks the
+        // slot abandoned, and `Drop` waits for every read in flight.
+        let pushed = unsafe { inner.ring.submission().push(&sqe) };
+        if pushed.is_err() {
+            // The submission queue is as deep as the slot table, so this cannot happen while
+            // slots are accounted for; refuse the read rather than lose track of it.
+            let slot = &mut inner.slots[id as usize];
+            slot.state = State::Free;
+            inner.free.push(id);
+            return Err(io::Error::other("tier read queue full"));
+        }
+        inner.in_flight += 1;
+        if let Err(e) = inner.ring.submit() {
+            // EAGAIN/EBUSY: the kernel takes it at the next enter (the next read or reap).
+            if !matches!(
+                e.raw_os_error(),
+                Some(libc::EAGAIN) | Some(libc::EBUSY) | Some(libc::EINTR)
+            ) {
+                tracing::warn!("tier read submission failed: {e}");
+            }
+        }
+        Ok(Some(id))
+    }
+
+    /// Takes every posted completion and wakes the futures waiting for them. Cheap when there
+    /// is none (two loads from shared memory); called on every pass of the socket driver.
+    pub fn reap(&self) {
+        let mut inner = self.inner.borrow_mut();
+        if inner.in_flight == 0 {
+            return;
+        }
+        let Inner {
+            ring,
+            slots,
+            free,
+            waiting,
+            in_flight,
+        } = &mut *inner;
+        // Unsubmitted entries (an enter that failed) go in now.
+        if !ring.submission().is_empty() {
+            let _ = ring.submit();
+        }
+        let mut woke = Vec::new();
+        for cqe in ring.completion() {
+            let Some(slot) = slots.get_mut(cqe.user_data() as usize) else {
+                continue;
+            };
+            *in_flight = in_flight.saturating_sub(1);
+            match std::mem::replace(&mut slot.state, State::Done(cqe.result())) {
+                State::Pending(w) => woke.extend(w),
+                State::Abandoned => {
+                    slot.state = State::Free;
+                    free.push(cqe.user_data() as u32);
+                    woke.append(waiting);
+                }
+                // A completion for a slot not in flight: keep what it was.
+                other => slot.state = other,
+            }
+        }
+        drop(inner);
+        for w in woke {
+            w.wake();
+        }
+    }
+
+    /// Empties the eventfd after it signalled (the driver calls this before [`reap`]).
+    ///
+    /// [`reap`]: DirectReader::reap
+    pub fn drain_eventfd(&self) {
+        let mut n = 0u64;
+        // SAFETY: reads 8 bytes into `n`, which has room for them; a non-blocking eventfd.
+        unsafe {
+            libc::read(
+                self.eventfd.as_raw_fd(),
+                (&mut n as *mut u64).cast(),
+                std::mem::size_of::<u64>(),
+            )
+        };
+    }
+
+    /// From now on the caller watches [`DirectReader::completion_fd`] and calls
+    /// [`DirectReader::reap`] (on every pass of its loop, and when the fd is readable): the
+    /// task of [`reap_on_signal`] ends at its next wake-up.
+    pub fn reap_externally(&self) {
+        self.external.set(true);
+    }
+
+    /// Reads in flight (submitted, not yet reaped).
+    pub fn in_flight(&self) -> usize {
+        self.inner.borrow().in_flight
+    }
+}
+
+/// Parks the calling task until `fd` is readable, through glommio (so an idle core sleeps
+/// until then). glommio arms a readiness poll for a stream it adopts and completes the first
+/// read only once that poll fires, so a fresh stream over a duplicate of `fd` gives exactly
+/// that wait (the read itself may fail: only the wait matters). If that ever returns without
+/// waiting, it falls back to a short sleep rather than let a caller spin.
+pub async fn wait_readable(fd: RawFd) {
+    use futures::AsyncReadExt;
+    // SAFETY: F_DUPFD_CLOEXEC takes no pointers; a non-negative result is a new fd we own.
+    let dup = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
+    if dup < 0 {
+        glommio::timer::sleep(std::time::Duration::from_micros(200)).await;
+        return;
+    }
+    // SAFETY: `dup` is a fresh fd owned by nobody else; the stream closes it on drop.
+    let mut waiter = unsafe { glommio::net::UnixStream::from_raw_fd(dup) };
+    let mut byte = [0u8; 1];
+    let mut read = std::pin::pin!(waiter.read(&mut byte));
+    let mut first = true;
+    let waited = poll_fn(|cx| {
+        let r = read.as_mut().poll(cx);
+        let was_first = first;
+        first = false;
+        match r {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(_) => Poll::Ready(!was_first),
+        }
+    })
+    .await;
+    if !waited {
+        glommio::timer::sleep(std::time::Duration::from_micros(200)).await;
+    }
+}
+
+/// Reaps `reader`'s completions whenever its eventfd signals, for as long as it lives: what
+/// delivers reads on a core where nothing else calls [`DirectReader::reap`]. Spawn once per
+/// reader, on its core.
+pub async fn reap_on_signal(reader: std::rc::Weak<DirectReader>) {
+    loop {
+        let Some(fd) = reader
+            .upgrade()
+            .filter(|r| !r.external.get())
+            .map(|r| r.completion_fd())
+        else {
+            return;
+        };
+        wait_readable(fd).await;
+        let Some(r) = reader.upgrade() else {
+            return;
+        };
+        r.drain_eventfd();
+        r.reap();
+    }
+}
+
+fn wake_all(waiting: &mut Vec<Waker>) {
+    for w in waiting.drain(..) {
+        w.wake();
+    }
+}
+
+/// A read's claim on its slot: if its future is dropped before the read completed, the slot
+/// is left to the completion (abandoned) rather than reused while the kernel writes into it.
+struct Ticket {
+    reader: Rc<DirectReader>,
+    id: Option<u32>,
+    done: bool,
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        let Some(id) = self.id.filter(|_| !self.done) else {
+            return;
+        };
+        let mut inner = self.reader.inner.borrow_mut();
+        let Inner {
+            slots,
+            free,
+            waiting,
+            ..
+        } = &mut *inner;
+        let slot = &mut slots[id as usize];
+        match slot.state {
+            // Completed but not taken: the slot is free again.
+            State::Done(_) => {
+                slot.state = State::Free;
+                free.push(id);
+                wake_all(waiting);
+            }
+            State::Pending(_) => slot.state = State::Abandoned,
+            State::Free | State::Abandoned => {}
+        }
+    }
+}
+
+impl Drop for DirectReader {
+    fn drop(&mut self) {
+        // The kernel may still write into buffers of reads in flight: wait for all of them
+        // before the slot table (and its buffers) goes.
+        let inner = self.inner.get_mut();
+        while inner.in_flight > 0 {
+            if inner.ring.submit_and_wait(1).is_err() {
+                break;
+            }
+            let n = inner.ring.completion().count();
+            inner.in_flight = inner.in_flight.saturating_sub(n);
+        }
+        if inner.in_flight > 0 {
+            // Could not wait: leak the buffers rather than free memory the kernel may write.
+            for slot in &mut inner.slots {
+                if let Some(b) = slot.buf.take() {
+                    std::mem::forget(b);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+
+    /// Runs `f` to completion, reaping between polls (what the server's socket driver does).
+    fn block_on<F: std::future::Future>(r: &DirectReader, f: F) -> F::Output {
+        let mut f = std::pin::pin!(f);
+        let waker = futures::task::noop_waker();
+        let mut cx = std::task::Context::from_waker(&waker);
+        loop {
+            if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+                return v;
+            }
+            r.reap();
+            std::thread::sleep(std::time::Duration::from_micros(50));
+        }
+    }
+
+    #[test]
+    fn reads_what_was_written_and_reports_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let data: Vec<u8> = (0..64 * 4096u32)
+            .map(|i| (i * 7 + i / 4096) as u8)
+            .collect();
+        std::fs::File::create(&path)
+            .unwrap()
+            .write_all(&data)
+            .unwrap();
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(&path);
+        // Some filesystems (tmpfs) refuse O_DIRECT: read through the page cache then.
+        let file = file.or_else(|_| std::fs::File::open(&path)).unwrap();
+        let r = Rc::new(DirectReader::new(file.as_raw_fd()).unwrap());
+        // Many at once, more than the slot table holds.
+        let futs: Vec<_> = (0..300u64)
+            .map(|i| {
+                let page = (i * 13) % 63;
+                let r = r.clone();
+                async move { (page, r.read(page * 4096, 8192).await) }
+            })
+            .collect();
+        for (page, got) in block_on(&r, futures::future::join_all(futs)) {
+            let p = page as usize * 4096;
+            assert_eq!(got.unwrap(), &data[p..p + 8192]);
+        }
+        assert_eq!(r.in_flight(), 0);
+        // Past the end: a short read, not an error.
+        let got = block_on(&r, r.read(64 * 4096, 4096)).unwrap();
+        assert!(got.is_empty());
+        // A dropped read leaves its slot to the completion; the reader goes on.
+        drop(r.read(0, 4096));
+        let got = block_on(&r, r.read(4096, 4096)).unwrap();
+        assert_eq!(got, &data[4096..8192]);
+        drop(r);
+    }
+}
