@@ -107,7 +107,14 @@ pub struct DirectReader {
 impl DirectReader {
     /// A reader for `fd` (an O_DIRECT file that outlives the reader).
     pub fn new(fd: RawFd) -> io::Result<DirectReader> {
-        let ring = IoUring::new(DEPTH)?;
+        // Completions run as task work when this thread next leaves the kernel (it does so
+        // all the time: socket calls) instead of through an interrupt to it; a kernel without
+        // that option gets a plain ring.
+        let ring = IoUring::builder()
+            .setup_coop_taskrun()
+            .setup_single_issuer()
+            .build(DEPTH)
+            .or_else(|_| IoUring::new(DEPTH))?;
         // SAFETY: eventfd takes no pointers; a non-negative result is a new fd we own.
         let efd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
         if efd < 0 {
