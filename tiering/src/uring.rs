@@ -29,6 +29,8 @@ use io_uring::{opcode, types, IoUring};
 const DEPTH: u32 = 128;
 /// Alignment of O_DIRECT buffers.
 const ALIGN: usize = 4096;
+/// A slot keeps its buffer for the next read up to this size (small values' two pages).
+const KEEP_BUF: usize = 8192;
 
 /// A heap buffer aligned for O_DIRECT.
 struct AlignedBuf {
@@ -191,13 +193,7 @@ impl DirectReader {
                 return Poll::Pending;
             };
             let mut inner = this.inner.borrow_mut();
-            let Inner {
-                slots,
-                free,
-                waiting,
-                ..
-            } = &mut *inner;
-            let slot = &mut slots[id as usize];
+            let slot = &mut inner.slots[id as usize];
             match slot.state {
                 State::Done(res) => {
                     let out = if res < 0 {
@@ -208,9 +204,7 @@ impl DirectReader {
                             .as_ref()
                             .map_or_else(Vec::new, |b| b.bytes(res as usize).to_vec()))
                     };
-                    slot.state = State::Free;
-                    free.push(id);
-                    wake_all(waiting);
+                    inner.release(id);
                     ticket.done = true;
                     Poll::Ready(out)
                 }
@@ -289,30 +283,30 @@ impl DirectReader {
         let Inner {
             ring,
             slots,
-            free,
-            waiting,
             in_flight,
+            ..
         } = &mut *inner;
         // Unsubmitted entries (an enter that failed) go in now.
         if !ring.submission().is_empty() {
             let _ = ring.submit();
         }
         let mut woke = Vec::new();
+        let mut abandoned = Vec::new();
         for cqe in ring.completion() {
-            let Some(slot) = slots.get_mut(cqe.user_data() as usize) else {
+            let id = cqe.user_data() as u32;
+            let Some(slot) = slots.get_mut(id as usize) else {
                 continue;
             };
             *in_flight = in_flight.saturating_sub(1);
             match std::mem::replace(&mut slot.state, State::Done(cqe.result())) {
                 State::Pending(w) => woke.extend(w),
-                State::Abandoned => {
-                    slot.state = State::Free;
-                    free.push(cqe.user_data() as u32);
-                    woke.append(waiting);
-                }
+                State::Abandoned => abandoned.push(id),
                 // A completion for a slot not in flight: keep what it was.
                 other => slot.state = other,
             }
+        }
+        for id in abandoned {
+            inner.release(id);
         }
         drop(inner);
         for w in woke {
@@ -402,9 +396,19 @@ pub async fn reap_on_signal(reader: std::rc::Weak<DirectReader>) {
     }
 }
 
-fn wake_all(waiting: &mut Vec<Waker>) {
-    for w in waiting.drain(..) {
-        w.wake();
+impl Inner {
+    /// Frees slot `id` (its read is over and taken) and wakes every read waiting for one. A
+    /// buffer grown for a large value is let go rather than kept for the next read.
+    fn release(&mut self, id: u32) {
+        let slot = &mut self.slots[id as usize];
+        slot.state = State::Free;
+        if slot.buf.as_ref().is_some_and(|b| b.capacity() > KEEP_BUF) {
+            slot.buf = None;
+        }
+        self.free.push(id);
+        for w in self.waiting.drain(..) {
+            w.wake();
+        }
     }
 }
 
@@ -422,21 +426,10 @@ impl Drop for Ticket {
             return;
         };
         let mut inner = self.reader.inner.borrow_mut();
-        let Inner {
-            slots,
-            free,
-            waiting,
-            ..
-        } = &mut *inner;
-        let slot = &mut slots[id as usize];
-        match slot.state {
+        match inner.slots[id as usize].state {
             // Completed but not taken: the slot is free again.
-            State::Done(_) => {
-                slot.state = State::Free;
-                free.push(id);
-                wake_all(waiting);
-            }
-            State::Pending(_) => slot.state = State::Abandoned,
+            State::Done(_) => inner.release(id),
+            State::Pending(_) => inner.slots[id as usize].state = State::Abandoned,
             State::Free | State::Abandoned => {}
         }
     }
@@ -519,6 +512,15 @@ mod tests {
         // Past the end: a short read, not an error.
         let got = block_on(&r, r.read(64 * 4096, 4096)).unwrap();
         assert!(got.is_empty());
+        // A large read (an extent) gets a buffer of its own size, not kept afterwards.
+        let got = block_on(&r, r.read(0, 16 * 4096)).unwrap();
+        assert_eq!(got, &data[..16 * 4096]);
+        assert!(r
+            .inner
+            .borrow()
+            .slots
+            .iter()
+            .all(|s| s.buf.as_ref().is_none_or(|b| b.capacity() <= KEEP_BUF)));
         // A dropped read leaves its slot to the completion; the reader goes on.
         drop(r.read(0, 4096));
         let got = block_on(&r, r.read(4096, 4096)).unwrap();
