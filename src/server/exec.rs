@@ -28,8 +28,9 @@ type Wanted = SmallVec<[(Bytes, DiskPtr); 2]>;
 /// offloader's window).
 type Installed = SmallVec<[(Bytes, DiskPtr, Bytes, bool); 2]>;
 
-/// Values read ahead for a batch of commands, by disk pointer.
-pub type Preloaded = HashMap<DiskPtr, Result<Vec<u8>, TierError>>;
+/// Values read ahead for a batch of commands, by disk pointer (shared, not copied, by the
+/// commands that use them).
+pub type Preloaded = HashMap<DiskPtr, Result<Bytes, TierError>>;
 
 /// Reads, all at once, the offloaded values a batch of commands will need, so a pipeline keeps
 /// many reads in flight instead of one at a time. Each command still re-checks its keys when
@@ -53,7 +54,7 @@ pub async fn preload(core: &Rc<Core>, db: usize, cmds: &[(&'static Spec, &[Bytes
     }
     let reads = ptrs.into_iter().map(|(k, p)| {
         let tier = tier.clone();
-        async move { (p, tier.read(p, &k).await) }
+        async move { (p, tier.read(p, &k).await.map(Bytes::from)) }
     });
     futures::future::join_all(reads).await.into_iter().collect()
 }
@@ -97,7 +98,7 @@ pub async fn run_keyed(
             async move {
                 match ahead {
                     Some(r) => r,
-                    None => tier.read(p, k).await,
+                    None => tier.read(p, k).await.map(Bytes::from),
                 }
             }
         }))
@@ -112,7 +113,6 @@ pub async fn run_keyed(
             match shard.peek_external(db, &key) {
                 Some(cur) if cur == ptr => match data {
                     Ok(v) => {
-                        let v = Bytes::from(v);
                         if let Some(e) = shard.lookup_repr(db, &key, now) {
                             // Referenced since the offloader last looked: this read is the
                             // second within its window.
