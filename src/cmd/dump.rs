@@ -11,7 +11,7 @@ use bytes::Bytes;
 use super::args::{err, int_arg, is, parse_i64, ERR_SYNTAX};
 use super::Ctx;
 use crate::protocol::Reply;
-use crate::shard::entry::CLOCK_BITS;
+use crate::shard::entry::MAX_IDLE;
 use crate::shard::{CompactBytes, Entry, Value};
 
 /// Redis 7.2's RDB version; payloads from newer versions are refused, as Redis does.
@@ -139,7 +139,7 @@ pub fn restore(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     if let Some(idle) = idle {
         // The clock wraps; longer idle times saturate at the ageing pass's ceiling instead of
         // wrapping to "fresh" (see `Shard::age_step`).
-        let idle = idle.min(1 << (CLOCK_BITS - 1)) as u32;
+        let idle = idle.min(MAX_IDLE.into()) as u32;
         entry.set_clock(clock.wrapping_sub(idle));
     }
     if let Some(f) = freq {

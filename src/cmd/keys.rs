@@ -260,7 +260,7 @@ pub fn copy(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
         Ok(o) => o,
         Err(e) => return e,
     };
-    let Some(e) = ctx
+    let Some((e, at)) = ctx
         .shard
         .lookup_mut_ttl(ctx.db, &args[1], ctx.now)
         .map(|(e, at)| (e.clone(), at))
@@ -273,8 +273,7 @@ pub fn copy(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
         }
         ctx.shard.remove(db, &args[2]);
     }
-    ctx.shard
-        .store(db, &args[2], e.0.to_value(args[1].len()), e.1);
+    ctx.shard.store(db, &args[2], e.to_value(args[1].len()), at);
     Reply::Int(1)
 }
 

@@ -215,13 +215,10 @@ pub async fn load_entry(
     loop {
         let ptr = {
             let mut shard = core.shard.borrow_mut();
-            let e = shard.lookup_mut(db, key, now)?;
+            let (e, at) = shard.lookup_mut_ttl(db, key, now)?;
             match e.external(key.len()) {
                 Some(p) => p,
-                None => {
-                    let e = e.clone();
-                    return Some((e, shard.expire_at(db, key)));
-                }
+                None => return Some((e.clone(), at)),
             }
         };
         let tier = core.shard.borrow().tier.clone()?;
@@ -234,10 +231,9 @@ pub async fn load_entry(
         return match data {
             Ok(v) => {
                 shard.free_disk(ptr);
-                let e = shard.lookup_mut(db, key, now)?;
+                let (e, at) = shard.lookup_mut_ttl(db, key, now)?;
                 e.set_value(Value::Str(CompactBytes::from_vec(v)));
-                let e = e.clone();
-                Some((e, shard.expire_at(db, key)))
+                Some((e.clone(), at))
             }
             Err(err) => {
                 tracing::warn!("dropping a key whose value cannot be read back: {err}");

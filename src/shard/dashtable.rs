@@ -144,6 +144,12 @@ impl<V> Slab<V> {
         }
     }
 
+    /// Element `id` with its expiry.
+    #[inline]
+    fn get_with_ttl(&self, id: u32) -> Option<(&Key, &V, u64)> {
+        self.get(id).map(|(k, v)| (k, v, self.ttl(id)))
+    }
+
     /// Starts loading element `id`'s expiry into the cache when its chunk has any.
     #[inline]
     fn prefetch_ttl(&self, id: u32) {
@@ -353,11 +359,9 @@ impl<V: Clone + Weigh> Snap<V> {
         };
         if *mask & (1 << i) == 0 {
             *mask |= 1 << i;
-            if let Some(id) = bucket.id(i) {
-                if let Some((k, v)) = slab.get(id) {
-                    self.captured_bytes += k.heap_bytes() + v.weight() + 32;
-                    self.captured.push((k.clone(), v.clone(), slab.ttl(id)));
-                }
+            if let Some((k, v, at)) = bucket.id(i).and_then(|id| slab.get_with_ttl(id)) {
+                self.captured_bytes += k.heap_bytes() + v.weight() + 32;
+                self.captured.push((k.clone(), v.clone(), at));
             }
         }
     }
@@ -455,10 +459,8 @@ impl<V: Clone + Weigh> Dashtable<V> {
                     if let Some(e) = bucket.take(i).and_then(|id| slab.take(id)) {
                         out.push(e);
                     }
-                } else if let Some(id) = bucket.id(i) {
-                    if let Some((k, v)) = slab.get(id) {
-                        out.push((k.clone(), v.clone(), slab.ttl(id)));
-                    }
+                } else if let Some((k, v, at)) = bucket.id(i).and_then(|id| slab.get_with_ttl(id)) {
+                    out.push((k.clone(), v.clone(), at));
                 }
             }
             mask[b] = ALL_SLOTS;
@@ -814,10 +816,10 @@ impl<V: Clone + Weigh> Dashtable<V> {
             while mask != 0 {
                 let i = mask.trailing_zeros() as usize;
                 mask &= mask - 1;
-                if let Some((k, v)) = self.slab.get(bucket.ids[i]) {
+                if let Some((k, v, at)) = self.slab.get_with_ttl(bucket.ids[i]) {
                     let kh = hash(k.as_bytes());
                     if home(kh) == b {
-                        f(k, v, self.slab.ttl(bucket.ids[i]));
+                        f(k, v, at);
                     }
                 }
             }
@@ -914,8 +916,8 @@ impl<V: Clone + Weigh> Dashtable<V> {
             while mask != 0 {
                 let i = mask.trailing_zeros() as usize;
                 mask &= mask - 1;
-                if let Some((k, v)) = self.slab.get(bucket.ids[i]) {
-                    f((s, b, i), k, v, self.slab.ttl(bucket.ids[i]));
+                if let Some((k, v, at)) = self.slab.get_with_ttl(bucket.ids[i]) {
+                    f((s, b, i), k, v, at);
                 }
             }
         }
@@ -939,8 +941,8 @@ impl<V: Clone + Weigh> Dashtable<V> {
                 mask &= mask - 1;
             }
             let i = mask.trailing_zeros() as usize;
-            if let Some((k, v)) = self.slab.get(bucket.ids[i]) {
-                return Some((k, v, self.slab.ttl(bucket.ids[i])));
+            if let Some(e) = self.slab.get_with_ttl(bucket.ids[i]) {
+                return Some(e);
             }
         }
         self.iter().nth(rnd(self.len))

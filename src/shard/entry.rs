@@ -295,6 +295,9 @@ const VALUE_INLINE: usize = 8;
 /// pass keeps idle times from wrapping, see `Shard::age_step`).
 pub const CLOCK_BITS: u32 = 18;
 pub const CLOCK_MASK: u32 = (1 << CLOCK_BITS) - 1;
+/// The longest idle time an entry reports (half the clock's range): the ageing pass holds
+/// longer ones there.
+pub const MAX_IDLE: u32 = 1 << (CLOCK_BITS - 1);
 const FREQ_SHIFT: u32 = CLOCK_BITS;
 /// 4 bits: 0..=8 an inline string of that length, then heap and external.
 const KIND_SHIFT: u32 = 26;

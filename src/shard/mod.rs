@@ -276,16 +276,6 @@ impl Shard {
         Some(old)
     }
 
-    /// The absolute expiry of `key` (0 = none or no such key); no expiry check.
-    pub fn expire_at(&self, db: usize, key: &[u8]) -> u64 {
-        let Some(d) = self.dbs.get(db) else {
-            return 0;
-        };
-        d.table
-            .find(key, hash(key))
-            .map_or(0, |pos| d.table.expire_at(pos))
-    }
-
     /// Frees the disk space of an entry leaving the keyspace (deleted, overwritten, expired).
     pub fn release(&mut self, key: &[u8], e: &Entry) {
         if let Some(p) = e.external(key.len()) {
@@ -445,7 +435,6 @@ impl Shard {
     /// wrap and restarting at zero. Visits enough buckets per call to cover every table in
     /// `calls` calls (at least 16).
     pub fn age_step(&mut self, calls: usize) {
-        const HALF: u32 = 1 << (entry::CLOCK_BITS - 1);
         let clock = self.clock;
         for d in &mut self.dbs {
             if d.table.is_empty() {
@@ -456,8 +445,8 @@ impl Shard {
                 &mut d.age_cursor,
                 step,
                 |_, e, _| {
-                    if e.idle_seconds(clock) > HALF {
-                        e.set_clock(clock.wrapping_sub(HALF));
+                    if e.idle_seconds(clock) > entry::MAX_IDLE {
+                        e.set_clock(clock.wrapping_sub(entry::MAX_IDLE));
                     }
                     false
                 },
@@ -558,7 +547,7 @@ mod tests {
     #[test]
     fn ageing_keeps_idle_times_from_wrapping() {
         let mut s = shard();
-        let half = 1u32 << (entry::CLOCK_BITS - 1);
+        let half = entry::MAX_IDLE;
         s.clock = 1000;
         s.store(0, b"old", Value::str(b"v"), 0);
         s.store(0, b"new", Value::str(b"v"), 0);

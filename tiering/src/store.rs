@@ -374,7 +374,7 @@ impl TierStore {
             .map_err(io_err)?;
         self.file_len.set(target);
         // The page map grows with the file, to its exact size: growing it by doubling would
-        // leave up to half its bytes unused (4 bytes per page of the file; RAM per offloaded
+        // leave up to half its bytes unused (2 bytes per page of the file; RAM per offloaded
         // key is what tiering is judged on).
         let pages = (target / PAGE) as usize + 1;
         let mut map = self.pages.borrow_mut();

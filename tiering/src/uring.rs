@@ -179,17 +179,16 @@ impl DirectReader {
                 return Poll::Ready(Err(e));
             }
             this.reap();
-            let Some(id) = ticket.id else {
-                // No free slot when asked: wait for one.
-                if this.inner.borrow().free.is_empty() {
-                    this.inner.borrow_mut().waiting.push(cx.waker().clone());
-                    return Poll::Pending;
-                }
+            if ticket.id.is_none() {
+                // No free slot when it was asked for: try again.
                 match this.submit(pos, len) {
                     Ok(id) => ticket.id = id,
                     Err(e) => return Poll::Ready(Err(e)),
                 }
-                cx.waker().wake_by_ref();
+            }
+            let Some(id) = ticket.id else {
+                // Still none: wait until one frees.
+                this.inner.borrow_mut().waiting.push(cx.waker().clone());
                 return Poll::Pending;
             };
             let mut inner = this.inner.borrow_mut();
