@@ -460,7 +460,7 @@ async fn swapdb(core: &Rc<Core>, args: &[Bytes]) -> Reply {
     if crate::server::snapshot::in_progress(core, false) {
         return err("ERR SWAPDB is not allowed while a save is in progress");
     }
-    core.on_all(move |s| s.dbs.swap(a as usize, b as usize))
+    core.on_all(move |s| s.swap_dbs(a as usize, b as usize))
         .await;
     Reply::Ok
 }

@@ -233,13 +233,7 @@ async fn execute_batch(
     let tiered = core.global.settings.tiered.is_some();
     let mut oom = None;
     if n >= 4 {
-        // Pipelined batch: touch the local keys first so their cache misses overlap.
-        let shards = core.global.shards();
-        let local = reqs
-            .iter()
-            .filter(|a| a.len() >= 2 && (shards == 1 || shard_of(&a[1], shards) == core.id))
-            .map(|a| &a[1][..]);
-        core.shard.borrow().prefetch(conn.db, local);
+        prefetch_local(core, conn.db, &reqs);
     }
     if tiered {
         wait_for_room(core, &reqs).await;
@@ -271,9 +265,14 @@ async fn execute_batch(
                 (shard_of(&a[key], core.global.shards()) == core.id).then_some((spec, &a[..]))
             })
             .collect();
-        exec::preload(core, conn.db, &local).await
+        let pre = exec::preload(core, conn.db, &local).await;
+        if pre.read_any() && n >= 4 {
+            // Other connections ran while the reads were out.
+            prefetch_local(core, conn.db, &reqs);
+        }
+        pre
     } else {
-        exec::Preloaded::new()
+        exec::Preloaded::default()
     };
     // One clock read per batch: commands of one batch see the same time, like Redis' per-call
     // snapshot.
@@ -323,6 +322,16 @@ async fn execute_batch(
             r.encode(v3, out);
         }
     }
+}
+
+/// Pipelined batch: touches the local keys first so that their cache misses overlap.
+fn prefetch_local(core: &Core, db: usize, reqs: &[Vec<Bytes>]) {
+    let shards = core.global.shards();
+    let local = reqs
+        .iter()
+        .filter(|a| a.len() >= 2 && (shards == 1 || shard_of(&a[1], shards) == core.id))
+        .map(|a| &a[1][..]);
+    core.shard.borrow().prefetch(db, local);
 }
 
 /// With tiering, writes wait (up to 200 ms) while used memory is past 90% of maxmemory, for the

@@ -32,6 +32,10 @@ struct Slot {
     write_waker: Option<Waker>,
 }
 
+/// Called on each pass of the driver with `true`, and with `false` when it is about to sleep
+/// until a socket is ready (see [`Poller::on_pass`]).
+type PassHook = Box<dyn Fn(bool)>;
+
 /// A watched fd's token and what to do when it is readable.
 type Watch = (usize, Box<dyn Fn()>);
 
@@ -41,7 +45,7 @@ pub struct Poller {
     slots: RefCell<Vec<Slot>>,
     free: RefCell<Vec<usize>>,
     /// Called on every pass of the driver (the tier's read reaping).
-    on_pass: RefCell<Vec<Box<dyn Fn()>>>,
+    on_pass: RefCell<Vec<PassHook>>,
     /// Called when a watched fd becomes readable, by token.
     watched: RefCell<Vec<Watch>>,
 }
@@ -91,9 +95,12 @@ impl Poller {
         token
     }
 
-    /// Runs `f` on every pass of the driver: between the connections' turns while the core is
-    /// busy, so work completed elsewhere (tier reads) is picked up without waiting for glommio.
-    pub fn on_pass(&self, f: Box<dyn Fn()>) {
+    /// Runs `f(true)` on every pass of the driver: between the connections' turns while the
+    /// core is busy, so work completed elsewhere (tier reads) is picked up without waiting for
+    /// glommio; after such a call the driver comes back once the tasks now runnable have run.
+    /// `f(false)` when the driver is about to sleep until a socket is ready: it will not come
+    /// back on its own.
+    pub fn on_pass(&self, f: PassHook) {
         self.on_pass.borrow_mut().push(f);
     }
 
@@ -183,7 +190,7 @@ impl Poller {
         let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 256];
         loop {
             for f in self.on_pass.borrow().iter() {
-                f();
+                f(true);
             }
             // SAFETY: `events` has room for `events.len()` entries, which is what we pass.
             let n = unsafe {
@@ -203,6 +210,9 @@ impl Poller {
                 continue;
             }
             if n == 0 {
+                for f in self.on_pass.borrow().iter() {
+                    f(false);
+                }
                 self.wait_ready().await;
                 continue;
             }

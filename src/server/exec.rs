@@ -28,35 +28,71 @@ type Wanted = SmallVec<[(Bytes, DiskPtr); 2]>;
 /// offloader's window).
 type Installed = SmallVec<[(Bytes, DiskPtr, Bytes, bool); 2]>;
 
-/// Values read ahead for a batch of commands, by disk pointer (shared, not copied, by the
-/// commands that use them).
-pub type Preloaded = HashMap<DiskPtr, Result<Bytes, TierError>>;
+/// What a batch of commands found on disk before running: the values read ahead, by disk
+/// pointer (shared, not copied, by the commands that use them), and which keys were offloaded.
+#[derive(Default)]
+pub struct Preloaded {
+    values: HashMap<DiskPtr, Result<Bytes, TierError>>,
+    /// The keys the batch's reading commands found offloaded.
+    offloaded: Vec<Bytes>,
+    /// [`Shard::disk_epoch`] when they were looked at.
+    epoch: u64,
+    /// False when nothing was looked at (no tier): commands look for themselves.
+    looked: bool,
+}
+
+impl Preloaded {
+    /// True when values were read (the batch awaited: its keys' cache lines may have gone).
+    pub fn read_any(&self) -> bool {
+        !self.values.is_empty()
+    }
+
+    /// True when `args`' keys were seen in RAM (or missing) by the look-ahead and no key has
+    /// come to point at disk since: the command can run without looking again.
+    fn in_ram(&self, shard: &Shard, spec: &Spec, args: &[Bytes]) -> bool {
+        self.looked
+            && self.epoch == shard.disk_epoch()
+            && spec
+                .key_indices(args.len())
+                .all(|i| !self.offloaded.iter().any(|k| k == &args[i]))
+    }
+}
 
 /// Reads, all at once, the offloaded values a batch of commands will need, so a pipeline keeps
 /// many reads in flight instead of one at a time. Each command still re-checks its keys when
-/// it runs; a value that moved meanwhile is simply read again.
+/// it runs unless nothing can have moved to disk since (see [`Shard::disk_epoch`]); a value
+/// that moved meanwhile is simply read again.
 pub async fn preload(core: &Rc<Core>, db: usize, cmds: &[(&'static Spec, &[Bytes])]) -> Preloaded {
-    let (tier, ptrs) = {
+    let (tier, ptrs, epoch) = {
         let shard = core.shard.borrow();
         let Some(tier) = shard.tier.clone() else {
-            return Preloaded::new();
+            return Preloaded::default();
         };
-        let mut ptrs: Vec<(Bytes, DiskPtr)> = cmds
+        let ptrs: Vec<(Bytes, DiskPtr)> = cmds
             .iter()
             .flat_map(|(spec, args)| offloaded_keys(&shard, db, spec, args))
             .collect();
-        ptrs.sort_unstable_by_key(|(_, p)| (p.page, p.offset));
-        ptrs.dedup_by_key(|(_, p)| *p);
-        (tier, ptrs)
+        (tier, ptrs, shard.disk_epoch())
     };
-    if ptrs.len() < 2 {
-        return Preloaded::new();
+    let offloaded = ptrs.iter().map(|(k, _)| k.clone()).collect();
+    let mut reads = ptrs;
+    reads.sort_unstable_by_key(|(_, p)| (p.page, p.offset));
+    reads.dedup_by_key(|(_, p)| *p);
+    let values = if reads.is_empty() {
+        HashMap::new()
+    } else {
+        let reads = reads.into_iter().map(|(k, p)| {
+            let tier = tier.clone();
+            async move { (p, tier.read(p, &k).await.map(Bytes::from)) }
+        });
+        futures::future::join_all(reads).await.into_iter().collect()
+    };
+    Preloaded {
+        values,
+        offloaded,
+        epoch,
+        looked: true,
     }
-    let reads = ptrs.into_iter().map(|(k, p)| {
-        let tier = tier.clone();
-        async move { (p, tier.read(p, &k).await.map(Bytes::from)) }
-    });
-    futures::future::join_all(reads).await.into_iter().collect()
 }
 
 /// Runs `f` (the command `spec`) for `args` on this core's shard. `tx` is the transaction
@@ -76,7 +112,15 @@ pub async fn run_keyed(
         while core.gate.closed_to(tx) {
             core.gate.opened().await;
         }
-        let wanted = offloaded_keys(&core.shard.borrow(), db, spec, args);
+        let wanted = {
+            let shard = core.shard.borrow();
+            if pre.is_some_and(|p| p.in_ram(&shard, spec, args)) {
+                debug_assert!(offloaded_keys(&shard, db, spec, args).is_empty());
+                Wanted::new()
+            } else {
+                offloaded_keys(&shard, db, spec, args)
+            }
+        };
         if wanted.is_empty() {
             let mut shard = core.shard.borrow_mut();
             return f(
@@ -92,7 +136,7 @@ pub async fn run_keyed(
             return crate::cmd::args::err("ERR tiered storage is not available");
         };
         let loaded = futures::future::join_all(wanted.iter().map(|(k, p)| {
-            let ahead = pre.and_then(|m| m.get(p)).cloned();
+            let ahead = pre.and_then(|m| m.values.get(p)).cloned();
             let tier = tier.clone();
             let p = *p;
             async move {
@@ -183,8 +227,8 @@ fn restore_pointers(shard: &mut Shard, db: usize, installed: Installed, upload: 
         if upload && again {
             shard.free_disk(ptr);
             shard.stats.uploaded += 1;
-        } else if let Some(e) = shard.peek_repr(db, &key) {
-            e.set_value(Value::External(ptr));
+        } else {
+            shard.set_external(db, &key, ptr);
         }
     }
 }

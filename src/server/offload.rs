@@ -24,7 +24,7 @@ use tiering::TierStore;
 
 use super::core::Core;
 use crate::config::TierSettings;
-use crate::shard::{hash, Entry, Value};
+use crate::shard::{hash, Entry};
 
 /// Most value bytes written per round.
 const BATCH_BYTES: usize = 256 * 1024;
@@ -196,13 +196,11 @@ async fn compact(
         let Ok(new) = r else {
             continue;
         };
-        match shard.peek_repr(*db, key) {
-            Some(e) if e.external(key.len()) == Some(*old) => {
-                e.set_value(Value::External(new));
-                tier.free(*old);
-                shard.stats.compacted += 1;
-            }
-            _ => tier.free(new),
+        if shard.peek_external(*db, key) == Some(*old) && shard.set_external(*db, key, new) {
+            tier.free(*old);
+            shard.stats.compacted += 1;
+        } else {
+            tier.free(new);
         }
     }
     (live.len(), dropped)
@@ -281,10 +279,7 @@ fn install(
             .table
             .get(key, hash(key))
             .is_some_and(|e| e.str() == Some(&value[..]));
-        if same {
-            if let Some(e) = shard.peek_repr(*db, key) {
-                e.set_value(Value::External(ptr));
-            }
+        if same && shard.set_external(*db, key, ptr) {
             shard.stats.offloaded += 1;
             shard.stats.external_values += 1;
         } else {

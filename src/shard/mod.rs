@@ -90,6 +90,8 @@ pub struct Shard {
     pub snap_keys_at_begin: usize,
     /// In cache mode: the access counters of evicted keys, resumed when they come back.
     history: Option<history::History>,
+    /// Bumped whenever a key comes to point at disk (see [`Shard::disk_epoch`]).
+    disk_epoch: u64,
 }
 
 impl Shard {
@@ -109,6 +111,7 @@ impl Shard {
             history: settings
                 .cache_mode
                 .then(|| history::History::for_maxmemory(settings.maxmemory())),
+            disk_epoch: 0,
             settings,
         }
     }
@@ -263,6 +266,9 @@ impl Shard {
         expire_at: u64,
     ) -> Option<Entry> {
         self.dirty += 1;
+        if entry.is_external() {
+            self.disk_epoch += 1;
+        }
         let expire_at = expire_at.min(entry::MAX_EXPIRE_MS);
         let d = &mut self.dbs[db];
         if expire_at != 0 {
@@ -292,6 +298,30 @@ impl Shard {
     }
 
     /// The disk pointer of `key`'s value when it is offloaded (no expiry check, no touch).
+    /// Points `key`'s entry (which must exist) at `ptr` on disk; false when the key is gone.
+    pub fn set_external(&mut self, db: usize, key: &[u8], ptr: DiskPtr) -> bool {
+        let Some(e) = self.peek_repr(db, key) else {
+            return false;
+        };
+        e.set_value(Value::External(ptr));
+        self.disk_epoch += 1;
+        true
+    }
+
+    /// Changes whenever some key comes to point at disk: its value offloaded or moved
+    /// ([`Shard::set_external`]), an offloaded entry stored under a key ([`Shard::store_entry`]:
+    /// RENAME, MOVE), dbs swapped ([`Shard::swap_dbs`]). While it is unchanged, keys seen in
+    /// RAM are still in RAM (a pipeline skips looking again; see `server::exec`).
+    pub fn disk_epoch(&self) -> u64 {
+        self.disk_epoch
+    }
+
+    /// SWAPDB's part on this shard.
+    pub fn swap_dbs(&mut self, a: usize, b: usize) {
+        self.dbs.swap(a, b);
+        self.disk_epoch += 1;
+    }
+
     pub fn peek_external(&self, db: usize, key: &[u8]) -> Option<DiskPtr> {
         self.dbs
             .get(db)?
@@ -542,6 +572,40 @@ mod tests {
         assert_eq!(hashtag(b"foo{}bar"), b"foo{}bar");
         assert_eq!(hashtag(b"foo{bar"), b"foo{bar");
         assert_eq!(shard_of(b"{a}x", 7), shard_of(b"{a}y", 7));
+    }
+
+    #[test]
+    fn every_way_a_key_comes_to_point_at_disk_changes_the_disk_epoch() {
+        let mut s = shard();
+        let p = DiskPtr {
+            page: 3,
+            len: 100,
+            key_len: 1,
+            offset: 0,
+        };
+        s.store(0, b"a", Value::str(b"v"), 0);
+        let e0 = s.disk_epoch();
+        // Plain writes and reads leave it alone.
+        s.store(0, b"b", Value::str(b"w"), 0);
+        assert!(s.lookup(0, b"a", 0).is_some());
+        assert_eq!(s.disk_epoch(), e0);
+        // A value moved to disk.
+        assert!(s.set_external(0, b"a", p));
+        assert_eq!(s.peek_external(0, b"a"), Some(p));
+        let e1 = s.disk_epoch();
+        assert_ne!(e1, e0);
+        // A missing key is not pointed anywhere.
+        assert!(!s.set_external(0, b"nope", p));
+        assert_eq!(s.disk_epoch(), e1);
+        // An offloaded entry stored under another key (RENAME, MOVE).
+        let (e, at) = s.take(0, b"a").unwrap();
+        s.store_entry(0, b"c", e, at);
+        let e2 = s.disk_epoch();
+        assert_ne!(e2, e1);
+        // Dbs swapped.
+        s.swap_dbs(0, 1);
+        assert_ne!(s.disk_epoch(), e2);
+        assert_eq!(s.peek_external(1, b"c"), Some(p));
     }
 
     #[test]

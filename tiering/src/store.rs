@@ -354,6 +354,14 @@ impl TierStore {
         }
     }
 
+    /// Queues value reads until the next [`TierStore::reap`] instead of submitting each at
+    /// once (see [`DirectReader::set_batching`]): for a caller that reaps again soon.
+    pub fn set_batching(&self, on: bool) {
+        if let Some(d) = &self.direct {
+            d.set_batching(on);
+        }
+    }
+
     /// True after a write failed for lack of space, until something is freed.
     pub fn is_full(&self) -> bool {
         self.full.get()

@@ -5,10 +5,13 @@
 //! (after the tasks already runnable have run) and notices the completion only at a later poll;
 //! on a busy core that added ~60 us before submission and ~70 us after the device finished, on
 //! reads the device serves in ~230 us, and every pipelined reply queued behind a read waited
-//! for all of it. Here a read enters the kernel at once (one `io_uring_enter` per read), and its
-//! completion is seen by the next [`DirectReader::reap`] — called by each later read and by the
-//! server's socket driver on every pass — or, on an idle core, through an eventfd the driver
-//! waits on. Writes stay with glommio: nothing waits on them.
+//! for all of it. Here a read enters the kernel at once, or — while the server's socket driver
+//! is busy and will look again after the tasks it woke ([`DirectReader::set_batching`]) — with
+//! every read asked for in that round, in one `io_uring_enter`: on a virtual disk each enter
+//! that carries reads costs a doorbell (a VM exit) of several microseconds, and batching them
+//! was worth +14% GET/s on the 32 x 4 hot run. A completion is seen by the next
+//! [`DirectReader::reap`] — called by the driver on every pass — or, on an idle core, through
+//! an eventfd the driver waits on. Writes stay with glommio: nothing waits on them.
 //!
 //! Buffers are owned by the reader's slot table, never by the future awaiting them: a future
 //! dropped before its read completes leaves the buffer with the kernel until the completion
@@ -104,6 +107,9 @@ pub struct DirectReader {
     /// Someone else watches the eventfd and reaps (the server's socket driver):
     /// [`reap_on_signal`] stops.
     external: std::cell::Cell<bool>,
+    /// Reads are queued and go to the kernel together at the next [`DirectReader::reap`]
+    /// (see [`DirectReader::set_batching`]).
+    batching: std::cell::Cell<bool>,
 }
 
 impl DirectReader {
@@ -142,6 +148,7 @@ impl DirectReader {
             }),
             eventfd,
             external: std::cell::Cell::new(false),
+            batching: std::cell::Cell::new(false),
         })
     }
 
@@ -178,7 +185,8 @@ impl DirectReader {
             if let Some(e) = failed.take() {
                 return Poll::Ready(Err(e));
             }
-            this.reap();
+            // Collects completions; queued reads stay queued while batching.
+            this.collect(!this.batching.get());
             if ticket.id.is_none() {
                 // No free slot when it was asked for: try again.
                 match this.submit(pos, len) {
@@ -260,21 +268,35 @@ impl DirectReader {
             return Err(io::Error::other("tier read queue full"));
         }
         inner.in_flight += 1;
-        if let Err(e) = inner.ring.submit() {
-            // EAGAIN/EBUSY: the kernel takes it at the next enter (the next read or reap).
-            if !matches!(
-                e.raw_os_error(),
-                Some(libc::EAGAIN) | Some(libc::EBUSY) | Some(libc::EINTR)
-            ) {
-                tracing::warn!("tier read submission failed: {e}");
-            }
+        if !self.batching.get() {
+            inner.enter();
         }
         Ok(Some(id))
     }
 
-    /// Takes every posted completion and wakes the futures waiting for them. Cheap when there
-    /// is none (two loads from shared memory); called on every pass of the socket driver.
+    /// While on, reads are queued and submitted together by the next [`DirectReader::reap`]:
+    /// one `io_uring_enter` (and one doorbell to the device) for all the reads asked for in
+    /// between, instead of one each. Only for a caller that reaps again soon (the socket
+    /// driver, between rounds of the tasks it woke); turning it off submits what is queued.
+    pub fn set_batching(&self, on: bool) {
+        self.batching.set(on);
+        if !on {
+            let mut inner = self.inner.borrow_mut();
+            if !inner.ring.submission().is_empty() {
+                inner.enter();
+            }
+        }
+    }
+
+    /// Submits the queued reads and takes every posted completion, waking the futures waiting
+    /// for them. Cheap when nothing is in flight (two loads from shared memory); called on
+    /// every pass of the socket driver.
     pub fn reap(&self) {
+        self.collect(true);
+    }
+
+    /// [`DirectReader::reap`], submitting queued reads only when `submit`.
+    fn collect(&self, submit: bool) {
         let mut inner = self.inner.borrow_mut();
         if inner.in_flight == 0 {
             return;
@@ -285,8 +307,8 @@ impl DirectReader {
             in_flight,
             ..
         } = &mut *inner;
-        // Unsubmitted entries (an enter that failed) go in now.
-        if !ring.submission().is_empty() {
+        // Queued reads (batching, or an enter that failed) go in now.
+        if submit && !ring.submission().is_empty() {
             let _ = ring.submit();
         }
         let mut woke = Vec::new();
@@ -396,6 +418,19 @@ pub async fn reap_on_signal(reader: std::rc::Weak<DirectReader>) {
 }
 
 impl Inner {
+    /// Hands the queued reads to the kernel.
+    fn enter(&mut self) {
+        if let Err(e) = self.ring.submit() {
+            // EAGAIN/EBUSY: the kernel takes them at the next enter (the next read or reap).
+            if !matches!(
+                e.raw_os_error(),
+                Some(libc::EAGAIN) | Some(libc::EBUSY) | Some(libc::EINTR)
+            ) {
+                tracing::warn!("tier read submission failed: {e}");
+            }
+        }
+    }
+
     /// Frees slot `id` (its read is over and taken) and wakes every read waiting for one. A
     /// buffer grown for a large value is let go rather than kept for the next read.
     fn release(&mut self, id: u32) {
@@ -520,6 +555,21 @@ mod tests {
             .slots
             .iter()
             .all(|s| s.buf.as_ref().is_none_or(|b| b.capacity() <= KEEP_BUF)));
+        // Batching: reads wait in the queue until a reap hands them over together.
+        r.set_batching(true);
+        let futs: Vec<_> = (0..8u64).map(|i| r.read(i * 4096, 4096)).collect();
+        assert_eq!(r.inner.borrow_mut().ring.submission().len(), 8);
+        for (i, got) in block_on(&r, futures::future::join_all(futs))
+            .into_iter()
+            .enumerate()
+        {
+            assert_eq!(got.unwrap(), &data[i * 4096..(i + 1) * 4096]);
+        }
+        // Turning it off hands over what is queued.
+        let f = r.read(0, 4096);
+        r.set_batching(false);
+        assert!(r.inner.borrow_mut().ring.submission().is_empty());
+        assert_eq!(block_on(&r, f).unwrap(), &data[..4096]);
         // A dropped read leaves its slot to the completion; the reader goes on.
         drop(r.read(0, 4096));
         let got = block_on(&r, r.read(4096, 4096)).unwrap();
