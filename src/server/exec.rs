@@ -15,7 +15,7 @@ use std::rc::Rc;
 
 use bytes::Bytes;
 use smallvec::SmallVec;
-use tiering::{DiskPtr, TierError};
+use tiering::{DiskPtr, SpaceHold, TierError};
 
 use super::core::Core;
 use crate::cmd::{is_reading, Ctx, ShardFn, Spec};
@@ -39,6 +39,10 @@ pub struct Preloaded {
     epoch: u64,
     /// False when nothing was looked at (no tier): commands look for themselves.
     looked: bool,
+    /// The space of every value read stays theirs while the batch runs: a key freed and its
+    /// page written again meanwhile could otherwise put another value (or a newer one of the
+    /// same key) at a pointer found in `values`.
+    _holds: Vec<SpaceHold>,
 }
 
 impl Preloaded {
@@ -78,6 +82,7 @@ pub async fn preload(core: &Rc<Core>, db: usize, cmds: &[(&'static Spec, &[Bytes
     let mut reads = ptrs;
     reads.sort_unstable_by_key(|(_, p)| (p.page, p.offset));
     reads.dedup_by_key(|(_, p)| *p);
+    let holds = reads.iter().map(|(_, p)| tier.hold(*p)).collect();
     let values = if reads.is_empty() {
         HashMap::new()
     } else {
@@ -92,6 +97,7 @@ pub async fn preload(core: &Rc<Core>, db: usize, cmds: &[(&'static Spec, &[Bytes
         offloaded,
         epoch,
         looked: true,
+        _holds: holds,
     }
 }
 

@@ -13,4 +13,4 @@ pub mod page;
 pub mod store;
 pub mod uring;
 
-pub use store::{DiskPtr, TierError, TierStats, TierStore};
+pub use store::{DiskPtr, SpaceHold, TierError, TierStats, TierStore};

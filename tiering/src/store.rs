@@ -235,6 +235,19 @@ fn pack(items: &[(&[u8], &[u8])], idx: &[usize], max_pages: usize) -> Vec<(Vec<u
 
 type PageRead = Shared<LocalBoxFuture<'static, Result<Rc<Vec<u8>>, TierError>>>;
 
+/// See [`TierStore::hold`].
+pub struct SpaceHold {
+    store: Rc<TierStore>,
+    first: u32,
+    n: u32,
+}
+
+impl Drop for SpaceHold {
+    fn drop(&mut self) {
+        self.store.done_reading(self.first, self.n);
+    }
+}
+
 pub struct TierStore {
     file: Rc<DmaFile>,
     /// Value reads go through a ring of their own when one could be set up (see `uring`);
@@ -604,6 +617,26 @@ impl TierStore {
         }
     }
 
+    /// Keeps the space of the value at `ptr` from being freed (and so handed out again) until
+    /// the returned hold is dropped: a free of it waits, as for a read in flight. For a caller
+    /// that keeps a value read from `ptr` beside the pointer and must know that whatever points
+    /// at `ptr` later is still that value.
+    pub fn hold(self: &Rc<Self>, ptr: DiskPtr) -> SpaceHold {
+        let (first, n) = Self::watched(ptr);
+        self.start_reading(first, n);
+        SpaceHold {
+            store: self.clone(),
+            first,
+            n,
+        }
+    }
+
+    /// The pages whose frees wait for a read of `ptr`: every page of a small value's entry;
+    /// the first page of an extent (freed whole, by its first page).
+    fn watched(ptr: DiskPtr) -> (u32, u32) {
+        (ptr.page, if ptr.small() { ptr.pages() as u32 } else { 1 })
+    }
+
     /// Reads the value of `key` at `ptr`, sharing the I/O with concurrent reads of the same
     /// page. Bytes stored for another key are an error ([`Corrupt::Owner`]), never returned.
     pub async fn read(&self, ptr: DiskPtr, key: &[u8]) -> Result<Vec<u8>, TierError> {
@@ -612,8 +645,8 @@ impl TierStore {
         // Reads of one small page share one I/O; an entry running on into the next page, or an
         // extent, is read on its own.
         let coalesce = ptr.small() && pages == 1;
-        // Frees of these pages wait for the read (an extent is freed whole, by its first page).
-        let watched = if ptr.small() { pages as u32 } else { 1 };
+        // Frees of these pages wait for the read.
+        let (_, watched) = Self::watched(ptr);
         self.start_reading(ptr.page, watched);
         let shared = {
             let mut inflight = self.inflight.borrow_mut();
@@ -1023,6 +1056,48 @@ mod tests {
             let again = st.write_batch(&items).await;
             assert!(again.iter().all(|r| r.is_ok()));
             assert_eq!(st.stats().used_bytes, used);
+        });
+    }
+
+    #[test]
+    fn a_held_value_keeps_its_space_until_the_hold_goes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t-0009.ssd");
+        run(move || async move {
+            let st = Rc::new(TierStore::create(&path, 64 << 20).await.unwrap());
+            let keys: Vec<Vec<u8>> = (0..3).map(|i| format!("key:{i}").into_bytes()).collect();
+            let vals: Vec<Vec<u8>> = (0..3)
+                .map(|i| value(i, if i == 2 { 9000 } else { 3000 }))
+                .collect();
+            let (items, ptrs) = write_all(&st, &keys, &vals).await;
+            let used = st.stats().used_bytes;
+            // One small value (its page) and one extent held; everything freed.
+            let holds = [st.hold(ptrs[0]), st.hold(ptrs[2])];
+            for p in &ptrs {
+                st.free(*p);
+            }
+            glommio::timer::sleep(std::time::Duration::from_millis(50)).await;
+            assert_eq!(st.stats().entries, 0);
+            let held = st.stats().used_bytes;
+            assert!(
+                held > PAGE,
+                "the held pages stay allocated ({held} of {used})"
+            );
+            // New writes go elsewhere: the held values are still there to read.
+            let (_, again) = write_all(&st, &keys, &vals).await;
+            for p in [ptrs[0], ptrs[2]] {
+                assert!(again.iter().all(|a| a.page != p.page), "{p:?} reused");
+            }
+            assert_eq!(st.read(ptrs[0], &keys[0]).await.unwrap(), vals[0]);
+            assert_eq!(st.read(ptrs[2], &keys[2]).await.unwrap(), vals[2]);
+            // The hold gone, the frees that waited go through.
+            drop(holds);
+            for p in &again {
+                st.free(*p);
+            }
+            glommio::timer::sleep(std::time::Duration::from_millis(50)).await;
+            assert_eq!(st.stats().used_bytes, PAGE, "only the header page stays");
+            drop(items);
         });
     }
 
