@@ -9,8 +9,9 @@
 #       GETs over the whole keyspace, uniformly at random (nearly all misses in RAM),
 #       from benches/zipf_get.rs on CLIENT_CPU. Every value read is checked.
 #   Then the 90/10 hot/cold workload (90% of GETs to 10% of the keys) on the same tiered
-#   server, and on a fresh server without tiering or maxmemory holding the same keyspace
-#   all in RAM.
+#   server and on a server without tiering or maxmemory, started beside it, holding the same
+#   keyspace all in RAM: the two take turns for HOT_ROUNDS rounds and each ratio reported is
+#   the median of the rounds' ratios.
 #
 # Reported: (b)/(a) (target >= 0.7), p99 of (b), RAM bytes per offloaded key (target <=
 # 24 + key length), hot tiered / hot all-RAM ops/s (target >= 0.8) for two client shapes
@@ -22,7 +23,12 @@
 # Environment (all optional):
 #   MAXMEM         --maxmemory of the tiered server               (default 128mb)
 #   DURATION       seconds of each measured GET run               (default 15)
-#   WARMUP         seconds of unmeasured hot GETs before each hot run (default DURATION/3)
+#   WARMUP         seconds of unmeasured hot GETs before the first hot run on each server
+#                  (default DURATION x 2/3: hot values read from disk must come back first)
+#   HOT_ROUNDS     rounds of hot runs; each round measures the tiered and the all-in-RAM
+#                  server back to back in both shapes, and the ratios reported are the
+#                  medians of the rounds' ratios (default 3)
+#   HOT_SECONDS    seconds of each measured hot run                (default 10)
 #   DISK_SECONDS   seconds of the disk_read run                   (default DURATION)
 #   DISK_FILE_MB   size of the disk_read file in MiB              (default 1024)
 #   KEY_FACTOR     keyspace = KEY_FACTOR x MAXMEM / VALUE_SIZE     (default 4)
@@ -40,7 +46,7 @@
 #                  target/release/strata and the newest target/release/deps/{disk_read,zipf_get}-*)
 #   STARTUP_TIMEOUT  seconds a server may take to answer PING     (default 20)
 #
-# Quick run (about 2 minutes): MAXMEM=64mb DURATION=5 benches/tiering_bench.sh
+# Quick run (about 2 minutes): MAXMEM=64mb DURATION=5 HOT_SECONDS=3 HOT_ROUNDS=2 benches/tiering_bench.sh
 #
 # Exit status: 0 when the benchmark ran (targets are informational), 1 when something could
 # not be built, a server failed to start or died, or a load run could not talk to it.
@@ -54,7 +60,9 @@ ROOT="$(dirname "$SCRIPT_DIR")"
 
 MAXMEM="${MAXMEM:-128mb}"
 DURATION="${DURATION:-15}"
-WARMUP="${WARMUP:-$(( DURATION / 3 > 1 ? DURATION / 3 : 1 ))}"
+WARMUP="${WARMUP:-$(( DURATION * 2 / 3 > 1 ? DURATION * 2 / 3 : 1 ))}"
+HOT_ROUNDS="${HOT_ROUNDS:-3}"
+HOT_SECONDS="${HOT_SECONDS:-10}"
 DISK_SECONDS="${DISK_SECONDS:-$DURATION}"
 DISK_FILE_MB="${DISK_FILE_MB:-1024}"
 KEY_FACTOR="${KEY_FACTOR:-4}"
@@ -77,6 +85,10 @@ PREFIX="key:"
 WORKDIR="$(mktemp -d "${TMPDIR:-/tmp}/strata-tiering.XXXXXX")"
 SERVER_PID=""
 SERVER_NAME=""
+SPORT=""
+# Both servers run side by side during the hot runs: pid and port by name; SERVER_PID,
+# SERVER_NAME and SPORT are the one the load goes to (see use_server).
+declare -A PIDS PORTS
 SAMPLER_PID=""
 CHILD_PID=""
 PIN=1
@@ -94,9 +106,10 @@ stop_sampler() {
 # TERM first (the server removes its tier files on a clean exit), KILL after 15 s.
 stop_server() {
     local pid="$SERVER_PID" i
-    stop_sampler
+    [[ "$SERVER_NAME" == tiered ]] && stop_sampler
     [[ -n "$pid" ]] || return 0
     SERVER_PID=""
+    PIDS[$SERVER_NAME]=""
     if kill -0 "$pid" 2>/dev/null; then
         kill -TERM "$pid" 2>/dev/null || true
         for ((i = 0; i < 150; i++)); do
@@ -116,7 +129,11 @@ cleanup() {
         kill -TERM "$CHILD_PID" 2>/dev/null || true
         wait "$CHILD_PID" 2>/dev/null || true
     fi
-    stop_server
+    local name
+    for name in "${!PIDS[@]}"; do
+        use_server "$name"
+        stop_server
+    done
     rm -rf "$WORKDIR"
 }
 trap cleanup EXIT
@@ -184,20 +201,39 @@ check_alive() {
     kill -0 "$SERVER_PID" 2>/dev/null || server_failed "$SERVER_NAME died during $1"
 }
 
-start_server() {  # name, then strata flags
+# Sends what follows (load, INFO, stop) to server `name`. The other one is stopped
+# (SIGSTOP) meanwhile, so that its timers do not take turns on the measured server's core.
+use_server() {
+    local other
+    for other in "${!PIDS[@]}"; do
+        [[ -n "${PIDS[$other]}" ]] || continue
+        if [[ "$other" == "$1" ]]; then
+            kill -CONT "${PIDS[$other]}" 2>/dev/null || true
+        else
+            kill -STOP "${PIDS[$other]}" 2>/dev/null || true
+        fi
+    done
+    SERVER_NAME="$1"
+    SERVER_PID="${PIDS[$1]:-}"
+    SPORT="${PORTS[$1]}"
+}
+
+start_server() {  # name, then strata flags; the port is PORTS[name]
     local name="$1"; shift
-    SERVER_NAME="$name"
+    use_server "$name"
     pin_prefix "$SERVER_CPU"
     "${PIN_CMD[@]}" "$STRATA_BIN" --proactor_threads 1 --port "$SPORT" --dbfilename "" "$@" \
         >"$WORKDIR/$name.log" 2>&1 &
     SERVER_PID=$!
+    PIDS[$name]=$SERVER_PID
     local deadline=$((SECONDS + STARTUP_TIMEOUT))
     until [[ "$(timeout 2 redis-cli -p "$SPORT" ping 2>/dev/null)" == PONG ]]; do
         kill -0 "$SERVER_PID" 2>/dev/null || server_failed "$name exited during startup"
         (( SECONDS < deadline )) || server_failed "$name did not answer PING within ${STARTUP_TIMEOUT}s"
         sleep 0.1
     done
-    start_sampler
+    [[ "$name" == tiered ]] && start_sampler
+    return 0
 }
 
 # Max VmRSS (kB) of the server, sampled every 100 ms into $WORKDIR/rss.max.
@@ -316,6 +352,42 @@ measured_get() {
 
 # --- report helpers --------------------------------------------------------
 
+# The median of the numbers given ("n/a" when there are none).
+median() {
+    printf '%s\n' "$@" | grep -E '^[0-9.]+$' | sort -g |
+        awk '{ a[NR] = $1 } END { if (NR == 0) print "n/a"; else if (NR % 2) print a[(NR + 1) / 2]; else printf "%.10g\n", (a[NR / 2] + a[NR / 2 + 1]) / 2 }'
+}
+
+# Per shape: the median over the rounds of ops/s, p99 and CPU of each server and of the
+# tiered/all-in-RAM ratio (R[thot.*], R[rhot.*], R[hot.ratio], R[hot.ratios] for the deep
+# shape, the same with "hotw" for the wide one); error counts are summed over the rounds.
+summarize_rounds() {
+    local shape side f round list ratios
+    for shape in hot hotw; do
+        for side in t r; do
+            for f in ops p99 cpu; do
+                list=()
+                for ((round = 1; round <= HOT_ROUNDS; round++)); do
+                    list+=("${R[$side$shape$round.$f]:-}")
+                done
+                R[$side$shape.$f]="$(median "${list[@]}")"
+            done
+            for f in wrong misses errors; do
+                R[$side$shape.$f]=0
+                for ((round = 1; round <= HOT_ROUNDS; round++)); do
+                    R[$side$shape.$f]=$(( ${R[$side$shape.$f]} + ${R[$side$shape$round.$f]:-0} ))
+                done
+            done
+        done
+        list=()
+        for ((round = 1; round <= HOT_ROUNDS; round++)); do
+            list+=("$(ratio "${R[t$shape$round.ops]:-}" "${R[r$shape$round.ops]:-}")")
+        done
+        R[$shape.ratio]="$(median "${list[@]}")"
+        R[$shape.ratios]="${list[*]}"
+    done
+}
+
 calc() { awk "BEGIN { v = $1; if (v != v) print \"n/a\"; else printf \"%.${2:-2}f\", v }" 2>/dev/null || echo n/a; }
 ratio() {
     awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || a == "n/a" || b == "n/a" || b + 0 == 0) print "n/a"; else printf "%.2f", a / b }'
@@ -348,7 +420,8 @@ main() {
     KEYS=$(( KEY_FACTOR * MAXMEM_BYTES / VALUE_SIZE ))
     (( KEYS > 0 )) || die "empty keyspace (MAXMEM=$MAXMEM KEY_FACTOR=$KEY_FACTOR VALUE_SIZE=$VALUE_SIZE)"
     KEY_LEN="$(mean_key_len)"
-    SPORT="$(find_free_port "$PORT")"
+    PORTS[tiered]="$(find_free_port "$PORT")"
+    PORTS[ram]="$(find_free_port "$((PORTS[tiered] + 1))")"
     log "Work dir $WORKDIR ($(df -h --output=source,fstype "$WORKDIR" 2>/dev/null | tail -n 1 | tr -s ' '))"
     log "maxmemory $MAXMEM ($MAXMEM_BYTES B), keyspace $KEYS x $VALUE_SIZE B (${KEY_FACTOR}x maxmemory), mean key length $KEY_LEN"
     log "load: $CONNS connections x pipeline $PIPELINE, $DURATION s per measured run, hot warm-up $WARMUP s"
@@ -400,11 +473,40 @@ main() {
     measured_get uni uniform
 
     log ""
-    log "[3/4] tiered server: 90/10 hot/cold GETs (${WARMUP} s warm-up, then ${DURATION} s)"
-    zipf get --dist hot --seconds "$WARMUP"
-    measured_get thot hot
-    log "    the same from $WIDE_CONNS connections x pipeline $WIDE_PIPELINE"
-    wide measured_get thotw hot
+    log "[3/4] all-in-RAM server (no tiering, no maxmemory) beside it: fill"
+    start_server ram
+    info_refresh
+    local ram_base
+    ram_base="$(info used_memory)"
+    zipf fill
+    info_refresh
+    R[r.used]="$(info used_memory)"; R[r.base]="$ram_base"; R[r.dbsize]="$(dbsize)"
+
+    # The two servers take turns, so that a drift of the machine's speed over minutes does
+    # not land on one side of the ratio.
+    log ""
+    log "[4/4] 90/10 hot/cold GETs: $HOT_ROUNDS rounds of tiered, then all-in-RAM, ${HOT_SECONDS} s each, in two shapes"
+    local s round
+    for s in tiered ram; do
+        use_server "$s"
+        log "    $s: warm-up ${WARMUP} s"
+        zipf get --dist hot --seconds "$WARMUP"
+    done
+    for ((round = 1; round <= HOT_ROUNDS; round++)); do
+        for s in tiered ram; do
+            use_server "$s"
+            log "    round $round, $s, $CONNS connections x pipeline $PIPELINE"
+            DURATION="$HOT_SECONDS" measured_get "${s:0:1}hot$round" hot
+        done
+        for s in tiered ram; do
+            use_server "$s"
+            log "    round $round, $s, $WIDE_CONNS connections x pipeline $WIDE_PIPELINE"
+            DURATION="$HOT_SECONDS" wide measured_get "${s:0:1}hotw$round" hot
+        done
+    done
+    summarize_rounds
+
+    use_server tiered
     if [[ "$VERIFY" == 1 ]]; then
         log "    verify: GET every key once"
         zipf get --dist seq --seconds 1
@@ -426,20 +528,7 @@ main() {
         awk '/ (WARN|ERROR) / && n++ < 4 { print "      " substr($0, 1, 200) }' "$WORKDIR/tiered.log"
     fi
     stop_server
-
-    log ""
-    log "[4/4] all-in-RAM server (no tiering, no maxmemory): fill, 90/10 hot/cold GETs"
-    start_server ram
-    info_refresh
-    local ram_base
-    ram_base="$(info used_memory)"
-    zipf fill
-    info_refresh
-    R[r.used]="$(info used_memory)"; R[r.base]="$ram_base"; R[r.dbsize]="$(dbsize)"
-    zipf get --dist hot --seconds "$WARMUP"
-    measured_get rhot hot
-    log "    the same from $WIDE_CONNS connections x pipeline $WIDE_PIPELINE"
-    wide measured_get rhotw hot
+    use_server ram
     stop_server
 
     report
@@ -458,8 +547,8 @@ report() {
     target_bytes="$(calc "24 + $KEY_LEN" 1)"
     local ab hot_ratio wide_ratio rss_ratio
     ab="$(ratio "${R[uni.ops]}" "${R[disk.ops]}")"
-    hot_ratio="$(ratio "${R[thot.ops]}" "${R[rhot.ops]}")"
-    wide_ratio="$(ratio "${R[thotw.ops]:-}" "${R[rhotw.ops]:-}")"
+    hot_ratio="${R[hot.ratio]:-n/a}"
+    wide_ratio="${R[hotw.ratio]:-n/a}"
     rss_ratio="$(ratio "${R[t.rss_max]}" "$MAXMEM_BYTES")"
 
     log ""
@@ -485,12 +574,14 @@ report() {
     row "    p99 (us) / server CPU %" "${R[thot.p99]:-n/a} / ${R[thot.cpu]:-n/a}" "" ""
     row "hot 90/10 all-in-RAM GET ops/s, ${CONNS}x${PIPELINE}" "${R[rhot.ops]:-n/a}" "" ""
     row "    p99 (us) / server CPU %" "${R[rhot.p99]:-n/a} / ${R[rhot.cpu]:-n/a}" "" ""
-    row "hot tiered / all-in-RAM, ${CONNS}x${PIPELINE}" "$hot_ratio" ">= 0.8" "$(verdict "$hot_ratio" ">=" 0.8)"
+    row "hot tiered / all-in-RAM, ${CONNS}x${PIPELINE} (median)" "$hot_ratio" ">= 0.8" "$(verdict "$hot_ratio" ">=" 0.8)"
+    row "    per round" "${R[hot.ratios]:-n/a}" "" ""
     row "hot 90/10 tiered GET ops/s, ${WIDE_CONNS}x${WIDE_PIPELINE}" "${R[thotw.ops]:-n/a}" "" ""
     row "    server CPU %" "${R[thotw.cpu]:-n/a}" "" ""
     row "hot 90/10 all-in-RAM GET ops/s, ${WIDE_CONNS}x${WIDE_PIPELINE}" "${R[rhotw.ops]:-n/a}" "" ""
     row "    server CPU %" "${R[rhotw.cpu]:-n/a}" "" ""
-    row "hot tiered / all-in-RAM, ${WIDE_CONNS}x${WIDE_PIPELINE}" "$wide_ratio" ">= 0.8" "$(verdict "$wide_ratio" ">=" 0.8)"
+    row "hot tiered / all-in-RAM, ${WIDE_CONNS}x${WIDE_PIPELINE} (median)" "$wide_ratio" ">= 0.8" "$(verdict "$wide_ratio" ">=" 0.8)"
+    row "    per round" "${R[hotw.ratios]:-n/a}" "" ""
     row "max RSS / maxmemory (tiered, fill + loads)" "$rss_ratio" "<= 1.05" "$(verdict "$rss_ratio" "<=" 1.05)"
     row "    max RSS (MiB)" "$(calc "${R[t.rss_max]} / 1048576" 1)" "" ""
     row "    used_memory_rss after settling (MiB)" "$(calc "${R[t.rss_settled]:-0} / 1048576" 1)" "" ""
@@ -502,6 +593,7 @@ report() {
         "verify.wrong:wrong values, verify pass" "uni.misses:missing keys, uniform (GETs)" \
         "thot.misses:missing keys, hot (GETs)" "verify.misses:missing keys, verify pass" \
         "uni.errors:error replies, uniform" "thot.errors:error replies, hot" \
+        "thotw.errors:error replies, hot (wide)" \
         "t.read_errors:tiered_read_errors" "t.write_errors:tiered_write_errors" \
         "t.dropped:tiered_unreadable_keys_dropped" "t.warnlines:WARN/ERROR lines in server log"; do
         v="${R[${k%%:*}]:-n/a}"
