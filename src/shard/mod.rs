@@ -297,8 +297,7 @@ impl Shard {
         }
     }
 
-    /// The disk pointer of `key`'s value when it is offloaded (no expiry check, no touch).
-    /// Points `key`'s entry (which must exist) at `ptr` on disk; false when the key is gone.
+    /// Points `key`'s entry at `ptr` on disk; false (nothing done) when the key is not there.
     pub fn set_external(&mut self, db: usize, key: &[u8], ptr: DiskPtr) -> bool {
         let Some(e) = self.peek_repr(db, key) else {
             return false;
@@ -322,6 +321,7 @@ impl Shard {
         self.disk_epoch += 1;
     }
 
+    /// The disk pointer of `key`'s value when it is offloaded (no expiry check, no touch).
     pub fn peek_external(&self, db: usize, key: &[u8]) -> Option<DiskPtr> {
         self.dbs
             .get(db)?

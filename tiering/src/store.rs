@@ -1069,7 +1069,7 @@ mod tests {
             let vals: Vec<Vec<u8>> = (0..3)
                 .map(|i| value(i, if i == 2 { 9000 } else { 3000 }))
                 .collect();
-            let (items, ptrs) = write_all(&st, &keys, &vals).await;
+            let (_, ptrs) = write_all(&st, &keys, &vals).await;
             let used = st.stats().used_bytes;
             // One small value (its page) and one extent held; everything freed.
             let holds = [st.hold(ptrs[0]), st.hold(ptrs[2])];
@@ -1097,7 +1097,6 @@ mod tests {
             }
             glommio::timer::sleep(std::time::Duration::from_millis(50)).await;
             assert_eq!(st.stats().used_bytes, PAGE, "only the header page stays");
-            drop(items);
         });
     }
 
