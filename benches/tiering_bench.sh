@@ -354,7 +354,7 @@ measured_get() {
 
 # The median of the numbers given ("n/a" when there are none).
 median() {
-    printf '%s\n' "$@" | grep -E '^[0-9.]+$' | sort -g |
+    printf '%s\n' "$@" | { grep -E '^[0-9.]+$' || true; } | sort -g |
         awk '{ a[NR] = $1 } END { if (NR == 0) print "n/a"; else if (NR % 2) print a[(NR + 1) / 2]; else printf "%.10g\n", (a[NR / 2] + a[NR / 2 + 1]) / 2 }'
 }
 
