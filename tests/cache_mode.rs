@@ -220,8 +220,20 @@ fn with_tiering_entries_go_ram_then_ssd_then_gone() {
     }
     assert_eq!(info_u64(&mut c, "stats", "evicted_keys"), 0);
     assert_eq!(q::<usize>(&mut c, &["DBSIZE"]), 40_000);
-    // 160 MB more: the SSD budget fills and the coldest entries are dropped, from SSD.
+    // 160 MB more: the SSD budget fills and the coldest entries are dropped, from SSD. RAM
+    // stays within bound while the file churns: space freed on SSD is written again at once
+    // (it used to wait for a hole punch per page, which let freed pages and the tasks waiting
+    // on them pile up past maxmemory).
+    let (stop, peak) = rss_sampler(s.pid());
     write(&mut c, "t", 40_000, 200_000, 1000);
+    stop.store(true, Ordering::Relaxed);
+    let peak = peak.join().unwrap();
+    let max = 32u64 << 20;
+    assert!(
+        peak as f64 <= max as f64 * 1.05,
+        "peak RSS {peak} passed maxmemory {max} by more than 5%"
+    );
+    assert!(info_u64(&mut c, "memory", "used_memory") <= max);
     let deadline = Instant::now() + Duration::from_secs(20);
     while info_u64(&mut c, "stats", "evicted_keys_ssd") == 0 {
         assert!(Instant::now() < deadline, "nothing was dropped from SSD");
@@ -230,7 +242,7 @@ fn with_tiering_entries_go_ram_then_ssd_then_gone() {
     let ssd = info_u64(&mut c, "stats", "evicted_keys_ssd");
     let ram = info_u64(&mut c, "stats", "evicted_keys_ram");
     assert!(ssd > ram, "dropped {ram} from RAM but only {ssd} from SSD");
-    let (_, _, cap) = (0, 0, 48u64 << 20);
+    let cap = 48u64 << 20;
     assert!(info_u64(&mut c, "tiered", "tiered_file_used") <= cap);
     // The newest keys are there and intact; the oldest are gone.
     for i in 199_900..200_000 {
