@@ -99,8 +99,11 @@ fn cache_mode_never_refuses_writes_and_keeps_rss_within_bound() {
 
 #[test]
 fn store_mode_answers_oom_and_loses_nothing() {
-    let s = Server::start(&["--proactor_threads", "1", "--maxmemory", "16mb"]);
+    // 48 MB: RSS holds ~13 MB beyond what is allocated in a debug build (its code), which
+    // must stay under a third of maxmemory for RSS to stay within it (see README "Memory").
+    let s = Server::start(&["--proactor_threads", "1", "--maxmemory", "48mb"]);
     let mut c = s.client();
+    let (stop, peak) = rss_sampler(s.pid());
     let mut stored = 0;
     loop {
         let k = format!("s:{stored}");
@@ -116,11 +119,19 @@ fn store_mode_answers_oom_and_loses_nothing() {
             }
         }
         assert!(
-            stored < 10_000,
-            "no OOM after {stored} writes of 4 KiB into 16 MB"
+            stored < 20_000,
+            "no OOM after {stored} writes of 4 KiB into 48 MB"
         );
     }
     assert!(stored > 1000);
+    // RAM is bounded by RSS, not only by the allocator's count.
+    stop.store(true, Ordering::Relaxed);
+    let peak = peak.join().unwrap();
+    let max = 48u64 << 20;
+    assert!(
+        peak as f64 <= max as f64 * 1.05,
+        "peak RSS {peak} passed maxmemory {max} by more than 5%"
+    );
     let mut raw = s.raw();
     rt(
         &mut raw,
@@ -209,26 +220,26 @@ fn an_evicted_key_that_comes_back_resumes_its_access_count() {
 #[test]
 fn with_tiering_entries_go_ram_then_ssd_then_gone() {
     let dir = tempfile::tempdir().unwrap();
-    let s = tiered_cache(&dir, "1", "32mb", "48mb");
+    let s = tiered_cache(&dir, "1", "48mb", "64mb");
     let mut c = s.client();
-    // 40 MB: more than RAM, less than RAM + SSD: values move to SSD, nothing is dropped.
-    write(&mut c, "t", 0, 40_000, 1000);
+    // 60 MB: more than RAM, less than RAM + SSD: values move to SSD, nothing is dropped.
+    write(&mut c, "t", 0, 60_000, 1000);
     let deadline = Instant::now() + Duration::from_secs(20);
     while info_u64(&mut c, "tiered", "tiered_disk_keys") < 10_000 {
         assert!(Instant::now() < deadline, "values did not move to SSD");
         thread::sleep(Duration::from_millis(50));
     }
     assert_eq!(info_u64(&mut c, "stats", "evicted_keys"), 0);
-    assert_eq!(q::<usize>(&mut c, &["DBSIZE"]), 40_000);
+    assert_eq!(q::<usize>(&mut c, &["DBSIZE"]), 60_000);
     // 160 MB more: the SSD budget fills and the coldest entries are dropped, from SSD. RAM
     // stays within bound while the file churns: space freed on SSD is written again at once
     // (it used to wait for a hole punch per page, which let freed pages and the tasks waiting
     // on them pile up past maxmemory).
     let (stop, peak) = rss_sampler(s.pid());
-    write(&mut c, "t", 40_000, 200_000, 1000);
+    write(&mut c, "t", 60_000, 220_000, 1000);
     stop.store(true, Ordering::Relaxed);
     let peak = peak.join().unwrap();
-    let max = 32u64 << 20;
+    let max = 48u64 << 20;
     assert!(
         peak as f64 <= max as f64 * 1.05,
         "peak RSS {peak} passed maxmemory {max} by more than 5%"
@@ -242,10 +253,10 @@ fn with_tiering_entries_go_ram_then_ssd_then_gone() {
     let ssd = info_u64(&mut c, "stats", "evicted_keys_ssd");
     let ram = info_u64(&mut c, "stats", "evicted_keys_ram");
     assert!(ssd > ram, "dropped {ram} from RAM but only {ssd} from SSD");
-    let cap = 48u64 << 20;
+    let cap = 64u64 << 20;
     assert!(info_u64(&mut c, "tiered", "tiered_file_used") <= cap);
     // The newest keys are there and intact; the oldest are gone.
-    for i in 199_900..200_000 {
+    for i in 219_900..220_000 {
         let k = format!("t:{i}");
         let v: Option<Vec<u8>> = redis::cmd("GET").arg(&k).query(&mut c).unwrap();
         assert_eq!(v, Some(value_of(&k, 1000)), "{k}");

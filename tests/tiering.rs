@@ -491,11 +491,13 @@ fn half_empty_pages_are_compacted() {
 #[test]
 fn a_full_tier_file_stops_offloading_and_the_server_keeps_going() {
     let dir = tempfile::tempdir().unwrap();
-    let s = tiered_server_with(&dir, "16mb", "1", &["--tiered_max_file_size", "2mb"]);
+    // 48 MB: the process' fixed share of RSS (~7 MB with the tier's rings) leaves room to work.
+    let s = tiered_server_with(&dir, "48mb", "1", &["--tiered_max_file_size", "2mb"]);
     let mut c = s.client();
+    let (stop, peak) = rss_sampler(s.pid());
     let mut stored = 0;
     let mut refused = false;
-    for i in 0..40_000usize {
+    for i in 0..100_000usize {
         let r: redis::RedisResult<()> = redis::cmd("SET")
             .arg(format!("key:{i}"))
             .arg(value(i, 0, 1000))
@@ -512,6 +514,14 @@ fn a_full_tier_file_stops_offloading_and_the_server_keeps_going() {
     assert!(
         refused,
         "writes past RAM and a full tier file were never refused"
+    );
+    // Refused before RSS itself passes maxmemory, not only the allocator's count.
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let peak = peak.join().unwrap();
+    let max = 48u64 << 20;
+    assert!(
+        peak as f64 <= max as f64 * 1.05,
+        "peak RSS {peak} passed maxmemory {max} by more than 5%"
     );
     assert!(info_u64(&mut c, "tiered", "tiered_full_events") >= 1);
     assert!(info_u64(&mut c, "tiered", "tiered_file_used") <= 2 << 20);

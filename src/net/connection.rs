@@ -169,10 +169,15 @@ fn route(core: &Core, conn: &ConnState, args: &[Bytes], oom: &mut Option<bool>) 
         return Route::Reply(err(ERR_NOAUTH));
     }
     if spec.has(cmd::DENYOOM) {
-        // Cache mode evicts instead of refusing (see `server::eviction`).
+        // Cache mode evicts instead of refusing (see `server::eviction`). Store mode refuses
+        // once used memory passes what keeps RSS itself under maxmemory: with the tier file
+        // full, used memory at maxmemory had RSS 13% past it.
         let over = *oom.get_or_insert_with(|| {
             let max = core.global.settings.maxmemory();
-            max > 0 && !core.global.settings.cache_mode && crate::memory::used_memory() > max
+            max > 0
+                && !core.global.settings.cache_mode
+                && crate::memory::used_memory()
+                    > crate::server::eviction::rss_limit(&core.global, max)
         });
         if over {
             return Route::Reply(err(ERR_OOM));

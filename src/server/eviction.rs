@@ -18,8 +18,9 @@ use crate::shard::Shard;
 
 /// Maxmemory less what RSS holds beyond the allocator's count (the binary, stacks, allocator
 /// slack; at most a third of maxmemory, so a small maxmemory still leaves room to work): what
-/// used memory may reach for RSS itself to stay near maxmemory.
-fn rss_limit(global: &super::Global, max: u64) -> u64 {
+/// used memory may reach for RSS itself to stay near maxmemory. Store mode refuses writes
+/// past it (`connection::route`).
+pub fn rss_limit(global: &super::Global, max: u64) -> u64 {
     let overhead = global
         .rss_overhead
         .load(std::sync::atomic::Ordering::Relaxed)
@@ -74,9 +75,9 @@ pub fn heartbeat(core: &Core, budget: Duration) -> Evicted {
         out.ram += e.ram;
         out.ssd += e.ssd;
     }
-    // With tiering the offloader handles RAM until maxmemory itself is passed.
+    // With tiering the offloader handles RAM until what RSS allows is passed.
     let goal = if sh.tier.is_some() && !tier_pressed(&sh) {
-        max
+        rss_limit(&core.global, max)
     } else {
         ram_goal(&core.global, max)
     };
@@ -95,11 +96,9 @@ pub fn make_room(core: &Core, incoming: u64) {
     if max == 0 {
         return;
     }
-    let limit = if core.global.settings.tiered.is_some() {
-        max
-    } else {
-        rss_limit(&core.global, max)
-    };
+    // RSS, not only the allocator's count, stays under maxmemory: with tiering too (the limit
+    // used to be maxmemory itself there, and a debug build's RSS went 9% past it).
+    let limit = rss_limit(&core.global, max);
     if used() + incoming <= limit {
         return;
     }
