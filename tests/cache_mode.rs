@@ -449,3 +449,77 @@ fn config_set_maxmemory_shrinks_the_cache_live() {
     write(&mut c, "g", 0, 10_000, 1024);
     assert_eq!(info_u64(&mut c, "stats", "evicted_keys"), before);
 }
+
+#[test]
+fn a_save_under_a_write_burst_keeps_the_cache_and_rss_within_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Server::start(&[
+        "--proactor_threads",
+        "1",
+        "--cache_mode",
+        "--maxmemory",
+        "48mb",
+        "--dir",
+        dir.path().to_str().unwrap(),
+        "--snapshot_compression",
+        "none",
+        // ~40 MB of values at 5 MB/s: the save runs for seconds, under the writes below.
+        "--snapshot_throttle_mb",
+        "5",
+    ]);
+    let max = 48u64 << 20;
+    let mut c = s.client();
+    // A full cache.
+    write(&mut c, "a", 0, 60_000, 1000);
+    let before: usize = q(&mut c, &["DBSIZE"]);
+    assert!(before > 20_000, "only {before} keys before the save");
+    let (stop, peak) = rss_sampler(s.pid());
+    let _: String = q(&mut c, &["BGSAVE"]);
+    // As much again of new keys while the save runs (the writers wait for it at times).
+    write(&mut c, "b", 0, 30_000, 1000);
+    assert_eq!(
+        info_u64(&mut c, "persistence", "rdb_bgsave_in_progress"),
+        1,
+        "the save ended before the writes: it did not run under them"
+    );
+    // Evicting what the snapshot has not reached frees nothing until it is written: eviction
+    // used to go on until the table was nearly empty (40 keys of 40,000 were left).
+    let during: usize = q(&mut c, &["DBSIZE"]);
+    assert!(
+        during * 2 >= before,
+        "{during} keys left of {before} after writes during the save"
+    );
+    write(&mut c, "b", 30_000, 60_000, 1000);
+    stop.store(true, Ordering::Relaxed);
+    let peak = peak.join().unwrap();
+    assert!(
+        peak as f64 <= max as f64 * 1.05,
+        "peak RSS {peak} passed maxmemory {max} by more than 5%"
+    );
+    // The save completes with the keys as they were when it started.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while info_u64(&mut c, "persistence", "rdb_bgsave_in_progress") == 1 {
+        assert!(Instant::now() < deadline, "the save did not finish");
+        thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(
+        info_str(&mut c, "persistence", "rdb_last_bgsave_status"),
+        "ok"
+    );
+    assert_eq!(
+        info_u64(&mut c, "persistence", "rdb_last_save_keys"),
+        before as u64
+    );
+    // What is there is intact, and most of the newest keys are (during the save, eviction
+    // chooses among the entries the snapshot already has, new keys among them).
+    let mut present = 0;
+    for i in 59_000..60_000 {
+        let k = format!("b:{i}");
+        let v: Option<Vec<u8>> = redis::cmd("GET").arg(&k).query(&mut c).unwrap();
+        if let Some(v) = v {
+            assert_eq!(v, value_of(&k, 1000), "{k}");
+            present += 1;
+        }
+    }
+    assert!(present >= 800, "only {present} of the 1000 newest keys");
+}

@@ -250,7 +250,7 @@ async fn execute_batch(
             .map(|a| a.iter().map(|x| x.len()).sum::<usize>())
             .sum();
         if incoming > 0 {
-            crate::server::eviction::make_room(core, incoming as u64);
+            crate::server::eviction::make_room(core, incoming as u64).await;
         }
     }
     let backlog_limit = crate::server::snapshot::backlog_limit(

@@ -61,6 +61,18 @@ fn tier_relieved(sh: &Shard) -> bool {
     })
 }
 
+/// What may go when RAM is the constraint: any entry (an offloaded one gives SSD space back,
+/// which the offloader uses to move a RAM value out), but only RAM entries while a save holds
+/// the tier's frees. Then dropping an offloaded entry frees nothing on SSD and only its index
+/// in RAM: a write burst during a save dropped nine tenths of the SSD tier that way.
+fn ram_candidates(sh: &Shard) -> Candidates {
+    if sh.tier.as_ref().is_some_and(|t| t.frees_held()) {
+        Candidates::InRam
+    } else {
+        Candidates::Any
+    }
+}
+
 /// One heartbeat: at most `budget` of eviction on this core.
 pub fn heartbeat(core: &Core, budget: Duration) -> Evicted {
     let settings = &core.global.settings;
@@ -70,7 +82,9 @@ pub fn heartbeat(core: &Core, budget: Duration) -> Evicted {
     }
     let mut sh = core.shard.borrow_mut();
     let mut out = Evicted::default();
-    if tier_pressed(&sh) {
+    // While a save holds the tier's frees, evicting from SSD gives no space back.
+    let frees_held = sh.tier.as_ref().is_some_and(|t| t.frees_held());
+    if tier_pressed(&sh) && !frees_held {
         let e = sh.evict(Candidates::OnDisk, budget / 2, tier_relieved);
         out.ram += e.ram;
         out.ssd += e.ssd;
@@ -82,7 +96,8 @@ pub fn heartbeat(core: &Core, budget: Duration) -> Evicted {
         ram_goal(&core.global, max)
     };
     if used() > goal {
-        let e = sh.evict(Candidates::Any, budget, |_| used() <= goal);
+        let which = ram_candidates(&sh);
+        let e = sh.evict(which, budget, |_| used() <= goal);
         out.ram += e.ram;
         out.ssd += e.ssd;
     }
@@ -90,8 +105,10 @@ pub fn heartbeat(core: &Core, budget: Duration) -> Evicted {
 }
 
 /// Before a batch with writes of about `incoming` bytes: evicts on this core until they fit
-/// under the memory goal, for at most a millisecond.
-pub fn make_room(core: &Core, incoming: u64) {
+/// under the memory goal, for at most a millisecond at a time. During a save only what the
+/// snapshot already has may go (see `shard::evict`); when that is not enough the batch waits
+/// for the serializer, which makes more entries candidates, up to 200 ms in 1 ms steps.
+pub async fn make_room(core: &Core, incoming: u64) {
     let max = core.global.settings.maxmemory();
     if max == 0 {
         return;
@@ -99,13 +116,20 @@ pub fn make_room(core: &Core, incoming: u64) {
     // RSS, not only the allocator's count, stays under maxmemory: with tiering too (the limit
     // used to be maxmemory itself there, and a debug build's RSS went 9% past it).
     let limit = rss_limit(&core.global, max);
-    if used() + incoming <= limit {
-        return;
-    }
     let goal = limit.saturating_sub(incoming);
-    core.shard
-        .borrow_mut()
-        .evict(Candidates::Any, Duration::from_millis(1), |_| {
-            used() <= goal
-        });
+    for _ in 0..200 {
+        if used() + incoming <= limit {
+            return;
+        }
+        let saving = {
+            let mut sh = core.shard.borrow_mut();
+            let which = ram_candidates(&sh);
+            sh.evict(which, Duration::from_millis(1), |_| used() <= goal);
+            sh.saving()
+        };
+        if used() <= goal || !saving {
+            return;
+        }
+        glommio::timer::sleep(Duration::from_millis(1)).await;
+    }
 }

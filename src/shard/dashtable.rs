@@ -469,6 +469,14 @@ impl<V: Clone + Weigh> Dashtable<V> {
         false
     }
 
+    /// True when changing or removing the entry at `pos` copies nothing aside: no snapshot
+    /// runs, or it already has that slot (walked, captured, or in a segment made since).
+    pub fn snapshot_has(&self, (s, b, i): Pos) -> bool {
+        self.snap
+            .as_ref()
+            .is_none_or(|snap| snap.saved.get(s).is_none_or(|m| m[b] & (1 << i) != 0))
+    }
+
     /// Ends the snapshot (complete or abandoned); captured entries not taken are dropped.
     pub fn snapshot_end(&mut self) {
         self.snap = None;

@@ -27,6 +27,11 @@
 //! fallback past 98.5% of the tier. Tried and dropped on the same benchmark: S3-FIFO-style
 //! admission (never-read values dropped when leaving RAM, with a ghost filter), no gain.
 //!
+//! During a save, evicting an entry the snapshot has not reached frees nothing until the
+//! serializer writes the copy it leaves: such entries go only while those copies stay under the
+//! writers' backlog limit (a write burst into a full cache once emptied the table by evicting
+//! on and on while nothing came back).
+//!
 //! Never: evicts more than asked (callers pass the goal), runs past its time budget.
 
 use std::time::{Duration, Instant};
@@ -47,6 +52,9 @@ pub enum Candidates {
     Any,
     /// Only offloaded entries: the SSD budget is the constraint.
     OnDisk,
+    /// Only entries in RAM: RAM is the constraint and evicting from SSD would not help it (a
+    /// save holds the tier's frees, so the offloader cannot move values there).
+    InRam,
 }
 
 /// Keys evicted by one call, by where the value was.
@@ -72,6 +80,16 @@ pub fn decayed_freq(e: &Entry, clock: u32) -> u32 {
 }
 
 impl Shard {
+    /// True when the copies a running save holds leave room for one more (see
+    /// `server::snapshot::backlog_limit`).
+    fn capture_room(&self) -> bool {
+        let limit = crate::server::snapshot::backlog_limit(
+            self.settings.maxmemory(),
+            self.settings.threads,
+        );
+        self.snapshot_backlog() < limit
+    }
+
     /// Evicts one entry at a time, lowest [`score`] among a sample, until `enough` says so or
     /// `budget` is spent. Returns what went.
     pub fn evict(
@@ -118,7 +136,12 @@ impl Shard {
                         1,
                         |n| rng.gen_range(0..n.max(1)),
                         |pos, k, e, at| {
-                            if which == Candidates::OnDisk && !e.is_external() {
+                            let wanted = match which {
+                                Candidates::Any => true,
+                                Candidates::OnDisk => e.is_external(),
+                                Candidates::InRam => !e.is_external(),
+                            };
+                            if !wanted {
                                 return;
                             }
                             seen += 1;
@@ -138,6 +161,17 @@ impl Shard {
                     if seen >= SAMPLE {
                         break;
                     }
+                }
+            }
+            // During a save, removing an entry the snapshot does not have yet copies it aside
+            // until the serializer writes it: no room comes back before then. Such an entry
+            // goes only while those copies stay under the writers' backlog limit; past it the
+            // round is a miss (the batch waits for the serializer, see
+            // `server::eviction::make_room`). Evicting only what the snapshot has instead would
+            // favour the keys just read or written, which the snapshot copied first.
+            if let Some((_, pos)) = best {
+                if !self.dbs[db].table.snapshot_has(pos) && !self.capture_room() {
+                    best = None;
                 }
             }
             match best {

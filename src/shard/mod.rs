@@ -448,6 +448,11 @@ impl Shard {
     }
 
     /// Bytes copied aside by writes that the running snapshot has not taken yet.
+    /// True while a save walks this shard.
+    pub fn saving(&self) -> bool {
+        self.snap_db.is_some()
+    }
+
     pub fn snapshot_backlog(&self) -> usize {
         if self.snap_db.is_none() {
             return 0;
