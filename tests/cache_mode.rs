@@ -64,20 +64,15 @@ fn cache_mode_never_refuses_writes_and_keeps_rss_within_bound() {
         info_str(&mut c, "memory", "maxmemory_policy"),
         "allkeys-lfu"
     );
-    let (stop, peak) = rss_sampler(s.pid());
+    let rss = rss_sampler(s.pid());
     // Ten times maxmemory.
     write(&mut c, "w", 0, 120_000, 4096);
-    stop.store(true, Ordering::Relaxed);
-    let peak = peak.join().unwrap();
+    assert_peak_rss_within(rss, max);
     // Both counters from one reply: eviction may still be going on in the background.
     let [evicted, evicted_ram] = info_u64s(&mut c, "stats", ["evicted_keys", "evicted_keys_ram"]);
     assert!(evicted > 100_000, "evicted {evicted}");
     assert_eq!(evicted_ram, evicted);
     assert!(info_u64(&mut c, "memory", "used_memory") <= max);
-    assert!(
-        peak as f64 <= max as f64 * 1.05,
-        "peak RSS {peak} passed maxmemory {max} by more than 5%"
-    );
     // What is left reads back intact, and nearly all the newest keys are there (among keys
     // of equal frequency, eviction prefers the longest idle, at one-second resolution).
     let size: usize = q(&mut c, &["DBSIZE"]);
@@ -103,7 +98,7 @@ fn store_mode_answers_oom_and_loses_nothing() {
     // must stay under a third of maxmemory for RSS to stay within it (see README "Memory").
     let s = Server::start(&["--proactor_threads", "1", "--maxmemory", "48mb"]);
     let mut c = s.client();
-    let (stop, peak) = rss_sampler(s.pid());
+    let rss = rss_sampler(s.pid());
     let mut stored = 0;
     loop {
         let k = format!("s:{stored}");
@@ -125,13 +120,8 @@ fn store_mode_answers_oom_and_loses_nothing() {
     }
     assert!(stored > 1000);
     // RAM is bounded by RSS, not only by the allocator's count.
-    stop.store(true, Ordering::Relaxed);
-    let peak = peak.join().unwrap();
     let max = 48u64 << 20;
-    assert!(
-        peak as f64 <= max as f64 * 1.05,
-        "peak RSS {peak} passed maxmemory {max} by more than 5%"
-    );
+    assert_peak_rss_within(rss, max);
     let mut raw = s.raw();
     rt(
         &mut raw,
@@ -235,15 +225,10 @@ fn with_tiering_entries_go_ram_then_ssd_then_gone() {
     // stays within bound while the file churns: space freed on SSD is written again at once
     // (it used to wait for a hole punch per page, which let freed pages and the tasks waiting
     // on them pile up past maxmemory).
-    let (stop, peak) = rss_sampler(s.pid());
+    let rss = rss_sampler(s.pid());
     write(&mut c, "t", 60_000, 220_000, 1000);
-    stop.store(true, Ordering::Relaxed);
-    let peak = peak.join().unwrap();
     let max = 48u64 << 20;
-    assert!(
-        peak as f64 <= max as f64 * 1.05,
-        "peak RSS {peak} passed maxmemory {max} by more than 5%"
-    );
+    assert_peak_rss_within(rss, max);
     assert!(info_u64(&mut c, "memory", "used_memory") <= max);
     let deadline = Instant::now() + Duration::from_secs(20);
     while info_u64(&mut c, "stats", "evicted_keys_ssd") == 0 {
@@ -473,7 +458,7 @@ fn a_save_under_a_write_burst_keeps_the_cache_and_rss_within_bound() {
     write(&mut c, "a", 0, 60_000, 1000);
     let before: usize = q(&mut c, &["DBSIZE"]);
     assert!(before > 20_000, "only {before} keys before the save");
-    let (stop, peak) = rss_sampler(s.pid());
+    let rss = rss_sampler(s.pid());
     let _: String = q(&mut c, &["BGSAVE"]);
     // As much again of new keys while the save runs (the writers wait for it at times).
     write(&mut c, "b", 0, 30_000, 1000);
@@ -490,13 +475,8 @@ fn a_save_under_a_write_burst_keeps_the_cache_and_rss_within_bound() {
         "{during} keys left of {before} after writes during the save"
     );
     write(&mut c, "b", 30_000, 60_000, 1000);
-    stop.store(true, Ordering::Relaxed);
-    let peak = peak.join().unwrap();
-    assert!(
-        peak as f64 <= max as f64 * 1.05,
-        "peak RSS {peak} passed maxmemory {max} by more than 5%"
-    );
-    // The save completes with the keys as they were when it started.
+    assert_peak_rss_within(rss, max);
+    // The save completes with the keys as they were when it began.
     let deadline = Instant::now() + Duration::from_secs(60);
     while info_u64(&mut c, "persistence", "rdb_bgsave_in_progress") == 1 {
         assert!(Instant::now() < deadline, "the save did not finish");
@@ -506,9 +486,12 @@ fn a_save_under_a_write_burst_keeps_the_cache_and_rss_within_bound() {
         info_str(&mut c, "persistence", "rdb_last_bgsave_status"),
         "ok"
     );
-    assert_eq!(
-        info_u64(&mut c, "persistence", "rdb_last_save_keys"),
-        before as u64
+    // Point in time: the keys of when it began, not those written or evicted since (the
+    // background eviction may still take a few between DBSIZE and BGSAVE).
+    let saved = info_u64(&mut c, "persistence", "rdb_last_save_keys") as usize;
+    assert!(
+        saved <= before && saved * 100 >= before * 98,
+        "saved {saved} keys; {before} were there when the save began"
     );
     // What is there is intact, and most of the newest keys are (during the save, eviction
     // chooses among the entries the snapshot already has, new keys among them).

@@ -365,6 +365,24 @@ pub fn rss_sampler(
     (stop, h)
 }
 
+/// Stops a sampler of [`rss_sampler`] and asserts that the peak RSS it saw stayed within 5% of
+/// `max` (the bound maxmemory promises); returns the peak.
+pub fn assert_peak_rss_within(
+    (stop, handle): (
+        std::sync::Arc<std::sync::atomic::AtomicBool>,
+        std::thread::JoinHandle<u64>,
+    ),
+    max: u64,
+) -> u64 {
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let peak = handle.join().expect("the RSS sampler panicked");
+    assert!(
+        peak as f64 <= max as f64 * 1.05,
+        "peak RSS {peak} passed maxmemory {max} by more than 5%"
+    );
+    peak
+}
+
 /// A numeric field of `INFO section`.
 pub fn info_u64(c: &mut Connection, section: &str, field: &str) -> u64 {
     let v = info_str(c, section, field);
