@@ -349,9 +349,7 @@ async fn wait_for_room(core: &Core, reqs: &[Vec<Bytes>]) {
     }
     // Room is what RSS allows, not only the allocator's count: freed value buffers that the
     // allocator keeps count in RSS too (see `server::eviction::ram_goal`).
-    // 5% under the goal: RSS runs a little past its measured overhead under churn.
-    let max = (crate::server::eviction::ram_goal(&core.global, maxmemory) / 100 * 95)
-        .min(maxmemory / 10 * 9);
+    let max = crate::server::eviction::write_room(&core.global, maxmemory);
     if crate::memory::used_memory() <= max {
         return;
     }

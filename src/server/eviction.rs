@@ -34,6 +34,13 @@ pub fn ram_goal(global: &super::Global, max: u64) -> u64 {
     rss_limit(global, max) / 100 * 98
 }
 
+/// Used memory past which, with tiering, writers (and a snapshot being loaded) wait for the
+/// offloader: 5% under [`ram_goal`] (RSS runs a little past its measured overhead under
+/// churn), and 90% of maxmemory at most.
+pub fn write_room(global: &super::Global, max: u64) -> u64 {
+    (ram_goal(global, max) / 100 * 95).min(max / 10 * 9)
+}
+
 /// The tier file counts as full past this share of its budget: the offloader reclaims whole
 /// pages from 0.97 on (`offload::compact`), so entry-by-entry eviction from SSD is the fallback
 /// for when that does not keep up (or a save holds freed pages)...

@@ -365,6 +365,18 @@ pub fn rss_sampler(
     (stop, h)
 }
 
+/// The highest RSS process `pid` has had (VmHWM), in bytes.
+pub fn peak_rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc status");
+    status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse::<u64>().ok())
+        .expect("VmHWM in /proc status")
+        * 1024
+}
+
 /// Stops a sampler of [`rss_sampler`] and asserts that the peak RSS it saw stayed within 5% of
 /// `max` (the bound maxmemory promises); returns the peak.
 pub fn assert_peak_rss_within(
