@@ -1355,3 +1355,49 @@ fn a_key_never_outlives_its_deadline() {
     }
     assert!(stats["alive"] > 0 && stats["gone"] > 0, "{stats:?}");
 }
+
+#[test]
+fn info_keyspace_estimates_the_average_ttl() {
+    let s = server();
+    let mut c = s.client();
+    let mut p = redis::pipe();
+    for i in 0..200 {
+        p.cmd("SET")
+            .arg(format!("t:{i}"))
+            .arg("v")
+            .arg("EX")
+            .arg(1000)
+            .ignore();
+        p.cmd("SET").arg(format!("p:{i}")).arg("v").ignore();
+    }
+    let _: () = p.query(&mut c).unwrap();
+    // The estimate comes from the active-expiry sweep (10 times a second by default).
+    let field = |c: &mut Connection| -> u64 {
+        let info: String = q(c, &["INFO", "keyspace"]);
+        let line = info
+            .lines()
+            .find(|l| l.starts_with("db0:"))
+            .unwrap_or_else(|| panic!("no db0 in {info}"));
+        assert!(
+            line.starts_with("db0:keys=400,expires=200,avg_ttl="),
+            "{line}"
+        );
+        line.rsplit('=').next().unwrap().parse().unwrap()
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut avg = field(&mut c);
+    while avg == 0 {
+        assert!(Instant::now() < deadline, "avg_ttl stayed 0");
+        std::thread::sleep(Duration::from_millis(50));
+        avg = field(&mut c);
+    }
+    assert!(
+        (990_000..=1_000_000).contains(&avg),
+        "avg_ttl {avg} ms for keys set with EX 1000"
+    );
+    // Without TTL keys it is 0 again.
+    let _: () = q(&mut c, &["FLUSHALL"]);
+    let _: () = q(&mut c, &["SET", "plain", "v"]);
+    let info: String = q(&mut c, &["INFO", "keyspace"]);
+    assert!(info.contains("db0:keys=1,expires=0,avg_ttl=0"), "{info}");
+}

@@ -657,7 +657,8 @@ async fn randomkey(core: &Rc<Core>, db: usize) -> Reply {
 #[derive(Clone, Default)]
 struct ShardReport {
     stats: ShardStats,
-    keys: Vec<(usize, usize)>,
+    /// Per db: keys, keys with a TTL, estimated average TTL (ms).
+    keys: Vec<(usize, usize, u64)>,
     table_bytes: usize,
     tier: Option<tiering::TierStats>,
 }
@@ -666,7 +667,11 @@ async fn info(core: &Rc<Core>, args: &[Bytes]) -> Reply {
     let reports = core
         .on_all(|s: &mut Shard| ShardReport {
             stats: s.stats.clone(),
-            keys: s.dbs.iter().map(|d| (d.table.len(), d.volatile)).collect(),
+            keys: s
+                .dbs
+                .iter()
+                .map(|d| (d.table.len(), d.volatile, d.avg_ttl))
+                .collect(),
             table_bytes: s.dataset_bytes(),
             tier: s.tier.as_ref().map(|t| t.stats()),
         })
@@ -684,7 +689,8 @@ async fn info(core: &Rc<Core>, args: &[Bytes]) -> Reply {
     let mut total = ShardStats::default();
     let mut table_bytes = 0;
     let dbnum = g.settings.dbnum as usize;
-    let mut keys = vec![(0usize, 0usize); dbnum];
+    // Per db: keys, keys with a TTL, and the shards' average TTLs weighted by those.
+    let mut keys = vec![(0usize, 0usize, 0u128); dbnum];
     for r in &reports {
         total.keyspace_hits += r.stats.keyspace_hits;
         total.keyspace_misses += r.stats.keyspace_misses;
@@ -693,10 +699,11 @@ async fn info(core: &Rc<Core>, args: &[Bytes]) -> Reply {
         total.evicted_ram += r.stats.evicted_ram;
         total.evicted_ssd += r.stats.evicted_ssd;
         table_bytes += r.table_bytes;
-        for (i, (k, v)) in r.keys.iter().enumerate() {
+        for (i, &(k, v, ttl)) in r.keys.iter().enumerate() {
             if let Some(slot) = keys.get_mut(i) {
                 slot.0 += k;
                 slot.1 += v;
+                slot.2 += u128::from(ttl) * v as u128;
             }
         }
     }
@@ -816,9 +823,10 @@ async fn info(core: &Rc<Core>, args: &[Bytes]) -> Reply {
     }
     if want("keyspace") {
         let mut body = String::new();
-        for (i, (k, v)) in keys.iter().enumerate() {
-            if *k > 0 {
-                let _ = write!(body, "db{i}:keys={k},expires={v},avg_ttl=0\r\n");
+        for (i, &(k, v, weighted)) in keys.iter().enumerate() {
+            if k > 0 {
+                let avg_ttl = if v > 0 { weighted / v as u128 } else { 0 };
+                let _ = write!(body, "db{i}:keys={k},expires={v},avg_ttl={avg_ttl}\r\n");
             }
         }
         section("Keyspace", body);

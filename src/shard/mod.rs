@@ -48,6 +48,9 @@ pub struct Db {
     expire_cursor: (usize, usize),
     volatile_seen: usize,
     age_cursor: (usize, usize),
+    /// Estimated average remaining TTL of the keys with one, in ms (INFO keyspace's
+    /// `avg_ttl`): a running average of what the active-expiry sweep sees, as Redis keeps it.
+    pub avg_ttl: u64,
 }
 
 /// Counters reported by INFO stats.
@@ -92,6 +95,16 @@ pub struct Shard {
     history: Option<history::History>,
     /// Bumped whenever a key comes to point at disk (see [`Shard::disk_epoch`]).
     disk_epoch: u64,
+}
+
+/// One sample's average TTL folded into the running estimate: the sample counts for a
+/// fiftieth, as in Redis, and the first sample sets it.
+fn blend_avg_ttl(avg: u64, sample: u64) -> u64 {
+    if avg == 0 {
+        sample
+    } else {
+        avg / 50 * 49 + sample / 50
+    }
 }
 
 impl Shard {
@@ -511,6 +524,7 @@ impl Shard {
             loop {
                 let (mut seen, mut gone) = (0usize, 0usize);
                 let mut volatile_seen = 0usize;
+                let mut ttl_sum = 0u64;
                 let before = db.expire_cursor;
                 db.table.sweep(
                     &mut db.expire_cursor,
@@ -523,6 +537,7 @@ impl Shard {
                                 return true;
                             }
                             volatile_seen += 1;
+                            ttl_sum = ttl_sum.saturating_add(at - now);
                         }
                         false
                     },
@@ -534,12 +549,18 @@ impl Shard {
                 );
                 db.volatile_seen += volatile_seen;
                 db.volatile = db.volatile.saturating_sub(gone);
+                if volatile_seen > 0 {
+                    db.avg_ttl = blend_avg_ttl(db.avg_ttl, ttl_sum / volatile_seen as u64);
+                }
                 reaped += gone;
                 let wrapped = db.expire_cursor == (0, 0) || db.expire_cursor < before;
                 if wrapped {
                     // A full pass: the count of TTL keys still present is now known.
                     db.volatile = db.volatile_seen;
                     db.volatile_seen = 0;
+                    if db.volatile == 0 {
+                        db.avg_ttl = 0;
+                    }
                     break;
                 }
                 if seen == 0 || gone * 10 < seen || start.elapsed() >= budget {
