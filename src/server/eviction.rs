@@ -43,7 +43,7 @@ pub fn write_room(global: &super::Global, max: u64) -> u64 {
 
 /// The tier file counts as full past this share of its budget: the offloader reclaims whole
 /// pages from 0.97 on (`offload::compact`), so entry-by-entry eviction from SSD is the fallback
-/// for when that does not keep up (or a save holds freed pages)...
+/// for when that does not keep up (not while a save holds freed pages: then it frees nothing)...
 const TIER_HIGH: f64 = 0.985;
 /// ...and runs until the allocated pages are under this share (it prefers values alone on
 /// their page, so pages do come free).
@@ -112,9 +112,10 @@ pub fn heartbeat(core: &Core, budget: Duration) -> Evicted {
 }
 
 /// Before a batch with writes of about `incoming` bytes: evicts on this core until they fit
-/// under the memory goal, for at most a millisecond at a time. During a save only what the
-/// snapshot already has may go (see `shard::evict`); when that is not enough the batch waits
-/// for the serializer, which makes more entries candidates, up to 200 ms in 1 ms steps.
+/// under the memory goal, for at most a millisecond at a time. During a save, entries the
+/// snapshot has not reached go only while the copies they leave stay under the backlog limit
+/// (see `shard::evict`); past it the batch waits for the serializer, which writes those copies
+/// and walks on, up to 200 ms in 1 ms steps.
 pub async fn make_room(core: &Core, incoming: u64) {
     let max = core.global.settings.maxmemory();
     if max == 0 {

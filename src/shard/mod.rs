@@ -460,12 +460,12 @@ impl Shard {
         self.snap_db = None;
     }
 
-    /// Bytes copied aside by writes that the running snapshot has not taken yet.
     /// True while a save walks this shard.
     pub fn saving(&self) -> bool {
         self.snap_db.is_some()
     }
 
+    /// Bytes copied aside by writes that the running snapshot has not taken yet.
     pub fn snapshot_backlog(&self) -> usize {
         if self.snap_db.is_none() {
             return 0;
