@@ -516,3 +516,37 @@ fn a_full_tier_file_stops_offloading_and_the_server_keeps_going() {
     // Everything stored before the refusal is intact.
     check_all(&mut c, 0..stored, 0, 1000);
 }
+
+#[test]
+fn values_read_often_come_back_with_a_high_offload_threshold() {
+    let dir = tempfile::tempdir().unwrap();
+    // Offloading only from 90%: above where uploads stop. RAM must still make room for values
+    // read often (it used to settle between the two limits, where neither ran).
+    // 96 MB: a debug build's fixed RSS (~13 MB) leaves the RSS-derived limits room to work.
+    let s = tiered_server_with(&dir, "96mb", "1", &["--tiered_offload_threshold", "0.9"]);
+    let mut c = s.client();
+    fill(&mut c, 0..240_000, 0, 500);
+    let hot = 0..300usize;
+    let reads0 = info_u64(&mut c, "tiered", "tiered_reads");
+    check_all(&mut c, hot.clone(), 0, 500);
+    let first = info_u64(&mut c, "tiered", "tiered_reads") - reads0;
+    assert!(first > 100, "only {first} of 300 hot keys were on disk");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        check_all(&mut c, hot.clone(), 0, 500);
+        let reads = info_u64(&mut c, "tiered", "tiered_reads");
+        check_all(&mut c, hot.clone(), 0, 500);
+        let misses = info_u64(&mut c, "tiered", "tiered_reads") - reads;
+        if misses < first / 4 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "still {misses} disk reads per pass over the hot keys (first: {first}); uploaded {}, used {}",
+            info_u64(&mut c, "tiered", "tiered_uploaded"),
+            info_u64(&mut c, "memory", "used_memory")
+        );
+        thread::sleep(Duration::from_millis(100));
+    }
+    assert!(info_u64(&mut c, "tiered", "tiered_uploaded") >= first / 2);
+}

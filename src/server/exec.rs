@@ -248,9 +248,7 @@ fn upload_allowed(core: &Core) -> bool {
     let (Some(t), max) = (&s.tiered, s.maxmemory()) else {
         return false;
     };
-    max == 0
-        || crate::memory::used_memory()
-            < super::offload::hard_limit(&core.global, max, t) / 100 * 95
+    max == 0 || crate::memory::used_memory() < super::offload::upload_limit(&core.global, max, t)
 }
 
 /// Loads an entry's value into RAM for good (it is about to leave this shard: cross-shard

@@ -48,6 +48,12 @@ pub fn hard_limit(global: &crate::server::Global, max: u64, ts: &TierSettings) -
     by_threshold.min(super::eviction::ram_goal(global, max) / 100 * 90)
 }
 
+/// Used memory under which a value read twice comes back to RAM (`exec::upload_allowed`):
+/// 5% under [`hard_limit`], so uploads stop before the offloader turns to its full pace.
+pub fn upload_limit(global: &crate::server::Global, max: u64, ts: &TierSettings) -> u64 {
+    hard_limit(global, max, ts) / 100 * 95
+}
+
 /// Runs forever on this core.
 pub async fn run(core: Rc<Core>, tier: Rc<TierStore>, ts: TierSettings) {
     let mut cursor: (usize, (usize, usize)) = (0, (0, 0));
@@ -288,14 +294,16 @@ fn install(
     }
 }
 
-/// Above the offload threshold, or above the hard limit when the threshold is set higher:
-/// the offloader must run whenever writers may be waiting for room.
+/// Above the offload threshold, or above the upload limit when the threshold is set higher:
+/// between the two neither would run, and values read often but left on disk would never come
+/// back (`--tiered_offload_threshold 0.8` on the 90/10 hot load: RAM settled just under the
+/// hard limit, uploads stopped, and GETs ran at a fifth of the default's rate).
 fn over_threshold(core: &Core, ts: &TierSettings) -> bool {
     let max = core.global.settings.maxmemory();
     let used = crate::memory::used_memory();
     max > 0
         && (used as f64 > ts.offload_threshold * max as f64
-            || used > hard_limit(&core.global, max, ts))
+            || used > upload_limit(&core.global, max, ts))
 }
 
 fn over_hard(core: &Core, ts: &TierSettings) -> bool {
