@@ -17,20 +17,32 @@ fn value_of(key: &str, len: usize) -> Vec<u8> {
     key.as_bytes().iter().copied().cycle().take(len).collect()
 }
 
-/// A cache-mode server with tiering (files under `dir`).
-fn tiered_cache(dir: &tempfile::TempDir, threads: &str, maxmemory: &str, tier: &str) -> Server {
-    let prefix = dir.path().join("t");
-    Server::start(&[
+/// A cache-mode server on `threads` cores with `maxmemory`, plus `extra` flags.
+fn cache(threads: &str, maxmemory: &str, extra: &[&str]) -> Server {
+    let mut args = vec![
         "--proactor_threads",
         threads,
         "--cache_mode",
         "--maxmemory",
         maxmemory,
-        "--tiered_prefix",
-        prefix.to_str().unwrap(),
-        "--tiered_max_file_size",
-        tier,
-    ])
+    ];
+    args.extend_from_slice(extra);
+    Server::start(&args)
+}
+
+/// A cache-mode server with tiering (files under `dir`).
+fn tiered_cache(dir: &tempfile::TempDir, threads: &str, maxmemory: &str, tier: &str) -> Server {
+    let prefix = dir.path().join("t");
+    cache(
+        threads,
+        maxmemory,
+        &[
+            "--tiered_prefix",
+            prefix.to_str().unwrap(),
+            "--tiered_max_file_size",
+            tier,
+        ],
+    )
 }
 
 /// Writes keys `prefix:{from..to}` with `len`-byte values in pipelines; panics on any error.
@@ -51,13 +63,7 @@ fn write(c: &mut Connection, prefix: &str, from: usize, to: usize, len: usize) {
 
 #[test]
 fn cache_mode_never_refuses_writes_and_keeps_rss_within_bound() {
-    let s = Server::start(&[
-        "--proactor_threads",
-        "1",
-        "--cache_mode",
-        "--maxmemory",
-        "48mb",
-    ]);
+    let s = cache("1", "48mb", &[]);
     let max = 48u64 << 20;
     let mut c = s.client();
     assert_eq!(
@@ -140,13 +146,7 @@ fn store_mode_answers_oom_and_loses_nothing() {
 
 #[test]
 fn hot_keys_survive_a_scan() {
-    let s = Server::start(&[
-        "--proactor_threads",
-        "1",
-        "--cache_mode",
-        "--maxmemory",
-        "32mb",
-    ]);
+    let s = cache("1", "32mb", &[]);
     let mut c = s.client();
     write(&mut c, "hot", 0, 5_000, 1024);
     for _ in 0..3 {
@@ -174,13 +174,7 @@ fn hot_keys_survive_a_scan() {
 
 #[test]
 fn an_evicted_key_that_comes_back_resumes_its_access_count() {
-    let s = Server::start(&[
-        "--proactor_threads",
-        "1",
-        "--cache_mode",
-        "--maxmemory",
-        "8mb",
-    ]);
+    let s = cache("1", "8mb", &[]);
     let mut c = s.client();
     let _: () = redis::cmd("SET").arg("k").arg("v").query(&mut c).unwrap();
     let _: Option<String> = redis::cmd("GET").arg("k").query(&mut c).unwrap();
@@ -413,13 +407,7 @@ fn eviction_races_ssd_reads_and_expiry_without_wrong_data() {
 
 #[test]
 fn config_set_maxmemory_shrinks_the_cache_live() {
-    let s = Server::start(&[
-        "--proactor_threads",
-        "2",
-        "--cache_mode",
-        "--maxmemory",
-        "64mb",
-    ]);
+    let s = cache("2", "64mb", &[]);
     let mut c = s.client();
     write(&mut c, "m", 0, 50_000, 1024);
     assert!(info_u64(&mut c, "memory", "used_memory") > 40 << 20);
@@ -451,20 +439,19 @@ fn config_set_maxmemory_shrinks_the_cache_live() {
 #[test]
 fn a_save_under_a_write_burst_keeps_the_cache_and_rss_within_bound() {
     let dir = tempfile::tempdir().unwrap();
-    let s = Server::start(&[
-        "--proactor_threads",
+    let s = cache(
         "1",
-        "--cache_mode",
-        "--maxmemory",
         "48mb",
-        "--dir",
-        dir.path().to_str().unwrap(),
-        "--snapshot_compression",
-        "none",
-        // ~40 MB of values at 5 MB/s: the save runs for seconds, under the writes below.
-        "--snapshot_throttle_mb",
-        "5",
-    ]);
+        &[
+            "--dir",
+            dir.path().to_str().unwrap(),
+            "--snapshot_compression",
+            "none",
+            // ~40 MB of values at 5 MB/s: the save runs for seconds, under the writes below.
+            "--snapshot_throttle_mb",
+            "5",
+        ],
+    );
     let max = 48u64 << 20;
     let mut c = s.client();
     // A full cache.

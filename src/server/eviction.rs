@@ -68,12 +68,17 @@ fn tier_relieved(sh: &Shard) -> bool {
     })
 }
 
+/// True while a save holds the shard's tier frees (see `Shard::snapshot_begin`).
+fn frees_held(sh: &Shard) -> bool {
+    sh.tier.as_ref().is_some_and(|t| t.frees_held())
+}
+
 /// What may go when RAM is the constraint: any entry (an offloaded one gives SSD space back,
 /// which the offloader uses to move a RAM value out), but only RAM entries while a save holds
 /// the tier's frees. Then dropping an offloaded entry frees nothing on SSD and only its index
 /// in RAM: a write burst during a save dropped nine tenths of the SSD tier that way.
 fn ram_candidates(sh: &Shard) -> Candidates {
-    if sh.tier.as_ref().is_some_and(|t| t.frees_held()) {
+    if frees_held(sh) {
         Candidates::InRam
     } else {
         Candidates::Any
@@ -90,8 +95,7 @@ pub fn heartbeat(core: &Core, budget: Duration) -> Evicted {
     let mut sh = core.shard.borrow_mut();
     let mut out = Evicted::default();
     // While a save holds the tier's frees, evicting from SSD gives no space back.
-    let frees_held = sh.tier.as_ref().is_some_and(|t| t.frees_held());
-    if tier_pressed(&sh) && !frees_held {
+    if tier_pressed(&sh) && !frees_held(&sh) {
         let e = sh.evict(Candidates::OnDisk, budget / 2, tier_relieved);
         out.ram += e.ram;
         out.ssd += e.ssd;
