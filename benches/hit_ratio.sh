@@ -30,6 +30,9 @@
 #   CACHE_PCT      maxmemory, percent of KEYS x VALUE_SIZE              (default 10)
 #   SSD_PCT        --tiered_max_file_size, percent of KEYS x VALUE_SIZE (default 50)
 #   OFFLOAD_AT     --tiered_offload_threshold of strata-ram+ssd         (default 0.85)
+#   TIER_COMPRESSION  --tiered_compression of strata-ram+ssd: none, lz4, zstd (default zstd;
+#                  the trace's values are random lowercase letters, which zstd's entropy
+#                  coding takes to ~0.65 of their size, lz4 not at all)
 #   TRACES         traces to run       (default "zipf0.9 zipf0.99 zipf0.9+scan zipf0.99+scan")
 #   SERVERS        servers to run      (default "redis-lru redis-lfu strata-ram strata-ram+ssd")
 #   SCAN_FRAC, SCAN_RUN  "+scan" traces: share of requests in sweeps, keys per sweep (0.2 / 4096)
@@ -42,6 +45,8 @@
 #   SERVER_CPU / CLIENT_CPU  CPUs of the server / driver      (default 1st / 2nd allowed CPU)
 #   TMPDIR         where the work directory (logs, tier files) goes     (default /tmp)
 #   REDIS_BIN      redis-server binary                                  (default redis-server)
+#   INFO_DIR       when set, the server's INFO ALL after each replay is kept there as
+#                  TRACE.SERVER.info (where memory and the tier file went)
 #   SKIP_BUILD=1   use existing binaries: STRATA_BIN (default <target>/release/strata) and
 #                  HIT_RATIO_BIN (default the newest <target>/release/deps/hit_ratio-*),
 #                  <target> being $CARGO_TARGET_DIR or <repo>/target
@@ -97,6 +102,8 @@ DRIVER_PID=""
 PIN=1
 FAILED=0
 CACHE_MODE_ARGS=()
+TIER_COMPRESSION="${TIER_COMPRESSION:-zstd}"
+TIER_ARGS=()          # --tiered_compression, when this strata has it
 NO_SNAPSHOT_ARGS=()   # strata flags that keep it from saving/loading snapshots, when it has them
 declare -A R       # R[trace,server] = hit ratio, R[trace,server.err] = "errors/warmup_errors"
 declare -A MAXHR   # MAXHR[trace] = hit ratio of an infinite cache
@@ -156,6 +163,9 @@ probe_strata_flags() {
     help="$("$STRATA_BIN" --help 2>&1 || true)"
     if grep -q -- '--dbfilename' <<<"$help"; then NO_SNAPSHOT_ARGS+=(--dbfilename ""); fi
     if grep -q -- '--dir ' <<<"$help"; then NO_SNAPSHOT_ARGS+=(--dir "$WORKDIR"); fi
+    if grep -q -- '--tiered_compression' <<<"$help"; then
+        TIER_ARGS+=(--tiered_compression "$TIER_COMPRESSION")
+    fi
     case "$CACHE_MODE" in
         0) return 0 ;;
         1 | auto)
@@ -203,7 +213,7 @@ start_server() {
             cmd=("$STRATA_BIN" --port "$SPORT" --proactor_threads 1 "${CACHE_MODE_ARGS[@]}"
                 "${NO_SNAPSHOT_ARGS[@]}" --maxmemory "$MAXMEM" --tiered_prefix "$WORKDIR/tier/hr"
                 --tiered_max_file_size "$SSD_BYTES" --tiered_offload_threshold "$OFFLOAD_AT"
-                $STRATA_FLAGS) ;;
+                "${TIER_ARGS[@]}" $STRATA_FLAGS) ;;
         *) die "unknown server '$name' in SERVERS" ;;
     esac
     log "    ${cmd[*]}"
@@ -248,6 +258,9 @@ run_one() {
         return 0
     fi
     info="$(timeout 10 redis-cli -p "$SPORT" info all 2>/dev/null | tr -d '\r' || true)"
+    if [[ -n "${INFO_DIR:-}" ]]; then
+        mkdir -p "$INFO_DIR" && printf '%s\n' "$info" >"$INFO_DIR/$trace.$name.info"
+    fi
     extra="dbsize=$(timeout 10 redis-cli -p "$SPORT" dbsize 2>/dev/null | tr -d '\r' || true)"
     extra+=" used_memory=$(info_field used_memory "$info") evicted_keys=$(info_field evicted_keys "$info")"
     if [[ "$name" == *ssd ]]; then
@@ -296,7 +309,7 @@ report() {
     local trace name v best ratio ram ssd cell verdict_ram="MET" verdict_ssd="n/a" notes=()
     log ""
     log "Hit ratio = hits / GETs after the warm-up; $KEYS keys x $VALUE_SIZE B, maxmemory $MAXMEM B ($CACHE_PCT% of the data),"
-    log "SSD $SSD_BYTES B ($SSD_PCT%), $REQUESTS requests per trace of which the first $WARMUP are warm-up,"
+    log "SSD $SSD_BYTES B ($SSD_PCT%, tier values stored with ${TIER_ARGS[*]:---tiered_compression n/a}), $REQUESTS requests per trace of which the first $WARMUP are warm-up,"
     local cap=""
     [[ "$RATE" == 0 ]] || cap=", at most $RATE requests/s"
     log "driver $CONNS conns x pipeline $PIPELINE$cap; max = an infinite cache (only the first request of a key misses)"

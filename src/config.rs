@@ -86,6 +86,12 @@ pub struct Flags {
     )]
     pub tiered_min_value_size: u64,
 
+    /// Compression of values in the tier file: none, lz4 or zstd. Each value is compressed on
+    /// its own and stored compressed only when that saves an eighth of it (a page, for values
+    /// over 2 KiB), so more of them fit in `--tiered_max_file_size`.
+    #[arg(long = "tiered_compression", alias = "tiered-compression", default_value = "none", value_parser = parse_tier_codec)]
+    pub tiered_compression: tiering::Codec,
+
     /// Cache mode: when memory is full, evict the entries least likely to be read again instead
     /// of refusing writes with -OOM (with tiering, RAM entries move to SSD first and only a full
     /// SSD budget drops entries).
@@ -141,6 +147,10 @@ fn parse_cron(s: &str) -> Result<crate::cron::CronSchedule, String> {
 fn parse_compression(s: &str) -> Result<ondisk::snapshot::Compression, String> {
     s.parse()
         .map_err(|_| format!("'{s}' is not one of none, lz4, zstd"))
+}
+
+fn parse_tier_codec(s: &str) -> Result<tiering::Codec, String> {
+    s.parse()
 }
 
 fn parse_mem_flag(s: &str) -> Result<u64, String> {
@@ -234,6 +244,7 @@ pub struct TierSettings {
     pub offload_threshold: f64,
     pub upload_threshold: f64,
     pub min_value_size: usize,
+    pub codec: tiering::Codec,
 }
 
 impl TierSettings {
@@ -276,6 +287,7 @@ impl TierSettings {
             offload_threshold: f.tiered_offload_threshold,
             upload_threshold: f.tiered_upload_threshold,
             min_value_size: f.tiered_min_value_size as usize,
+            codec: f.tiered_compression,
         }))
     }
 

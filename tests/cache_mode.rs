@@ -32,17 +32,26 @@ fn cache(threads: &str, maxmemory: &str, extra: &[&str]) -> Server {
 
 /// A cache-mode server with tiering (files under `dir`).
 fn tiered_cache(dir: &tempfile::TempDir, threads: &str, maxmemory: &str, tier: &str) -> Server {
+    tiered_cache_with(dir, threads, maxmemory, tier, &[])
+}
+
+/// [`tiered_cache`] plus `extra` flags.
+fn tiered_cache_with(
+    dir: &tempfile::TempDir,
+    threads: &str,
+    maxmemory: &str,
+    tier: &str,
+    extra: &[&str],
+) -> Server {
     let prefix = dir.path().join("t");
-    cache(
-        threads,
-        maxmemory,
-        &[
-            "--tiered_prefix",
-            prefix.to_str().unwrap(),
-            "--tiered_max_file_size",
-            tier,
-        ],
-    )
+    let mut args = vec![
+        "--tiered_prefix",
+        prefix.to_str().unwrap(),
+        "--tiered_max_file_size",
+        tier,
+    ];
+    args.extend_from_slice(extra);
+    cache(threads, maxmemory, &args)
 }
 
 /// Writes keys `prefix:{from..to}` with `len`-byte values in pipelines; panics on any error.
@@ -259,6 +268,35 @@ fn with_tiering_entries_go_ram_then_ssd_then_gone() {
     assert!(
         oldest < 500,
         "{oldest} of the 1000 oldest keys are still there"
+    );
+}
+
+#[test]
+fn compression_lets_the_ssd_tier_hold_more_of_the_data() {
+    // The same writes into the same RAM and tier budget, values stored as they are and with
+    // zstd: compressed, the tier keeps several times the keys, and every one reads back whole.
+    let mut held = Vec::new();
+    for codec in ["none", "zstd"] {
+        let dir = tempfile::tempdir().unwrap();
+        let s = tiered_cache_with(&dir, "1", "48mb", "32mb", &["--tiered_compression", codec]);
+        let mut c = s.client();
+        let rss = rss_sampler(s.pid());
+        write(&mut c, "t", 0, 150_000, 1000);
+        assert_peak_rss_within(rss, 48 << 20);
+        assert!(info_u64(&mut c, "tiered", "tiered_file_used") <= 32 << 20);
+        let keys = q::<u64>(&mut c, &["DBSIZE"]);
+        let newest: Vec<String> = (149_000..150_000).map(|i| format!("t:{i}")).collect();
+        read_all(&mut c, &newest);
+        held.push((keys, info_u64(&mut c, "tiered", "tiered_disk_keys")));
+    }
+    let ((all_raw, disk_raw), (all_z, disk_z)) = (held[0], held[1]);
+    assert!(
+        disk_z > 2 * disk_raw,
+        "SSD keys: {disk_z} compressed, {disk_raw} raw"
+    );
+    assert!(
+        all_z > all_raw + disk_raw,
+        "keys held: {all_z} compressed, {all_raw} raw"
     );
 }
 

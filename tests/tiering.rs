@@ -424,6 +424,132 @@ fn reads_racing_expiry_never_return_a_stale_value() {
     );
 }
 
+/// Text-like: key number `i`'s mark, then lowercase letters (zstd takes them to ~0.65).
+fn text(i: usize, ver: usize, len: usize) -> Vec<u8> {
+    value(i, ver, len)
+        .iter()
+        .enumerate()
+        .map(|(j, b)| if j < 12 { *b } else { b'a' + b % 26 })
+        .collect()
+}
+
+#[test]
+fn compressed_values_read_back_exactly_and_take_less_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let max: u64 = 48 << 20;
+    let s = tiered_server_with(&dir, "48mb", "2", &["--tiered_compression", "zstd"]);
+    let mut c = s.client();
+    let rss = rss_sampler(s.pid());
+    // 3x RAM of text, then values no codec shrinks, then large text values (extents).
+    let n = (3 * max / 1024) as usize;
+    let write = |c: &mut Connection,
+                 keys: std::ops::Range<usize>,
+                 f: fn(usize, usize, usize) -> Vec<u8>,
+                 len: usize| {
+        for chunk in keys.collect::<Vec<_>>().chunks(500) {
+            let mut p = redis::pipe();
+            for &i in chunk {
+                p.cmd("SET")
+                    .arg(format!("key:{i}"))
+                    .arg(f(i, 0, len))
+                    .ignore();
+            }
+            p.query::<()>(c).expect("pipelined SET");
+        }
+    };
+    write(&mut c, 0..n, text, 1000);
+    write(&mut c, n..n + 5_000, value, 1000);
+    write(&mut c, n + 5_000..n + 5_200, text, 20_000);
+    write(&mut c, n + 5_200..n + 60_000, text, 1000);
+    let check = |c: &mut Connection,
+                 keys: std::ops::Range<usize>,
+                 f: fn(usize, usize, usize) -> Vec<u8>,
+                 len: usize| {
+        // About 500 KB of values per pipeline: the replies of one are held together.
+        for chunk in keys.collect::<Vec<_>>().chunks(500_000 / len) {
+            let mut p = redis::pipe();
+            for i in chunk {
+                p.cmd("GET").arg(format!("key:{i}"));
+            }
+            let got: Vec<Option<Vec<u8>>> = p.query(c).expect("pipelined GET");
+            for (i, g) in chunk.iter().zip(got) {
+                assert_eq!(g.as_deref(), Some(&f(*i, 0, len)[..]), "key:{i}");
+            }
+        }
+    };
+    check(&mut c, 0..n, text, 1000);
+    check(&mut c, n..n + 5_000, value, 1000);
+    check(&mut c, n + 5_000..n + 5_200, text, 20_000);
+    assert_peak_rss_within(rss, max);
+    assert_eq!(info_str(&mut c, "tiered", "tiered_compression"), "zstd");
+    let disk = info_u64(&mut c, "tiered", "tiered_disk_keys");
+    let packed = info_u64(&mut c, "tiered", "tiered_compressed_entries");
+    assert!(disk as usize > n / 2, "only {disk} of {n} values offloaded");
+    assert!(
+        packed > disk / 2,
+        "{packed} of {disk} offloaded values compressed"
+    );
+    let stored = info_u64(&mut c, "tiered", "tiered_stored_bytes");
+    let bytes = info_u64(&mut c, "tiered", "tiered_bytes");
+    assert!(
+        stored * 10 < bytes * 8,
+        "{stored} bytes on disk for {bytes} of values"
+    );
+    let ratio: f64 = info_str(&mut c, "tiered", "tiered_compression_ratio")
+        .parse()
+        .unwrap();
+    assert!(ratio < 0.8, "ratio {ratio}");
+    assert_eq!(info_u64(&mut c, "tiered", "tiered_read_errors"), 0);
+    // String commands on compressed values: STRLEN needs no read; the others see the bytes.
+    let reads = info_u64(&mut c, "tiered", "tiered_reads");
+    let big = format!("key:{}", n + 5_001);
+    for (k, len) in [("key:5", 1000), (big.as_str(), 20_000)] {
+        let got: i64 = redis::cmd("STRLEN").arg(k).query(&mut c).unwrap();
+        assert_eq!(got, len, "{k}");
+    }
+    assert_eq!(info_u64(&mut c, "tiered", "tiered_reads"), reads);
+    let got: Vec<u8> = redis::cmd("GETRANGE")
+        .arg(&big)
+        .arg(19_990)
+        .arg(-1)
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(got, text(n + 5_001, 0, 20_000)[19_990..]);
+    let len: i64 = redis::cmd("APPEND")
+        .arg("key:6")
+        .arg("++")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(len, 1002);
+    let mut v6 = text(6, 0, 1000);
+    v6.extend_from_slice(b"++");
+    let got: Vec<u8> = redis::cmd("GET").arg("key:6").query(&mut c).unwrap();
+    assert_eq!(got, v6);
+    // Deleting everything gives the file's space back.
+    let _: () = redis::cmd("FLUSHALL").query(&mut c).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while info_u64(&mut c, "tiered", "tiered_file_used") > 2 * 2 * 4096 {
+        assert!(Instant::now() < deadline, "disk space not reclaimed");
+        thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(info_u64(&mut c, "tiered", "tiered_stored_bytes"), 0);
+}
+
+#[test]
+fn an_unknown_tier_codec_is_a_clear_startup_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(["--port", &free_port().to_string()])
+        .args(["--tiered_prefix", dir.path().join("x").to_str().unwrap()])
+        .args(["--tiered_compression", "gzip"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--tiered_compression"), "stderr: {err}");
+    assert!(err.contains("not one of none, lz4, zstd"), "stderr: {err}");
+}
+
 #[test]
 fn missing_directory_is_a_clear_startup_error() {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_strata"))

@@ -849,6 +849,10 @@ fn tiered_section(reports: &[ShardReport]) -> String {
         if let Some(s) = &r.tier {
             t.entries += s.entries;
             t.value_bytes += s.value_bytes;
+            t.stored_bytes += s.stored_bytes;
+            t.compressed += s.compressed;
+            t.budget_waits += s.budget_waits;
+            t.codec = s.codec;
             t.reads += s.reads;
             t.writes += s.writes;
             t.bytes_read += s.bytes_read;
@@ -868,22 +872,35 @@ fn tiered_section(reports: &[ShardReport]) -> String {
             t.read_p99_us = t.read_p99_us.max(s.read_p99_us);
         }
     }
+    // What the file holds beyond its live values' stored bytes (compressed, they may well
+    // be fewer than the values' own).
     let frag = if t.used_bytes > 0 {
-        1.0 - (t.value_bytes as f64 / t.used_bytes as f64).min(1.0)
+        1.0 - (t.stored_bytes as f64 / t.used_bytes as f64).min(1.0)
     } else {
         0.0
     };
+    let ratio = if t.value_bytes > 0 {
+        t.stored_bytes as f64 / t.value_bytes as f64
+    } else {
+        1.0
+    };
     format!(
-        "tiered_entries:{}\r\ntiered_bytes:{}\r\ntiered_ram_keys:{}\r\ntiered_disk_keys:{external}\r\n\
+        "tiered_entries:{}\r\ntiered_bytes:{}\r\ntiered_stored_bytes:{}\r\n\
+         tiered_compression:{}\r\ntiered_compressed_entries:{}\r\ntiered_compression_ratio:{ratio:.3}\r\n\
+         tiered_ram_keys:{}\r\ntiered_disk_keys:{external}\r\n\
          tiered_file_size:{}\r\ntiered_file_used:{}\r\ntiered_file_free:{}\r\ntiered_file_capacity:{}\r\n\
          tiered_small_pages:{}\r\ntiered_fragmentation:{frag:.3}\r\n\
          tiered_reads:{}\r\ntiered_writes:{}\r\ntiered_read_bytes:{}\r\ntiered_write_bytes:{}\r\n\
          tiered_pending_reads:{}\r\ntiered_pending_writes:{}\r\ntiered_coalesced_reads:{}\r\n\
          tiered_offloaded:{offloaded}\r\ntiered_uploaded:{uploaded}\r\ntiered_compacted:{compacted}\r\n\
          tiered_read_errors:{}\r\ntiered_write_errors:{}\r\ntiered_unreadable_keys_dropped:{dropped}\r\ntiered_full_events:{}\r\n\
-         tiered_read_latency_p50_us:{}\r\ntiered_read_latency_p99_us:{}\r\n",
+         tiered_read_latency_p50_us:{}\r\ntiered_read_latency_p99_us:{}\r\n\
+         tiered_read_budget_waits:{}\r\n",
         t.entries,
         t.value_bytes,
+        t.stored_bytes,
+        t.codec,
+        t.compressed,
         keys.saturating_sub(external),
         t.file_bytes,
         t.used_bytes,
@@ -902,6 +919,7 @@ fn tiered_section(reports: &[ShardReport]) -> String {
         t.full_events,
         t.read_p50_us,
         t.read_p99_us,
+        t.budget_waits,
     )
 }
 

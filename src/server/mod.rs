@@ -144,6 +144,11 @@ async fn core_main(
             let path = ts.file_path(id);
             match tiering::TierStore::create(&path, ts.file_bytes_per_shard).await {
                 Ok(t) => {
+                    t.set_codec(ts.codec);
+                    t.set_read_budget(read_budget(
+                        global.settings.maxmemory(),
+                        global.settings.threads as u64,
+                    ));
                     global.add_tier_file(path);
                     Some((t, ts.clone()))
                 }
@@ -409,4 +414,14 @@ pub fn human_bytes(n: u64) -> String {
     } else {
         format!("{v:.2}{}", UNITS[u])
     }
+}
+
+/// Bytes of tier reads one shard keeps in flight: its share of maxmemory / 64, between 512 KiB
+/// (128 single-page reads, more than the disk needs to run at full rate) and 16 MiB (no
+/// maxmemory).
+fn read_budget(maxmemory: u64, shards: u64) -> u64 {
+    if maxmemory == 0 {
+        return 16 << 20;
+    }
+    (maxmemory / 64 / shards.max(1)).clamp(512 << 10, 16 << 20)
 }

@@ -160,8 +160,9 @@ async fn compact(
         return (0, 0);
     }
     let mut dropped = 0;
-    // (db, key, value, old pointer) of the live entries of all those pages, packed together.
-    let mut live: Vec<(usize, Bytes, Bytes, tiering::DiskPtr)> = Vec::new();
+    // (db, key, value as stored, old pointer) of the live entries of all those pages, packed
+    // together. Values move as they lie on disk: compressed ones are not recompressed.
+    let mut live: Vec<(usize, Vec<u8>, tiering::page::StoredValue, tiering::DiskPtr)> = Vec::new();
     // All pages read at once: many reads in flight, as for client reads.
     let read = futures::future::join_all(pages.iter().map(|&p| tier.read_page(p))).await;
     for (page, entries) in pages.into_iter().zip(read) {
@@ -169,7 +170,7 @@ async fn compact(
             continue;
         };
         let mut shard = core.shard.borrow_mut();
-        for (offset, key, value) in entries {
+        for (offset, key, stored) in entries {
             let h = hash(&key);
             // The db whose key still points here, the pointer, and whether it earned a stay.
             let found = (0..shard.dbs.len()).find_map(|db| {
@@ -189,13 +190,22 @@ async fn compact(
                 }
                 continue;
             }
-            live.push((db, Bytes::from(key), Bytes::from(value), p));
+            live.push((db, key, stored, p));
         }
     }
     if live.is_empty() {
         return (0, dropped);
     }
-    let items: Vec<(&[u8], &[u8])> = live.iter().map(|(_, k, v, _)| (&k[..], &v[..])).collect();
+    let items: Vec<tiering::StoredItem<'_>> = live
+        .iter()
+        .map(|(_, k, (bytes, codec), p)| tiering::StoredItem {
+            key: k,
+            bytes: std::borrow::Cow::Borrowed(bytes),
+            codec: *codec,
+            len: p.len,
+            scale: 0,
+        })
+        .collect();
     let results = tier.write_batch_compacting(&items).await;
     let mut shard = core.shard.borrow_mut();
     for ((db, key, _, old), r) in live.iter().zip(results) {

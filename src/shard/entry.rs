@@ -608,6 +608,7 @@ mod tests {
             len: 1000,
             key_len: 5,
             offset: 16,
+            packed: 0,
         };
         let mut e = Entry::new(Value::External(p), 0);
         assert!(e.is_external());

@@ -608,6 +608,7 @@ mod tests {
             len: 100,
             key_len: 1,
             offset: 0,
+            packed: 0,
         };
         s.store(0, b"a", Value::str(b"v"), 0);
         let e0 = s.disk_epoch();

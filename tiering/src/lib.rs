@@ -9,8 +9,10 @@
 //! disk access is an awaited io_uring operation on an O_DIRECT file.
 
 pub mod alloc;
+pub mod codec;
 pub mod page;
 pub mod store;
 pub mod uring;
 
-pub use store::{DiskPtr, SpaceHold, TierError, TierStats, TierStore};
+pub use codec::Codec;
+pub use store::{DiskPtr, SpaceHold, StoredItem, TierError, TierStats, TierStore};

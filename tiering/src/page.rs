@@ -5,16 +5,18 @@
 //! the next page past its header when they do not fit:
 //! ```text
 //! page:  "STPG" | ver u8 | kind u8 | count u16 | crc32 u32 | used u16 | first u16 | entries...
-//! entry: key_len u16 | val_len u16 | key | value
+//! entry: key_len u16 | codec u4 : stored_len u12 | key | value as stored
 //! ```
 //! `count` is the number of entries starting in the page, `first` the offset of the first of
 //! them (past the tail of an entry from the previous page), `used` where the page's bytes end.
 //! Large values get their own run of pages:
 //! ```text
-//! extent: "STEX" | ver u8 | kind u8 | pad u16 | crc32 u32 | val_len u32 | key_len u16
-//!         | pad[14]
-//!         | key | value | zero fill to the page boundary
+//! extent: "STEX" | ver u8 | kind u8 | codec u8 | pad u8 | crc32 u32 | stored_len u32
+//!         | key_len u16 | pad[2] | val_len u32 | pad[8]
+//!         | key | value as stored | zero fill to the page boundary
 //! ```
+//! A value is stored as is (codec 0) or compressed (see [`crate::codec`]); `stored_len` is its
+//! length on disk, and an extent also records the length it decompresses to.
 //! The CRC covers every byte of the page (or of header + key + value for an extent) except the
 //! CRC field itself. Every value is stored with its key: a read compares it with the key that
 //! asked (a pointer that went stale can never hand one key another's bytes), and compaction finds
@@ -22,8 +24,9 @@
 //! value back to RAM first (RENAME reads the value).
 
 use crate::alloc::PAGE;
+use crate::codec::Codec;
 
-pub const VERSION: u8 = 3;
+pub const VERSION: u8 = 4;
 const PAGE_MAGIC: &[u8; 4] = b"STPG";
 const EXTENT_MAGIC: &[u8; 4] = b"STEX";
 pub const PAGE_HEADER: usize = 16;
@@ -56,7 +59,16 @@ pub enum Corrupt {
     Layout,
     /// The bytes are intact but belong to another key.
     Owner,
+    /// A compressed value that does not decompress to the length its pointer holds, or an
+    /// unknown codec.
+    Compression,
 }
+
+/// An entry's value as it lies on disk: the bytes and how they were written.
+pub type StoredValue = (Vec<u8>, Codec);
+
+/// Bits of an entry's second header field that hold the stored length (the rest, the codec).
+const LEN_BITS: u32 = 12;
 
 fn crc_skipping(buf: &[u8], crc_at: usize) -> u32 {
     let mut h = crc32fast::Hasher::new();
@@ -112,11 +124,12 @@ impl BinBuilder {
         u16::from_le_bytes([self.buf[base + 6], self.buf[base + 7]]) as usize
     }
 
-    /// Appends an entry; returns (page index in the bin, offset in that page), or None when the
-    /// bin has no room left for it (or the key is too long).
-    pub fn push(&mut self, key: &[u8], value: &[u8]) -> Option<(usize, u16)> {
+    /// Appends an entry whose value is stored as `value` (written with `codec`); returns (page
+    /// index in the bin, offset in that page), or None when the bin has no room left for it
+    /// (or the key is too long).
+    pub fn push(&mut self, key: &[u8], value: &[u8], codec: Codec) -> Option<(usize, u16)> {
         let total = ENTRY_HEADER + key.len() + value.len();
-        if key.len() > u16::MAX as usize || value.len() > u16::MAX as usize || total > SMALL_LIMIT {
+        if key.len() > u16::MAX as usize || value.len() >= 1 << LEN_BITS || total > SMALL_LIMIT {
             return None;
         }
         let page = PAGE as usize;
@@ -137,7 +150,8 @@ impl BinBuilder {
         let (cur, at) = (self.cur, self.at);
         let mut entry = Vec::with_capacity(total);
         entry.extend_from_slice(&(key.len() as u16).to_le_bytes());
-        entry.extend_from_slice(&(value.len() as u16).to_le_bytes());
+        let field = value.len() as u16 | (u16::from(codec.id()) << LEN_BITS);
+        entry.extend_from_slice(&field.to_le_bytes());
         entry.extend_from_slice(key);
         entry.extend_from_slice(value);
         {
@@ -183,7 +197,7 @@ impl BinBuilder {
     }
 }
 
-/// Bytes an entry for `key_len` and `len` takes in a bin.
+/// Bytes an entry for `key_len` and a value stored in `len` bytes takes in a bin.
 pub fn entry_size(key_len: usize, len: usize) -> usize {
     ENTRY_HEADER + key_len + len
 }
@@ -211,10 +225,10 @@ pub fn verify_page(page: &[u8]) -> Result<(), Corrupt> {
     Ok(())
 }
 
-/// The (key, value) bytes of the entry at `offset` of `pages` (its page, and the next one when
-/// it runs on; each page it uses is verified). An entry that runs on past the pages given is a
-/// layout error.
-pub fn entry_at(pages: &[u8], offset: u16) -> Result<(Vec<u8>, Vec<u8>), Corrupt> {
+/// The key and stored value of the entry at `offset` of `pages` (its page, and the next one
+/// when it runs on; each page it uses is verified). An entry that runs on past the pages given
+/// is a layout error.
+pub fn entry_at(pages: &[u8], offset: u16) -> Result<(Vec<u8>, StoredValue), Corrupt> {
     // Only the pages the entry uses are checked: the page after may belong to an entry that
     // is gone (freed, even reused) when this one ends in its own page.
     verify_page(pages.get(..PAGE as usize).ok_or(Corrupt::Layout)?)?;
@@ -222,7 +236,7 @@ pub fn entry_at(pages: &[u8], offset: u16) -> Result<(Vec<u8>, Vec<u8>), Corrupt
 }
 
 /// [`entry_at`] for `pages` whose first page the caller has verified.
-fn entry_in_verified(pages: &[u8], offset: u16) -> Result<(Vec<u8>, Vec<u8>), Corrupt> {
+fn entry_in_verified(pages: &[u8], offset: u16) -> Result<(Vec<u8>, StoredValue), Corrupt> {
     let page = PAGE as usize;
     let at = offset as usize;
     let used = u16::from_le_bytes([pages[12], pages[13]]) as usize;
@@ -230,7 +244,8 @@ fn entry_in_verified(pages: &[u8], offset: u16) -> Result<(Vec<u8>, Vec<u8>), Co
         return Err(Corrupt::Layout);
     }
     let klen = u16::from_le_bytes([pages[at], pages[at + 1]]) as usize;
-    let vlen = u16::from_le_bytes([pages[at + 2], pages[at + 3]]) as usize;
+    let (vlen, codec) = value_field([pages[at + 2], pages[at + 3]]);
+    let codec = codec.ok_or(Corrupt::Compression)?;
     let total = ENTRY_HEADER + klen + vlen;
     let mut bytes = Vec::with_capacity(total);
     let here = (page - at).min(total);
@@ -247,12 +262,19 @@ fn entry_in_verified(pages: &[u8], offset: u16) -> Result<(Vec<u8>, Vec<u8>), Co
     }
     let value = bytes.split_off(ENTRY_HEADER + klen);
     bytes.drain(..ENTRY_HEADER);
-    Ok((bytes, value))
+    Ok((bytes, (value, codec)))
 }
 
-/// The value of the entry at `offset` of `pages` (one page, or two when the entry runs on),
-/// after checking every page and that the entry belongs to `key`.
-pub fn page_entry(pages: &[u8], offset: u16, key: &[u8]) -> Result<Vec<u8>, Corrupt> {
+/// An entry's stored length and codec from its second header field.
+fn value_field(b: [u8; 2]) -> (usize, Option<Codec>) {
+    let field = u16::from_le_bytes(b);
+    let len = (field & ((1 << LEN_BITS) - 1)) as usize;
+    (len, Codec::from_id((field >> LEN_BITS) as u8))
+}
+
+/// The stored value of the entry at `offset` of `pages` (one page, or two when the entry runs
+/// on), after checking every page and that the entry belongs to `key`.
+pub fn page_entry(pages: &[u8], offset: u16, key: &[u8]) -> Result<StoredValue, Corrupt> {
     let (k, v) = entry_at(pages, offset)?;
     if k != key {
         return Err(Corrupt::Owner);
@@ -260,8 +282,8 @@ pub fn page_entry(pages: &[u8], offset: u16, key: &[u8]) -> Result<Vec<u8>, Corr
     Ok(v)
 }
 
-/// A page's entries as (offset, key, value), and the offset of one that runs on further.
-pub type Scan = (Vec<(u16, Vec<u8>, Vec<u8>)>, Option<u16>);
+/// A page's entries as (offset, key, stored value), and the offset of one that runs on further.
+pub type Scan = (Vec<(u16, Vec<u8>, StoredValue)>, Option<u16>);
 
 /// Every entry that starts in the first page of `pages`, as (offset, key, value), for
 /// compaction, in one walk. `pages` holds that page (verified here, once) and, when its last
@@ -280,7 +302,7 @@ pub fn page_entries(pages: &[u8]) -> Result<Scan, Corrupt> {
     let mut at = first;
     while at + ENTRY_HEADER <= used {
         let klen = u16::from_le_bytes([pages[at], pages[at + 1]]) as usize;
-        let vlen = u16::from_le_bytes([pages[at + 2], pages[at + 3]]) as usize;
+        let (vlen, _) = value_field([pages[at + 2], pages[at + 3]]);
         let end = at + ENTRY_HEADER + klen + vlen;
         if end > pages.len() {
             // Only the last entry of a full page runs on, and only into the next page.
@@ -296,20 +318,23 @@ pub fn page_entries(pages: &[u8]) -> Result<Scan, Corrupt> {
     Ok((out, None))
 }
 
-/// Pages an extent for `key` and a value of `len` bytes takes.
+/// Pages an extent for `key` and a value stored in `len` bytes takes.
 pub fn extent_pages(key_len: usize, len: usize) -> u64 {
     ((EXTENT_HEADER + key_len + len) as u64).div_ceil(PAGE)
 }
 
-/// Lays out an extent (header, key, value, zero fill to whole pages).
-pub fn build_extent(key: &[u8], value: &[u8]) -> Vec<u8> {
-    let total = extent_pages(key.len(), value.len()) as usize * PAGE as usize;
-    let mut buf = vec![0u8; total];
+/// Lays out an extent of `pages` pages (at least what it needs): header, key, the value as
+/// stored (written with `codec`, `len` bytes once decompressed), zero fill to the end.
+pub fn build_extent(key: &[u8], value: &[u8], codec: Codec, len: u32, pages: u64) -> Vec<u8> {
+    let pages = pages.max(extent_pages(key.len(), value.len()));
+    let mut buf = vec![0u8; pages as usize * PAGE as usize];
     buf[..4].copy_from_slice(EXTENT_MAGIC);
     buf[4] = VERSION;
     buf[5] = 2;
+    buf[6] = codec.id();
     buf[12..16].copy_from_slice(&(value.len() as u32).to_le_bytes());
     buf[16..18].copy_from_slice(&(key.len() as u16).to_le_bytes());
+    buf[20..24].copy_from_slice(&len.to_le_bytes());
     buf[EXTENT_HEADER..EXTENT_HEADER + key.len()].copy_from_slice(key);
     let vstart = EXTENT_HEADER + key.len();
     buf[vstart..vstart + value.len()].copy_from_slice(value);
@@ -318,8 +343,9 @@ pub fn build_extent(key: &[u8], value: &[u8]) -> Vec<u8> {
     buf
 }
 
-/// The value stored in an extent, after checking magic, version, CRC and owner key.
-pub fn extent_value<'a>(buf: &'a [u8], key: &[u8]) -> Result<&'a [u8], Corrupt> {
+/// The value stored in an extent and its codec, after checking magic, version, CRC and owner
+/// key.
+pub fn extent_value<'a>(buf: &'a [u8], key: &[u8]) -> Result<(&'a [u8], Codec), Corrupt> {
     if buf.len() < EXTENT_HEADER {
         return Err(Corrupt::Layout);
     }
@@ -342,22 +368,31 @@ pub fn extent_value<'a>(buf: &'a [u8], key: &[u8]) -> Result<&'a [u8], Corrupt> 
     if &buf[EXTENT_HEADER..EXTENT_HEADER + klen] != key {
         return Err(Corrupt::Owner);
     }
-    Ok(&buf[EXTENT_HEADER + klen..end])
+    let codec = Codec::from_id(buf[6]).ok_or(Corrupt::Compression)?;
+    Ok((&buf[EXTENT_HEADER + klen..end], codec))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    const RAW: Codec = Codec::None;
 
     #[test]
     fn page_round_trip_and_corruption() {
         let mut b = BinBuilder::new(1);
-        let (_, a) = b.push(b"k1", b"hello").unwrap();
-        let (_, c) = b.push(b"key2", &[7u8; 100]).unwrap();
+        let (_, a) = b.push(b"k1", b"hello", RAW).unwrap();
+        let (_, c) = b.push(b"key2", &[7u8; 100], Codec::Zstd).unwrap();
         let page = b.finish();
         verify_page(&page).unwrap();
-        assert_eq!(page_entry(&page, a, b"k1").unwrap(), b"hello");
-        assert_eq!(page_entry(&page, c, b"key2").unwrap(), &[7u8; 100][..]);
+        assert_eq!(
+            page_entry(&page, a, b"k1").unwrap(),
+            (b"hello".to_vec(), RAW)
+        );
+        // The codec comes back with the bytes.
+        assert_eq!(
+            page_entry(&page, c, b"key2").unwrap(),
+            (vec![7u8; 100], Codec::Zstd)
+        );
         assert_eq!(page_entry(&page, a, b"key2"), Err(Corrupt::Owner));
         assert_eq!(page_entries(&page).unwrap().0.len(), 2);
         let mut bad = page.clone();
@@ -373,7 +408,7 @@ mod tests {
         let mut b = BinBuilder::new(1);
         let v = [1u8; 1000];
         let mut n = 0;
-        while b.push(b"k", &v).is_some() {
+        while b.push(b"k", &v, RAW).is_some() {
             n += 1;
         }
         assert_eq!(n, 4);
@@ -383,7 +418,7 @@ mod tests {
     fn tiny_entries_stop_at_the_per_page_limit() {
         let mut b = BinBuilder::new(3);
         let mut pages = [0usize; 3];
-        while let Some((pg, _)) = b.push(b"k", b"v") {
+        while let Some((pg, _)) = b.push(b"k", b"v", RAW) {
             pages[pg] += 1;
         }
         assert_eq!(pages, [MAX_PAGE_ENTRIES; 3]);
@@ -401,7 +436,7 @@ mod tests {
         loop {
             let key = format!("key:{n:06}");
             let v: Vec<u8> = (0..1024).map(|j| (n * 31 + j) as u8).collect();
-            match b.push(key.as_bytes(), &v) {
+            match b.push(key.as_bytes(), &v, RAW) {
                 Some(p) => at.push((p, key, v)),
                 None => break,
             }
@@ -417,7 +452,7 @@ mod tests {
             spanning += two as usize;
             let end = if two { pg + 2 } else { pg + 1 };
             let pages = &bin[pg * page..end * page];
-            assert_eq!(&page_entry(pages, *off, key.as_bytes()).unwrap(), v);
+            assert_eq!(&page_entry(pages, *off, key.as_bytes()).unwrap().0, v);
         }
         assert!(spanning >= 6, "{spanning} entries span pages");
         // Compaction sees each entry once, in the page where it starts.
@@ -456,9 +491,13 @@ mod tests {
     #[test]
     fn extent_round_trip_and_corruption() {
         let v: Vec<u8> = (0..10_000u32).map(|i| i as u8).collect();
-        let e = build_extent(b"big", &v);
+        let e = build_extent(b"big", &v, RAW, v.len() as u32, 0);
         assert_eq!(e.len() as u64, extent_pages(3, v.len()) * PAGE);
-        assert_eq!(extent_value(&e, b"big").unwrap(), &v[..]);
+        assert_eq!(extent_value(&e, b"big").unwrap(), (&v[..], RAW));
+        // An extent may be given more pages than it needs (see `store`), and keeps its codec.
+        let z = build_extent(b"big", &v[..5000], Codec::Lz4, 10_000, 5);
+        assert_eq!(z.len() as u64, 5 * PAGE);
+        assert_eq!(extent_value(&z, b"big").unwrap(), (&v[..5000], Codec::Lz4));
         assert_eq!(extent_value(&e, b"bog"), Err(Corrupt::Owner));
         let mut bad = e.clone();
         bad[5000] ^= 0x80;

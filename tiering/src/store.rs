@@ -11,6 +11,7 @@
 //!   read of it is in flight. The file keeps its blocks (no hole punching): it is the tier's
 //!   own, bounded by `--tiered_max_file_size`, and removed at exit.
 
+use std::borrow::Cow;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -21,60 +22,129 @@ use futures::future::{FutureExt, LocalBoxFuture, Shared};
 use glommio::io::DmaFile;
 
 use crate::alloc::{ExtentAllocator, PAGE};
-use crate::page::{self, BinBuilder, Corrupt};
+use crate::codec::{Codec, Coder};
+use crate::page::{self, BinBuilder, Corrupt, StoredValue};
 use crate::uring::DirectReader;
 
-/// Where a value lives on disk. In RAM it is kept packed in 62 bits ([`DiskPtr::pack`]); the
+/// Where a value lives on disk. In RAM it is kept packed in 64 bits ([`DiskPtr::pack`]); the
 /// key's length comes from the key itself.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub struct DiskPtr {
     /// First page (4 KiB units).
     pub page: u32,
-    /// Value length in bytes (STRLEN needs no I/O).
+    /// Value length in bytes, as the client sees it (STRLEN needs no I/O).
     pub len: u32,
     /// Length of the key stored with the value (sizes extents and page accounting).
     pub key_len: u16,
     /// Entry offset inside a shared page; 0 for an extent (page entries start past the header).
     pub offset: u16,
+    /// 0 for a value stored as is. A compressed small value: its length on disk. A compressed
+    /// extent: its pages in 32nds of what the raw value would take (1..=32, rounded up).
+    pub packed: u16,
 }
 
 /// Values at least this long are never offloaded: a packed pointer has 29 bits for the length
 /// of an extent's value.
 pub const MAX_VALUE: usize = (1 << 29) - 1;
 
+/// Compressed values are written only below this page (28 bits of page number in their packed
+/// pointers: 1 TiB per shard file); a larger file stores its values as they are.
+pub const COMPRESSED_PAGES: u64 = 1 << 28;
+
+/// A compressed small value's length, and its stored length, fit in 11 bits each.
+const SMALL_LEN: u32 = 1 << 11;
+
+const TAG_SHIFT: u32 = 62;
+const TAG_EXTENT: u64 = 0;
+const TAG_SMALL: u64 = 1;
+const TAG_SMALL_PACKED: u64 = 2;
+const TAG_EXTENT_PACKED: u64 = 3;
+
 impl DiskPtr {
     pub fn small(&self) -> bool {
         self.offset != 0
     }
 
-    /// The pointer in 62 bits (the top two are zero): small entries as 1 | page 32 | offset 12 |
-    /// length 12, extents as 0 | page 32 | length 29.
-    pub fn pack(&self) -> u64 {
-        let page = (self.page as u64) << 29;
-        if self.small() {
-            (1 << 61) | page | ((self.offset as u64 & 0xfff) << 12) | (self.len as u64 & 0xfff)
+    /// True when the value is stored compressed.
+    pub fn compressed(&self) -> bool {
+        self.packed != 0
+    }
+
+    /// Bytes the value takes in its small entry (its compressed length when compressed).
+    pub fn stored_len(&self) -> usize {
+        if self.small() && self.packed != 0 {
+            self.packed as usize
         } else {
-            page | (self.len as u64 & MAX_VALUE as u64)
+            self.len as usize
+        }
+    }
+
+    /// The pointer in 64 bits, a 2-bit tag on top:
+    /// - 0 extent: page 32 | length 29;
+    /// - 1 small: page 32 | offset 12 | length 12;
+    /// - 2 compressed small: page 28 | offset 12 | length 11 | stored length 11;
+    /// - 3 compressed extent: page 28 | 32nds - 1 5 | length 29.
+    ///
+    /// The writer keeps compressed values within those bounds (see [`COMPRESSED_PAGES`]).
+    pub fn pack(&self) -> u64 {
+        let page = self.page as u64;
+        let len = self.len as u64;
+        match (self.small(), self.compressed()) {
+            (false, false) => (TAG_EXTENT << TAG_SHIFT) | (page << 29) | (len & MAX_VALUE as u64),
+            (true, false) => {
+                (TAG_SMALL << TAG_SHIFT)
+                    | (page << 29)
+                    | ((self.offset as u64 & 0xfff) << 12)
+                    | (len & 0xfff)
+            }
+            (true, true) => {
+                (TAG_SMALL_PACKED << TAG_SHIFT)
+                    | ((page & 0xfff_ffff) << 34)
+                    | ((self.offset as u64 & 0xfff) << 22)
+                    | ((len & 0x7ff) << 11)
+                    | (self.packed as u64 & 0x7ff)
+            }
+            (false, true) => {
+                (TAG_EXTENT_PACKED << TAG_SHIFT)
+                    | ((page & 0xfff_ffff) << 34)
+                    | (((self.packed as u64 - 1) & 0x1f) << 29)
+                    | (len & MAX_VALUE as u64)
+            }
         }
     }
 
     /// The inverse of [`DiskPtr::pack`], given the key's length.
     pub fn unpack(bits: u64, key_len: usize) -> DiskPtr {
-        let page = (bits >> 29) as u32;
-        if bits & (1 << 61) != 0 {
-            DiskPtr {
-                page,
+        let key_len = key_len as u16;
+        match bits >> TAG_SHIFT {
+            TAG_SMALL => DiskPtr {
+                page: (bits >> 29) as u32,
                 len: (bits & 0xfff) as u32,
-                key_len: key_len as u16,
+                key_len,
                 offset: ((bits >> 12) & 0xfff) as u16,
-            }
-        } else {
-            DiskPtr {
-                page,
+                packed: 0,
+            },
+            TAG_SMALL_PACKED => DiskPtr {
+                page: ((bits >> 34) & 0xfff_ffff) as u32,
+                len: ((bits >> 11) & 0x7ff) as u32,
+                key_len,
+                offset: ((bits >> 22) & 0xfff) as u16,
+                packed: (bits & 0x7ff) as u16,
+            },
+            TAG_EXTENT_PACKED => DiskPtr {
+                page: ((bits >> 34) & 0xfff_ffff) as u32,
                 len: (bits & MAX_VALUE as u64) as u32,
-                key_len: key_len as u16,
+                key_len,
                 offset: 0,
-            }
+                packed: ((bits >> 29) & 0x1f) as u16 + 1,
+            },
+            _ => DiskPtr {
+                page: ((bits >> 29) & 0xffff_ffff) as u32,
+                len: (bits & MAX_VALUE as u64) as u32,
+                key_len,
+                offset: 0,
+                packed: 0,
+            },
         }
     }
 
@@ -82,13 +152,30 @@ impl DiskPtr {
     /// into the next page), the whole extent for a large one.
     fn pages(&self) -> u64 {
         if !self.small() {
-            page::extent_pages(self.key_len as usize, self.len as usize)
-        } else if page::spans(self.offset, self.key_len as usize, self.len as usize) {
+            let raw = page::extent_pages(self.key_len as usize, self.len as usize);
+            if self.packed == 0 {
+                raw
+            } else {
+                scaled_pages(raw, self.packed)
+            }
+        } else if page::spans(self.offset, self.key_len as usize, self.stored_len()) {
             2
         } else {
             1
         }
     }
+}
+
+/// Pages of a compressed extent: `32nds` of the `raw` extent's pages, rounded up.
+fn scaled_pages(raw: u64, thirty_seconds: u16) -> u64 {
+    (raw * thirty_seconds as u64).div_ceil(32)
+}
+
+/// For a compressed extent needing `need` pages where the raw value takes `raw`: the smallest
+/// scale (in 32nds) that covers it, when that saves a page.
+fn extent_scale(raw: u64, need: u64) -> Option<u16> {
+    let s = (1..=32u16).find(|&s| scaled_pages(raw, s) >= need)?;
+    (scaled_pages(raw, s) < raw).then_some(s)
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -122,7 +209,18 @@ fn io_err(e: impl std::fmt::Display) -> TierError {
 #[derive(Clone, Debug, Default)]
 pub struct TierStats {
     pub entries: u64,
+    /// Length of the values on disk as clients see them...
     pub value_bytes: u64,
+    /// ...and what they take in the file (compressed; extents in whole pages).
+    pub stored_bytes: u64,
+    /// Entries stored compressed.
+    pub compressed: u64,
+    /// The codec new values are written with.
+    pub codec: Codec,
+    /// Value reads that waited for the read budget ([`TierStore::set_read_budget`])...
+    pub budget_waits: u64,
+    /// ...and the most bytes of reads that were in flight together.
+    pub peak_read_bytes: u64,
     pub reads: u64,
     pub writes: u64,
     pub bytes_read: u64,
@@ -140,6 +238,22 @@ pub struct TierStats {
     pub full_events: u64,
     pub read_p50_us: u64,
     pub read_p99_us: u64,
+}
+
+impl TierStats {
+    fn count_in(&mut self, it: &StoredItem<'_>) {
+        self.entries += 1;
+        self.value_bytes += it.len as u64;
+        self.stored_bytes += it.held_bytes();
+        self.compressed += u64::from(it.codec != Codec::None);
+    }
+
+    fn count_out(&mut self, ptr: &DiskPtr) {
+        self.entries = self.entries.saturating_sub(1);
+        self.value_bytes = self.value_bytes.saturating_sub(ptr.len as u64);
+        self.stored_bytes = self.stored_bytes.saturating_sub(held_bytes(ptr));
+        self.compressed = self.compressed.saturating_sub(u64::from(ptr.compressed()));
+    }
 }
 
 /// Live entries starting in one small page and their bytes, and whether a live entry of the
@@ -198,33 +312,126 @@ impl PageLive {
     }
 }
 
+/// Bytes of value reads in flight per shard until [`TierStore::set_read_budget`].
+const DEFAULT_READ_BUDGET: u64 = 16 << 20;
+
 /// "Tier file full" is logged at most this often.
 const FULL_LOG_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Pages a bin of small values spans at most: entries run on across its pages.
 const BIN_PAGES: usize = 8;
 
-/// One entry of a page read back for compaction: (offset, key, value).
-pub type PageEntry = (u16, Vec<u8>, Vec<u8>);
+/// One entry of a page read back for compaction: (offset, key, value as stored).
+pub type PageEntry = (u16, Vec<u8>, StoredValue);
+
+/// A value on its way to the file: its key, its bytes as they go to disk, and how to read them
+/// back. [`TierStore::write_batch`] makes these from plain values (compressing them when that
+/// pays); compaction passes on entries as it read them, without decompressing.
+#[derive(Clone, Debug)]
+pub struct StoredItem<'a> {
+    pub key: &'a [u8],
+    pub bytes: Cow<'a, [u8]>,
+    pub codec: Codec,
+    /// The value's length once decompressed.
+    pub len: u32,
+    /// A compressed extent's pages in 32nds of the raw extent's; 0 otherwise.
+    pub scale: u16,
+}
+
+impl<'a> StoredItem<'a> {
+    /// A value stored as it is.
+    pub fn raw(key: &'a [u8], value: &'a [u8]) -> StoredItem<'a> {
+        StoredItem {
+            key,
+            bytes: Cow::Borrowed(value),
+            codec: Codec::None,
+            len: value.len() as u32,
+            scale: 0,
+        }
+    }
+
+    /// Whether it goes to a shared page (else to an extent of its own).
+    fn small(&self) -> bool {
+        self.scale == 0 && page::entry_size(self.key.len(), self.bytes.len()) <= page::SMALL_LIMIT
+    }
+
+    /// Pages an extent for it takes.
+    fn extent_pages(&self) -> u64 {
+        if self.scale == 0 {
+            page::extent_pages(self.key.len(), self.bytes.len())
+        } else {
+            scaled_pages(
+                page::extent_pages(self.key.len(), self.len as usize),
+                self.scale,
+            )
+        }
+    }
+
+    /// Bytes it holds in the file, for the stored-bytes count: the entry's value bytes, or an
+    /// extent's pages whole. [`TierStore::free`] counts the same from a pointer.
+    fn held_bytes(&self) -> u64 {
+        if self.small() {
+            self.bytes.len() as u64
+        } else {
+            self.extent_pages() * PAGE
+        }
+    }
+
+    /// Its pointer once written at `page` (and `offset` in it, for a small entry).
+    fn ptr(&self, page: u32, offset: u16) -> DiskPtr {
+        let packed = match (self.codec, offset) {
+            (Codec::None, _) => 0,
+            (_, 0) => self.scale,
+            _ => self.bytes.len() as u16,
+        };
+        DiskPtr {
+            page,
+            len: self.len,
+            key_len: self.key.len() as u16,
+            offset,
+            packed,
+        }
+    }
+}
+
+/// How [`TierStore::write_batch`] stores one value: as is, or compressed into `at` of the
+/// batch's buffer (with the extent scale, for a large one).
+enum Plan {
+    Raw,
+    Packed {
+        at: std::ops::Range<usize>,
+        scale: u16,
+    },
+}
+
+/// Bytes a value at `ptr` holds in the file, as [`StoredItem::held_bytes`] counted it.
+fn held_bytes(ptr: &DiskPtr) -> u64 {
+    if ptr.small() {
+        ptr.stored_len() as u64
+    } else {
+        ptr.pages() * PAGE
+    }
+}
 
 /// A small entry placed in a bin being written: (item index, page in the bin, offset, entry
 /// bytes).
 type Member = (usize, usize, u16, u32);
 
 /// Packs the small items `idx` into bins of up to `max_pages` pages.
-fn pack(items: &[(&[u8], &[u8])], idx: &[usize], max_pages: usize) -> Vec<(Vec<u8>, Vec<Member>)> {
+fn pack(items: &[StoredItem<'_>], idx: &[usize], max_pages: usize) -> Vec<(Vec<u8>, Vec<Member>)> {
     let mut bins = Vec::new();
     let mut builder = BinBuilder::new(max_pages);
     let mut members = Vec::new();
     for &i in idx {
-        let (k, v) = items[i];
+        let it = &items[i];
+        let (k, v) = (it.key, &it.bytes[..]);
         let size = page::entry_size(k.len(), v.len()) as u32;
-        let placed = match builder.push(k, v) {
+        let placed = match builder.push(k, v, it.codec) {
             Some(p) => Some(p),
             None => {
                 let full = std::mem::replace(&mut builder, BinBuilder::new(max_pages));
                 bins.push((full.finish(), std::mem::take(&mut members)));
-                builder.push(k, v)
+                builder.push(k, v, it.codec)
             }
         };
         if let Some((pg, off)) = placed {
@@ -277,6 +484,12 @@ pub struct TierStore {
     full: Cell<bool>,
     /// When "file full" was last logged, and the count of full events then.
     full_logged: Cell<Option<(std::time::Instant, u64)>>,
+    /// Value reads in flight take pages from here (see [`TierStore::set_read_budget`]).
+    read_gate: RefCell<Rc<glommio::sync::Semaphore>>,
+    read_gate_pages: Cell<u64>,
+    /// Compresses values on their way to disk (none until [`TierStore::set_codec`]) and
+    /// decompresses them on the way back.
+    coder: RefCell<Rc<Coder>>,
 }
 
 impl TierStore {
@@ -336,6 +549,11 @@ impl TierStore {
             latency: RefCell::new(latency),
             full: Cell::new(false),
             full_logged: Cell::new(None),
+            coder: RefCell::new(Rc::new(Coder::new(Codec::None))),
+            read_gate: RefCell::new(Rc::new(glommio::sync::Semaphore::new(
+                DEFAULT_READ_BUDGET / PAGE,
+            ))),
+            read_gate_pages: Cell::new(DEFAULT_READ_BUDGET / PAGE),
         });
         if let Some(d) = &store.direct {
             glommio::spawn_local(crate::uring::reap_on_signal(Rc::downgrade(d))).detach();
@@ -345,6 +563,41 @@ impl TierStore {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Compresses values written from now on with `codec` (values already on disk keep theirs:
+    /// each entry records its own). A file too large for compressed pointers (see
+    /// [`COMPRESSED_PAGES`]) keeps writing values as they are, and says so.
+    pub fn set_codec(&self, codec: Codec) {
+        let codec = if codec != Codec::None
+            && self.alloc.borrow().capacity_pages() > COMPRESSED_PAGES
+        {
+            tracing::warn!(
+                file = %self.path.display(),
+                "tier values are stored uncompressed: compression covers files up to 1 TiB per shard"
+            );
+            Codec::None
+        } else {
+            codec
+        };
+        *self.coder.borrow_mut() = Rc::new(Coder::new(codec));
+    }
+
+    /// Value reads in flight cover at most `bytes` of the file together (one read at a time
+    /// when a single one is larger); later reads wait their turn. Each byte read is held two
+    /// or three times over until its value is out (the I/O buffer, the page, the value), and
+    /// clients can ask for any number of values at once: a pipeline of 200 GETs of 20 KB
+    /// offloaded values took RSS 12% past maxmemory, and larger values would have taken it
+    /// anywhere. Set before the first read.
+    pub fn set_read_budget(&self, bytes: u64) {
+        let pages = (bytes / PAGE).max(2);
+        *self.read_gate.borrow_mut() = Rc::new(glommio::sync::Semaphore::new(pages));
+        self.read_gate_pages.set(pages);
+    }
+
+    /// The codec new values are written with.
+    pub fn codec(&self) -> Codec {
+        self.coder.borrow().codec()
     }
 
     /// Hands the delivery of value reads to the caller: it must call [`TierStore::reap`] on
@@ -434,15 +687,82 @@ impl TierStore {
     /// Keys longer than 64 KiB and values of [`MAX_VALUE`] bytes or more cannot be stored and get
     /// an error.
     pub async fn write_batch(&self, items: &[(&[u8], &[u8])]) -> Vec<Result<DiskPtr, TierError>> {
-        self.write_batch_in(items, false).await
+        let coder = self.coder.borrow().clone();
+        if coder.codec() == Codec::None {
+            let raw: Vec<StoredItem<'_>> =
+                items.iter().map(|&(k, v)| StoredItem::raw(k, v)).collect();
+            return self.write_batch_in(&raw, false).await;
+        }
+        // Compressed values go into one buffer for the batch (never larger than the values
+        // themselves, so it does not grow), released whole once written.
+        let total = items.iter().map(|(_, v)| v.len()).sum();
+        let mut arena = Vec::with_capacity(total);
+        let plans: Vec<Plan> = items
+            .iter()
+            .map(|&(k, v)| Self::plan(&coder, k, v, &mut arena))
+            .collect();
+        let prepared: Vec<StoredItem<'_>> = items
+            .iter()
+            .zip(plans)
+            .map(|(&(key, value), plan)| match plan {
+                Plan::Raw => StoredItem::raw(key, value),
+                Plan::Packed { at, scale } => StoredItem {
+                    bytes: Cow::Borrowed(&arena[at]),
+                    codec: coder.codec(),
+                    scale,
+                    ..StoredItem::raw(key, value)
+                },
+            })
+            .collect();
+        self.write_batch_in(&prepared, false).await
+    }
+
+    /// How `value` will be stored: compressed (appended to `arena`) when that saves an eighth
+    /// of a small value, or a page of an extent, and fits a compressed pointer; as is
+    /// otherwise.
+    fn plan(coder: &Coder, key: &[u8], value: &[u8], arena: &mut Vec<u8>) -> Plan {
+        if value.len() >= MAX_VALUE {
+            return Plan::Raw;
+        }
+        let start = arena.len();
+        if StoredItem::raw(key, value).small() {
+            let fits = (value.len() as u32) < SMALL_LEN
+                && coder.compress_into(value, value.len() - value.len() / 8, arena);
+            return if fits {
+                Plan::Packed {
+                    at: start..arena.len(),
+                    scale: 0,
+                }
+            } else {
+                Plan::Raw
+            };
+        }
+        let pages = page::extent_pages(key.len(), value.len());
+        let room = ((pages.saturating_sub(1) * PAGE) as usize)
+            .saturating_sub(page::EXTENT_HEADER + key.len());
+        if !coder.compress_into(value, room, arena) {
+            return Plan::Raw;
+        }
+        let stored = arena.len() - start;
+        match extent_scale(pages, page::extent_pages(key.len(), stored)) {
+            Some(scale) => Plan::Packed {
+                at: start..arena.len(),
+                scale,
+            },
+            None => {
+                arena.truncate(start);
+                Plan::Raw
+            }
+        }
     }
 
     /// [`TierStore::write_batch`] for compaction, which may use the reserve: the last pages
     /// of the file are kept for it, so that a file filled with half-empty pages can still be
     /// compacted (moving live values needs somewhere to move them to).
+    /// Entries are written as they were read ([`TierStore::read_page`]), compressed or not.
     pub async fn write_batch_compacting(
         &self,
-        items: &[(&[u8], &[u8])],
+        items: &[StoredItem<'_>],
     ) -> Vec<Result<DiskPtr, TierError>> {
         self.write_batch_in(items, true).await
     }
@@ -463,25 +783,24 @@ impl TierStore {
 
     async fn write_batch_in(
         &self,
-        items: &[(&[u8], &[u8])],
+        items: &[StoredItem<'_>],
         compacting: bool,
     ) -> Vec<Result<DiskPtr, TierError>> {
         let mut out: Vec<Option<Result<DiskPtr, TierError>>> = vec![None; items.len()];
         // Pack small entries into bins.
         let mut small = Vec::new();
         let mut large = Vec::new();
-        for (i, (k, v)) in items.iter().enumerate() {
-            if k.len() > u16::MAX as usize || v.len() >= MAX_VALUE {
+        for (i, it) in items.iter().enumerate() {
+            if it.key.len() > u16::MAX as usize || it.len as usize >= MAX_VALUE {
                 out[i] = Some(Err(TierError::Io(
                     "key or value too large for the tier".into(),
                 )));
                 continue;
             }
-            let size = page::ENTRY_HEADER + k.len() + v.len();
-            if size > page::SMALL_LIMIT {
-                large.push(i);
-            } else {
+            if it.small() {
                 small.push(i);
+            } else {
+                large.push(i);
             }
         }
         // Each bin needs its pages in one run; a bin that finds no run that long (a file
@@ -530,21 +849,14 @@ impl TierStore {
                             members
                                 .into_iter()
                                 .map(|(i, pg, off, size)| {
-                                    let (k, v) = items[i];
+                                    let it = &items[i];
                                     let at = start as usize + pg;
                                     map[at].add(size as usize);
-                                    if page::spans(off, k.len(), v.len()) {
+                                    if page::spans(off, it.key.len(), it.bytes.len()) {
                                         map[at + 1].set_tail(true);
                                     }
-                                    st.entries += 1;
-                                    st.value_bytes += v.len() as u64;
-                                    let ptr = DiskPtr {
-                                        page: at as u32,
-                                        len: v.len() as u32,
-                                        key_len: k.len() as u16,
-                                        offset: off,
-                                    };
-                                    (i, Ok(ptr))
+                                    st.count_in(it);
+                                    (i, Ok(it.ptr(at as u32, off)))
                                 })
                                 .collect()
                         }
@@ -561,8 +873,8 @@ impl TierStore {
             );
         }
         for i in large {
-            let (k, v) = items[i];
-            let pages = page::extent_pages(k.len(), v.len());
+            let it = &items[i];
+            let pages = it.extent_pages();
             let Some(start) = self.take_pages(pages, compacting) else {
                 self.note_full();
                 out[i] = Some(Err(TierError::NoSpace));
@@ -570,18 +882,11 @@ impl TierStore {
             };
             writes.push(
                 async move {
-                    let bytes = page::build_extent(k, v);
+                    let bytes = page::build_extent(it.key, &it.bytes, it.codec, it.len, pages);
                     let res = match self.write_at(&bytes, start * PAGE).await {
                         Ok(()) => {
-                            let mut st = self.stats.borrow_mut();
-                            st.entries += 1;
-                            st.value_bytes += v.len() as u64;
-                            Ok(DiskPtr {
-                                page: start as u32,
-                                len: v.len() as u32,
-                                key_len: k.len() as u16,
-                                offset: 0,
-                            })
+                            self.stats.borrow_mut().count_in(it);
+                            Ok(it.ptr(start as u32, 0))
                         }
                         Err(e) => {
                             self.write_failed(&e, start, pages);
@@ -664,6 +969,24 @@ impl TierStore {
     pub async fn read(&self, ptr: DiskPtr, key: &[u8]) -> Result<Vec<u8>, TierError> {
         let started = Instant::now();
         let pages = ptr.pages();
+        // A read joining one in flight adds no bytes; any other waits for room in the budget
+        // (a read larger than all of it, for all of it). A closed gate cannot happen (it is
+        // never closed); reading on without a permit would be the fallback.
+        let joins = ptr.small() && pages == 1 && self.inflight.borrow().contains_key(&ptr.page);
+        let _permit = if joins {
+            None
+        } else {
+            let gate = self.read_gate.borrow().clone();
+            let units = pages.min(self.read_gate_pages.get());
+            if gate.available() < units {
+                self.stats.borrow_mut().budget_waits += 1;
+            }
+            let permit = gate.acquire_static_permit(units).await.ok();
+            let in_use = self.read_gate_pages.get() - gate.available();
+            let mut st = self.stats.borrow_mut();
+            st.peak_read_bytes = st.peak_read_bytes.max(in_use * PAGE);
+            permit
+        };
         // Reads of one small page share one I/O; an entry running on into the next page, or an
         // extent, is read on its own.
         let coalesce = ptr.small() && pages == 1;
@@ -718,10 +1041,18 @@ impl TierStore {
         }
         self.done_reading(ptr.page, watched);
         let value = res.and_then(|buf| {
+            let coder = self.coder.borrow().clone();
             let v = if ptr.small() {
-                page::page_entry(&buf, ptr.offset, key)
+                page::page_entry(&buf, ptr.offset, key).and_then(|(stored, codec)| {
+                    if codec == Codec::None {
+                        Ok(stored)
+                    } else {
+                        coder.decompress(codec, &stored, ptr.len as usize)
+                    }
+                })
             } else {
-                page::extent_value(&buf, key).map(|v| v.to_vec())
+                page::extent_value(&buf, key)
+                    .and_then(|(stored, codec)| coder.decompress(codec, stored, ptr.len as usize))
             };
             v.map_err(TierError::Corrupt)
         });
@@ -812,25 +1143,21 @@ impl TierStore {
             waiting.push(ptr);
             return;
         }
-        {
-            let mut st = self.stats.borrow_mut();
-            st.entries = st.entries.saturating_sub(1);
-            st.value_bytes = st.value_bytes.saturating_sub(ptr.len as u64);
-        }
+        self.stats.borrow_mut().count_out(&ptr);
         let runs: Vec<(u64, u64)> = if ptr.small() {
             let mut map = self.pages.borrow_mut();
             let p = ptr.page as usize;
             let Some(live) = map.get_mut(p).filter(|l| l.count() > 0) else {
                 return;
             };
-            live.remove(page::entry_size(ptr.key_len as usize, ptr.len as usize));
+            live.remove(page::entry_size(ptr.key_len as usize, ptr.stored_len()));
             // A page goes once no entry starts in it and no entry of the page before runs on
             // into it.
             let mut gone = Vec::new();
             if !live.in_use() {
                 gone.push((p as u64, 1));
             }
-            if page::spans(ptr.offset, ptr.key_len as usize, ptr.len as usize) {
+            if page::spans(ptr.offset, ptr.key_len as usize, ptr.stored_len()) {
                 if let Some(next) = map.get_mut(p + 1) {
                     next.set_tail(false);
                     if !next.in_use() {
@@ -931,12 +1258,12 @@ impl TierStore {
             .map_or(1, |l| l.count().max(1))
     }
 
-    /// (bytes of live values, bytes allocated in the file, the file's size limit): cheap, for
-    /// decisions on the hot path.
+    /// (bytes live values take in the file, bytes allocated in the file, the file's size
+    /// limit): cheap, for decisions on the hot path.
     pub fn space(&self) -> (u64, u64, u64) {
         let a = self.alloc.borrow();
         (
-            self.stats.borrow().value_bytes,
+            self.stats.borrow().stored_bytes,
             a.used_pages() * PAGE,
             a.capacity_pages() * PAGE,
         )
@@ -949,6 +1276,7 @@ impl TierStore {
         st.used_bytes = a.used_pages() * PAGE;
         st.hole_bytes = a.hole_pages() * PAGE;
         st.capacity_bytes = a.capacity_pages() * PAGE;
+        st.codec = self.codec();
         let h = self.latency.borrow();
         st.read_p50_us = h.value_at_quantile(0.5);
         st.read_p99_us = h.value_at_quantile(0.99);
@@ -1053,7 +1381,6 @@ mod tests {
             // Packed and unpacked, a pointer is the same.
             for (p, k) in ptrs.iter().zip(&keys) {
                 assert_eq!(DiskPtr::unpack(p.pack(), k.len()), *p);
-                assert_eq!(p.pack() >> 62, 0);
             }
             let used = st.stats().used_bytes;
             for p in &ptrs {
@@ -1322,8 +1649,217 @@ mod tests {
             assert_eq!(cap, 256 * PAGE);
             assert_eq!(used, cap - 5 * PAGE, "offloading stops at the reserve");
             assert!(st.is_full());
-            let r = st.write_batch_compacting(&[(b"k", &v)]).await;
+            let r = st
+                .write_batch_compacting(&[StoredItem::raw(b"k", &v)])
+                .await;
             assert!(r[0].is_ok(), "compaction may use the reserve");
+        });
+    }
+
+    /// Bytes that no codec shrinks.
+    fn noise(seed: u64, len: usize) -> Vec<u8> {
+        let mut x = seed | 1;
+        (0..len)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect()
+    }
+
+    /// Lowercase letters: zstd's entropy coding takes them to ~0.6 of their size.
+    fn letters(seed: u64, len: usize) -> Vec<u8> {
+        noise(seed, len).iter().map(|b| b'a' + b % 26).collect()
+    }
+
+    #[test]
+    fn packed_pointers_round_trip_at_their_bounds() {
+        let ptrs = [
+            DiskPtr {
+                page: u32::MAX,
+                len: MAX_VALUE as u32 - 1,
+                key_len: 9,
+                offset: 0,
+                packed: 0,
+            },
+            DiskPtr {
+                page: u32::MAX,
+                len: 4095,
+                key_len: 9,
+                offset: 4095,
+                packed: 0,
+            },
+            DiskPtr {
+                page: COMPRESSED_PAGES as u32 - 1,
+                len: SMALL_LEN - 1,
+                key_len: 9,
+                offset: 4095,
+                packed: SMALL_LEN as u16 - 1,
+            },
+            DiskPtr {
+                page: COMPRESSED_PAGES as u32 - 1,
+                len: MAX_VALUE as u32 - 1,
+                key_len: 9,
+                offset: 0,
+                packed: 32,
+            },
+            DiskPtr {
+                page: 1,
+                len: 5000,
+                key_len: 0,
+                offset: 0,
+                packed: 1,
+            },
+        ];
+        for p in ptrs {
+            assert_eq!(DiskPtr::unpack(p.pack(), 9), DiskPtr { key_len: 9, ..p });
+        }
+        // Scales: the fewest 32nds covering what is needed, only when a page is saved.
+        assert_eq!(extent_scale(10, 4), Some(10));
+        assert_eq!(scaled_pages(10, 10), 4);
+        assert_eq!(extent_scale(10, 10), None);
+        assert_eq!(extent_scale(2, 1), Some(1));
+    }
+
+    #[test]
+    fn compressed_values_round_trip_take_less_room_and_compact_as_stored() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t-0003.ssd");
+        let p2 = path.clone();
+        run(move || async move {
+            let st = TierStore::create(&path, 64 << 20).await.unwrap();
+            st.set_codec(Codec::Zstd);
+            assert_eq!(st.codec(), Codec::Zstd);
+            // (value, stored compressed?)
+            let cases: Vec<(Vec<u8>, bool)> = vec![
+                (letters(1, 1000), true),
+                (noise(2, 1000), false),
+                (letters(3, 100), false), // under MIN_COMPRESS
+                (letters(4, 20_000), true),
+                (noise(5, 20_000), false),
+                // 3 KB: its extent is one page either way, so nothing to save.
+                (letters(6, 3000), false),
+                (b"{\"id\":17,\"name\":\"x\"}".repeat(60), true),
+            ];
+            let keys: Vec<Vec<u8>> = (0..cases.len())
+                .map(|i| format!("z:{i}").into_bytes())
+                .collect();
+            let items: Vec<(&[u8], &[u8])> = keys
+                .iter()
+                .zip(&cases)
+                .map(|(k, (v, _))| (k.as_slice(), v.as_slice()))
+                .collect();
+            let ptrs: Vec<DiskPtr> = st
+                .write_batch(&items)
+                .await
+                .into_iter()
+                .map(|r| r.unwrap())
+                .collect();
+            for ((p, k), (v, packed)) in ptrs.iter().zip(&keys).zip(&cases) {
+                assert_eq!(p.compressed(), *packed, "{} bytes", v.len());
+                assert_eq!(
+                    p.len as usize,
+                    v.len(),
+                    "the pointer keeps the client's length"
+                );
+                assert_eq!(DiskPtr::unpack(p.pack(), k.len()), *p);
+                assert_eq!(&st.read(*p, k).await.unwrap(), v);
+            }
+            let s = st.stats();
+            assert_eq!(s.compressed, 3);
+            assert!(
+                s.stored_bytes < s.value_bytes,
+                "{} of {}",
+                s.stored_bytes,
+                s.value_bytes
+            );
+            // The 20 KB text value takes 3 pages, not 5 (~0.6 of them, rounded up).
+            assert_eq!(ptrs[3].pages(), 3);
+            assert_eq!(ptrs[4].pages(), 5);
+            // Compaction moves a compressed entry as it lies on disk, without recompressing.
+            let entries = st.read_page(ptrs[0].page).await.unwrap();
+            let (_, k, (stored, codec)) = entries
+                .iter()
+                .find(|(off, _, _)| *off == ptrs[0].offset)
+                .expect("the entry is on its page");
+            assert_eq!((k.as_slice(), *codec), (&keys[0][..], Codec::Zstd));
+            assert_eq!(stored.len(), ptrs[0].stored_len());
+            let moved = st
+                .write_batch_compacting(&[StoredItem {
+                    key: k,
+                    bytes: Cow::Borrowed(stored),
+                    codec: *codec,
+                    len: ptrs[0].len,
+                    scale: 0,
+                }])
+                .await
+                .remove(0)
+                .unwrap();
+            assert_ne!(moved.page, ptrs[0].page);
+            assert_eq!(moved.packed, ptrs[0].packed);
+            assert_eq!(st.read(moved, &keys[0]).await.unwrap(), cases[0].0);
+            // A flipped byte in a compressed entry is a checksum error, never other bytes.
+            {
+                use std::os::unix::fs::FileExt;
+                let f = std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .open(&p2)
+                    .unwrap();
+                let pos = moved.page as u64 * PAGE + moved.offset as u64 + 20;
+                let mut b = [0u8; 1];
+                f.read_exact_at(&mut b, pos).unwrap();
+                b[0] ^= 0x10;
+                f.write_all_at(&b, pos).unwrap();
+                f.sync_all().unwrap();
+            }
+            assert_eq!(
+                st.read(moved, &keys[0]).await,
+                Err(TierError::Corrupt(Corrupt::Checksum))
+            );
+            // Freeing everything gives every page and byte back.
+            for p in ptrs.iter().chain([&moved]) {
+                st.free(*p);
+            }
+            let s = st.stats();
+            assert_eq!(
+                (s.entries, s.value_bytes, s.stored_bytes, s.compressed),
+                (0, 0, 0, 0)
+            );
+            assert_eq!(s.used_bytes, PAGE, "only the header page stays");
+        });
+    }
+
+    #[test]
+    fn reads_in_flight_stay_within_the_read_budget() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t-0004.ssd");
+        run(move || async move {
+            let st = TierStore::create(&path, 64 << 20).await.unwrap();
+            st.set_read_budget(16 * PAGE);
+            // 5-page extents: three fit the budget at a time.
+            let keys: Vec<Vec<u8>> = (0..20).map(|i| format!("big:{i}").into_bytes()).collect();
+            let vals: Vec<Vec<u8>> = (0..20).map(|i| noise(i as u64 + 1, 20_000)).collect();
+            let (_, ptrs) = write_all(&st, &keys, &vals).await;
+            assert!(ptrs.iter().all(|p| p.pages() == 5));
+            let got =
+                futures::future::join_all(ptrs.iter().zip(&keys).map(|(p, k)| st.read(*p, k)))
+                    .await;
+            for (g, v) in got.into_iter().zip(&vals) {
+                assert_eq!(&g.unwrap(), v);
+            }
+            let s = st.stats();
+            assert!(s.budget_waits >= 15, "{} reads waited", s.budget_waits);
+            assert_eq!(s.peak_read_bytes, 15 * PAGE);
+            // A read larger than the whole budget still goes, alone.
+            let huge = noise(99, 100_000);
+            let p = st.write_batch(&[(b"huge", &huge)]).await[0]
+                .clone()
+                .unwrap();
+            assert_eq!(st.read(p, b"huge").await.unwrap(), huge);
+            assert_eq!(st.stats().peak_read_bytes, 16 * PAGE);
         });
     }
 
