@@ -203,23 +203,12 @@ fn new_compressor() -> Option<zstd::bulk::Compressor<'static>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn letters(n: usize, seed: u64) -> Vec<u8> {
-        let mut x = seed | 1;
-        (0..n)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                b'a' + (x % 26) as u8
-            })
-            .collect()
-    }
+    use crate::testdata::letters;
 
     #[test]
     fn zstd_shrinks_text_and_round_trips() {
         let c = Coder::new(Codec::Zstd);
-        let v = letters(1024, 7);
+        let v = letters(7, 1024);
         let z = c
             .compress(&v, v.len() - v.len() / 8)
             .expect("text compresses");
@@ -241,7 +230,7 @@ mod tests {
     #[test]
     fn lz4_keeps_what_has_no_repeats_raw() {
         let c = Coder::new(Codec::Lz4);
-        let v = letters(1024, 9);
+        let v = letters(9, 1024);
         assert_eq!(c.compress(&v, v.len() - v.len() / 8), None);
         let rep = b"{\"user\":1234,\"name\":\"abc\"}".repeat(40);
         let z = c.compress(&rep, rep.len() / 2).expect("repeats compress");

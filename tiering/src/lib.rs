@@ -16,3 +16,25 @@ pub mod uring;
 
 pub use codec::Codec;
 pub use store::{DiskPtr, SpaceHold, StoredItem, TierError, TierStats, TierStore};
+
+/// Value bytes for the unit tests.
+#[cfg(test)]
+mod testdata {
+    /// Bytes that no codec shrinks (xorshift).
+    pub fn noise(seed: u64, len: usize) -> Vec<u8> {
+        let mut x = seed | 1;
+        (0..len)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect()
+    }
+
+    /// Lowercase letters: zstd's entropy coding takes them to ~0.6 of their size.
+    pub fn letters(seed: u64, len: usize) -> Vec<u8> {
+        noise(seed, len).iter().map(|b| b'a' + b % 26).collect()
+    }
+}

@@ -1287,6 +1287,7 @@ impl TierStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testdata::{letters, noise};
     use glommio::LocalExecutorBuilder;
 
     fn run<F: std::future::Future<Output = ()> + 'static>(f: impl FnOnce() -> F + Send + 'static) {
@@ -1654,24 +1655,6 @@ mod tests {
                 .await;
             assert!(r[0].is_ok(), "compaction may use the reserve");
         });
-    }
-
-    /// Bytes that no codec shrinks.
-    fn noise(seed: u64, len: usize) -> Vec<u8> {
-        let mut x = seed | 1;
-        (0..len)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect()
-    }
-
-    /// Lowercase letters: zstd's entropy coding takes them to ~0.6 of their size.
-    fn letters(seed: u64, len: usize) -> Vec<u8> {
-        noise(seed, len).iter().map(|b| b'a' + b % 26).collect()
     }
 
     #[test]
