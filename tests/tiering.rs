@@ -657,7 +657,9 @@ fn values_read_often_come_back_with_a_high_offload_threshold() {
     check_all(&mut c, hot.clone(), 0, 500);
     let first = info_u64(&mut c, "tiered", "tiered_reads") - reads0;
     assert!(first > 100, "only {first} of 300 hot keys were on disk");
-    let deadline = Instant::now() + Duration::from_secs(20);
+    // 40 s: on a loaded 2-core CI machine (the other tests' servers running) a clean-clone
+    // run had brought half of them back by 20 s. On the old rule none ever came back.
+    let deadline = Instant::now() + Duration::from_secs(40);
     loop {
         check_all(&mut c, hot.clone(), 0, 500);
         let reads = info_u64(&mut c, "tiered", "tiered_reads");
@@ -668,9 +670,13 @@ fn values_read_often_come_back_with_a_high_offload_threshold() {
         }
         assert!(
             Instant::now() < deadline,
-            "still {misses} disk reads per pass over the hot keys (first: {first}); uploaded {}, used {}",
+            "still {misses} disk reads per pass over the hot keys (first: {first}); uploaded {}, \
+             used {}, rss {}, offloaded {}, full events {}",
             info_u64(&mut c, "tiered", "tiered_uploaded"),
-            info_u64(&mut c, "memory", "used_memory")
+            info_u64(&mut c, "memory", "used_memory"),
+            info_u64(&mut c, "memory", "used_memory_rss"),
+            info_u64(&mut c, "tiered", "tiered_offloaded"),
+            info_u64(&mut c, "tiered", "tiered_full_events")
         );
         thread::sleep(Duration::from_millis(100));
     }
