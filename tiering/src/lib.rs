@@ -2,6 +2,7 @@
 //! on local SSD, and come back when read.
 //!
 //! - [`alloc`]: page-granular space allocation in the file.
+//! - [`codec`]: optional compression of each value on its way to disk (zstd, lz4).
 //! - [`page`]: on-disk layouts (shared small-value pages, extents), each checksummed.
 //! - [`store`]: the per-shard file, batched writes, coalesced reads, deferred frees.
 //!

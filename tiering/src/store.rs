@@ -5,6 +5,9 @@
 //! - Writes come in batches: small values are packed into bins of up to 8 fresh 4 KiB pages,
 //!   running on across page boundaries; large ones get extents; every page or extent carries a
 //!   CRC32 (see [`crate::page`]). A page goes back once no live entry starts in or runs into it.
+//! - With a codec set ([`TierStore::set_codec`]), values that shrink enough are stored
+//!   compressed (see [`crate::codec`]); the pointer keeps both lengths.
+//! - Reads in flight are bounded in bytes ([`TierStore::set_read_budget`]).
 //! - Reads of the same page share one I/O (coalescing) and are checked for CRC and owner before
 //!   any byte is returned: a mismatch is an error the caller turns into a miss, never data.
 //! - Freed space goes back to the allocator, to be written again at once, but only once no
