@@ -40,7 +40,7 @@ pub const MAX_PAGE_ENTRIES: usize = 127;
 
 const FILE_MAGIC: &[u8; 4] = b"STTF";
 
-/// Page 0 of a tier file: "STTF" | version u8 | pad[3] | crc32 u32 of the rest of the page.
+/// Page 0 of a tier file: "STTF" | version u8 | `pad[3]` | crc32 u32 of the rest of the page.
 pub fn file_header() -> Vec<u8> {
     let mut buf = vec![0u8; PAGE as usize];
     buf[..4].copy_from_slice(FILE_MAGIC);
