@@ -471,6 +471,71 @@ fn a_snapshot_larger_than_maxmemory_needs_tiering() {
     assert_eq!(v.len(), 1024);
 }
 
+#[test]
+fn compressed_tier_values_are_saved_and_loaded_whole() {
+    // Values stored compressed on SSD are saved as the client wrote them, and a load larger
+    // than RAM streams them back into a compressing tier.
+    let dir = tempfile::tempdir().unwrap();
+    let tier = tempfile::tempdir().unwrap();
+    let prefix = tier.path().join("t");
+    let flags = [
+        "--maxmemory",
+        "48mb",
+        "--tiered_prefix",
+        prefix.to_str().unwrap(),
+        "--tiered_compression",
+        "zstd",
+    ];
+    // Key i's value: its name, then letters drawn from i (zstd takes them to ~0.65).
+    let value = |i: u64| -> Vec<u8> {
+        let mut x = i.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        let mut v = format!("v{i}:").into_bytes();
+        while v.len() < 1000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            v.push(b'a' + (x % 26) as u8);
+        }
+        v
+    };
+    let n = 70_000u64;
+    {
+        let s = server_in(dir.path(), 2, &flags);
+        let mut c = s.client();
+        for chunk in (0..n).collect::<Vec<_>>().chunks(500) {
+            let mut p = redis::pipe();
+            for &i in chunk {
+                p.cmd("SET").arg(format!("z:{i}")).arg(value(i)).ignore();
+            }
+            p.query::<()>(&mut c).unwrap();
+        }
+        assert!(info_u64(&mut c, "tiered", "tiered_compressed_entries") > n / 4);
+        assert_eq!(q::<String>(&mut c, &["SAVE"]), "OK");
+    }
+    let s = server_in(dir.path(), 2, &flags);
+    let mut c = s.client();
+    assert_eq!(q::<u64>(&mut c, &["DBSIZE"]), n);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while info_u64(&mut c, "tiered", "tiered_compressed_entries") < n / 4 {
+        assert!(
+            Instant::now() < deadline,
+            "the load did not go to the tier compressed"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for chunk in (0..n).collect::<Vec<_>>().chunks(500) {
+        let mut p = redis::pipe();
+        for &i in chunk {
+            p.cmd("GET").arg(format!("z:{i}"));
+        }
+        let got: Vec<Option<Vec<u8>>> = p.query(&mut c).unwrap();
+        for (&i, g) in chunk.iter().zip(got) {
+            assert_eq!(g, Some(value(i)), "z:{i}");
+        }
+    }
+    assert_eq!(info_u64(&mut c, "tiered", "tiered_read_errors"), 0);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Redis RDB, against the real redis-server
 // ---------------------------------------------------------------------------------------------
