@@ -51,32 +51,62 @@ fn tiered_server_with(
     Server::start(&args)
 }
 
+/// How the value of key number `i` (version `ver`, `len` bytes) is made.
+type ValueFn = fn(usize, usize, usize) -> Vec<u8>;
+
 fn fill(c: &mut Connection, keys: std::ops::Range<usize>, ver: usize, len: usize) {
-    let mut p = redis::pipe();
-    for i in keys {
-        p.cmd("SET")
-            .arg(format!("key:{i}"))
-            .arg(value(i, ver, len))
-            .ignore();
-        if i % 500 == 499 {
-            p.query::<()>(c).expect("pipelined SET");
-            p = redis::pipe();
+    fill_with(c, keys, value, ver, len);
+}
+
+/// SETs `key:i` to `f(i, ver, len)` for every `i` in `keys`, 500 to a pipeline.
+fn fill_with(c: &mut Connection, keys: std::ops::Range<usize>, f: ValueFn, ver: usize, len: usize) {
+    for chunk in keys.collect::<Vec<_>>().chunks(500) {
+        let mut p = redis::pipe();
+        for &i in chunk {
+            p.cmd("SET")
+                .arg(format!("key:{i}"))
+                .arg(f(i, ver, len))
+                .ignore();
         }
+        p.query::<()>(c).expect("pipelined SET");
     }
-    p.query::<()>(c).expect("pipelined SET");
 }
 
 fn check_all(c: &mut Connection, keys: impl IntoIterator<Item = usize>, ver: usize, len: usize) {
-    for chunk in keys.into_iter().collect::<Vec<_>>().chunks(500) {
+    check_with(c, keys, value, ver, len);
+}
+
+/// GETs `key:i` for every `i` in `keys` and expects `f(i, ver, len)`, in pipelines of at most
+/// 500 keys and about 500 KB of values (the replies of one pipeline are held together).
+fn check_with(
+    c: &mut Connection,
+    keys: impl IntoIterator<Item = usize>,
+    f: ValueFn,
+    ver: usize,
+    len: usize,
+) {
+    let per_pipeline = (500_000 / len.max(1)).clamp(1, 500);
+    for chunk in keys.into_iter().collect::<Vec<_>>().chunks(per_pipeline) {
         let mut p = redis::pipe();
         for i in chunk {
             p.cmd("GET").arg(format!("key:{i}"));
         }
         let got: Vec<Option<Vec<u8>>> = p.query(c).expect("pipelined GET");
         for (i, g) in chunk.iter().zip(got) {
-            assert_eq!(g.as_deref(), Some(&value(*i, ver, len)[..]), "key:{i}");
+            assert_eq!(g.as_deref(), Some(&f(*i, ver, len)[..]), "key:{i}");
         }
     }
+}
+
+/// Runs strata with `args` and returns what it wrote to stderr; it must refuse to start.
+fn startup_error(args: &[&str]) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(["--port", &free_port().to_string()])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "strata started with {args:?}");
+    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 #[test]
@@ -442,44 +472,13 @@ fn compressed_values_read_back_exactly_and_take_less_disk() {
     let rss = rss_sampler(s.pid());
     // 3x RAM of text, then values no codec shrinks, then large text values (extents).
     let n = (3 * max / 1024) as usize;
-    let write = |c: &mut Connection,
-                 keys: std::ops::Range<usize>,
-                 f: fn(usize, usize, usize) -> Vec<u8>,
-                 len: usize| {
-        for chunk in keys.collect::<Vec<_>>().chunks(500) {
-            let mut p = redis::pipe();
-            for &i in chunk {
-                p.cmd("SET")
-                    .arg(format!("key:{i}"))
-                    .arg(f(i, 0, len))
-                    .ignore();
-            }
-            p.query::<()>(c).expect("pipelined SET");
-        }
-    };
-    write(&mut c, 0..n, text, 1000);
-    write(&mut c, n..n + 5_000, value, 1000);
-    write(&mut c, n + 5_000..n + 5_200, text, 20_000);
-    write(&mut c, n + 5_200..n + 60_000, text, 1000);
-    let check = |c: &mut Connection,
-                 keys: std::ops::Range<usize>,
-                 f: fn(usize, usize, usize) -> Vec<u8>,
-                 len: usize| {
-        // About 500 KB of values per pipeline: the replies of one are held together.
-        for chunk in keys.collect::<Vec<_>>().chunks(500_000 / len) {
-            let mut p = redis::pipe();
-            for i in chunk {
-                p.cmd("GET").arg(format!("key:{i}"));
-            }
-            let got: Vec<Option<Vec<u8>>> = p.query(c).expect("pipelined GET");
-            for (i, g) in chunk.iter().zip(got) {
-                assert_eq!(g.as_deref(), Some(&f(*i, 0, len)[..]), "key:{i}");
-            }
-        }
-    };
-    check(&mut c, 0..n, text, 1000);
-    check(&mut c, n..n + 5_000, value, 1000);
-    check(&mut c, n + 5_000..n + 5_200, text, 20_000);
+    fill_with(&mut c, 0..n, text, 0, 1000);
+    fill_with(&mut c, n..n + 5_000, value, 0, 1000);
+    fill_with(&mut c, n + 5_000..n + 5_200, text, 0, 20_000);
+    fill_with(&mut c, n + 5_200..n + 60_000, text, 0, 1000);
+    check_with(&mut c, 0..n, text, 0, 1000);
+    check_with(&mut c, n..n + 5_000, value, 0, 1000);
+    check_with(&mut c, n + 5_000..n + 5_200, text, 0, 20_000);
     assert_peak_rss_within(rss, max);
     assert_eq!(info_str(&mut c, "tiered", "tiered_compression"), "zstd");
     let disk = info_u64(&mut c, "tiered", "tiered_disk_keys");
@@ -538,27 +537,20 @@ fn compressed_values_read_back_exactly_and_take_less_disk() {
 #[test]
 fn an_unknown_tier_codec_is_a_clear_startup_error() {
     let dir = tempfile::tempdir().unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_strata"))
-        .args(["--port", &free_port().to_string()])
-        .args(["--tiered_prefix", dir.path().join("x").to_str().unwrap()])
-        .args(["--tiered_compression", "gzip"])
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let prefix = dir.path().join("x");
+    let err = startup_error(&[
+        "--tiered_prefix",
+        prefix.to_str().unwrap(),
+        "--tiered_compression",
+        "gzip",
+    ]);
     assert!(err.contains("--tiered_compression"), "stderr: {err}");
     assert!(err.contains("not one of none, lz4, zstd"), "stderr: {err}");
 }
 
 #[test]
 fn missing_directory_is_a_clear_startup_error() {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_strata"))
-        .args(["--port", &free_port().to_string()])
-        .args(["--tiered_prefix", "/nonexistent-dir-for-strata/x"])
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = startup_error(&["--tiered_prefix", "/nonexistent-dir-for-strata/x"]);
     assert!(err.contains("--tiered_prefix"), "stderr: {err}");
     assert!(err.contains("does not exist"), "stderr: {err}");
 }

@@ -158,13 +158,6 @@ impl Coder {
         fits
     }
 
-    /// `value` compressed when it comes out at most `limit` bytes long (see
-    /// [`Coder::compress_into`]).
-    pub fn compress(&self, value: &[u8], limit: usize) -> Option<Vec<u8>> {
-        let mut out = Vec::new();
-        self.compress_into(value, limit, &mut out).then_some(out)
-    }
-
     /// The `len` bytes that `stored` (written with `codec`) decompresses to.
     pub fn decompress(&self, codec: Codec, stored: &[u8], len: usize) -> Result<Vec<u8>, Corrupt> {
         let out = match codec {
@@ -205,13 +198,17 @@ mod tests {
     use super::*;
     use crate::testdata::letters;
 
+    /// `value` compressed by `c` when it comes out at most `limit` bytes long.
+    fn compress(c: &Coder, value: &[u8], limit: usize) -> Option<Vec<u8>> {
+        let mut out = Vec::new();
+        c.compress_into(value, limit, &mut out).then_some(out)
+    }
+
     #[test]
     fn zstd_shrinks_text_and_round_trips() {
         let c = Coder::new(Codec::Zstd);
         let v = letters(7, 1024);
-        let z = c
-            .compress(&v, v.len() - v.len() / 8)
-            .expect("text compresses");
+        let z = compress(&c, &v, v.len() - v.len() / 8).expect("text compresses");
         assert!(z.len() < 700, "{} bytes", z.len());
         assert_eq!(c.decompress(Codec::Zstd, &z, v.len()).unwrap(), v);
         // The wrong length, a damaged frame: errors, never other bytes.
@@ -231,9 +228,9 @@ mod tests {
     fn lz4_keeps_what_has_no_repeats_raw() {
         let c = Coder::new(Codec::Lz4);
         let v = letters(9, 1024);
-        assert_eq!(c.compress(&v, v.len() - v.len() / 8), None);
+        assert_eq!(compress(&c, &v, v.len() - v.len() / 8), None);
         let rep = b"{\"user\":1234,\"name\":\"abc\"}".repeat(40);
-        let z = c.compress(&rep, rep.len() / 2).expect("repeats compress");
+        let z = compress(&c, &rep, rep.len() / 2).expect("repeats compress");
         assert_eq!(c.decompress(Codec::Lz4, &z, rep.len()).unwrap(), rep);
         assert_eq!(
             c.decompress(Codec::Lz4, &z, rep.len() + 5),
@@ -243,8 +240,11 @@ mod tests {
 
     #[test]
     fn short_values_and_none_are_not_compressed() {
-        assert_eq!(Coder::new(Codec::Zstd).compress(&[b'a'; 100], 90), None);
-        assert_eq!(Coder::new(Codec::None).compress(&[b'a'; 4000], 3000), None);
+        assert_eq!(compress(&Coder::new(Codec::Zstd), &[b'a'; 100], 90), None);
+        assert_eq!(
+            compress(&Coder::new(Codec::None), &[b'a'; 4000], 3000),
+            None
+        );
         assert_eq!("ZSTD".parse::<Codec>(), Ok(Codec::Zstd));
         assert!("gzip".parse::<Codec>().is_err());
     }

@@ -244,11 +244,13 @@ pub struct TierStats {
 }
 
 impl TierStats {
-    fn count_in(&mut self, it: &StoredItem<'_>) {
+    /// Counts the value just written at `ptr`; [`TierStats::count_out`] takes the same back
+    /// when it is freed.
+    fn count_in(&mut self, ptr: &DiskPtr) {
         self.entries += 1;
-        self.value_bytes += it.len as u64;
-        self.stored_bytes += it.held_bytes();
-        self.compressed += u64::from(it.codec != Codec::None);
+        self.value_bytes += ptr.len as u64;
+        self.stored_bytes += held_bytes(ptr);
+        self.compressed += u64::from(ptr.compressed());
     }
 
     fn count_out(&mut self, ptr: &DiskPtr) {
@@ -358,26 +360,9 @@ impl<'a> StoredItem<'a> {
         self.scale == 0 && page::entry_size(self.key.len(), self.bytes.len()) <= page::SMALL_LIMIT
     }
 
-    /// Pages an extent for it takes.
+    /// Pages an extent for it takes: what its pointer will say.
     fn extent_pages(&self) -> u64 {
-        if self.scale == 0 {
-            page::extent_pages(self.key.len(), self.bytes.len())
-        } else {
-            scaled_pages(
-                page::extent_pages(self.key.len(), self.len as usize),
-                self.scale,
-            )
-        }
-    }
-
-    /// Bytes it holds in the file, for the stored-bytes count: the entry's value bytes, or an
-    /// extent's pages whole. [`TierStore::free`] counts the same from a pointer.
-    fn held_bytes(&self) -> u64 {
-        if self.small() {
-            self.bytes.len() as u64
-        } else {
-            self.extent_pages() * PAGE
-        }
+        self.ptr(0, 0).pages()
     }
 
     /// Its pointer once written at `page` (and `offset` in it, for a small entry).
@@ -407,7 +392,8 @@ enum Plan {
     },
 }
 
-/// Bytes a value at `ptr` holds in the file, as [`StoredItem::held_bytes`] counted it.
+/// Bytes a value at `ptr` holds in the file, for the stored-bytes count: a small entry's value
+/// bytes, an extent's pages whole.
 fn held_bytes(ptr: &DiskPtr) -> u64 {
     if ptr.small() {
         ptr.stored_len() as u64
@@ -858,8 +844,9 @@ impl TierStore {
                                     if page::spans(off, it.key.len(), it.bytes.len()) {
                                         map[at + 1].set_tail(true);
                                     }
-                                    st.count_in(it);
-                                    (i, Ok(it.ptr(at as u32, off)))
+                                    let ptr = it.ptr(at as u32, off);
+                                    st.count_in(&ptr);
+                                    (i, Ok(ptr))
                                 })
                                 .collect()
                         }
@@ -888,8 +875,9 @@ impl TierStore {
                     let bytes = page::build_extent(it.key, &it.bytes, it.codec, it.len, pages);
                     let res = match self.write_at(&bytes, start * PAGE).await {
                         Ok(()) => {
-                            self.stats.borrow_mut().count_in(it);
-                            Ok(it.ptr(start as u32, 0))
+                            let ptr = it.ptr(start as u32, 0);
+                            self.stats.borrow_mut().count_in(&ptr);
+                            Ok(ptr)
                         }
                         Err(e) => {
                             self.write_failed(&e, start, pages);
