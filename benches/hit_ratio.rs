@@ -61,7 +61,7 @@ use std::process::exit;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use rand::{rngs::SmallRng, seq::SliceRandom, Rng, SeedableRng};
+use rand::{rngs::SmallRng, Rng, SeedableRng};
 
 const USAGE: &str = "usage: hit_ratio run|trace --trace zipf<S>[+scan] [--keys N] [--requests N] \
 [--warmup N] [--value-size N] [--scan-frac F] [--scan-run N] [--seed N] [--host H] [--port P] \
@@ -199,44 +199,14 @@ fn parse() -> Option<Opts> {
 
 // --- trace -----------------------------------------------------------------
 
-/// Zipf(s) over ranks 0..n (rank r drawn with probability ∝ (r+1)^-s): the cumulative
-/// distribution as a table, sampled by binary search for a uniform draw.
-struct Zipf {
-    cdf: Vec<f64>,
-}
-
-impl Zipf {
-    fn new(n: u64, s: f64) -> Zipf {
-        let mut cdf = Vec::with_capacity(n as usize);
-        let mut sum = 0.0;
-        for r in 1..=n {
-            sum += (r as f64).powf(-s);
-            cdf.push(sum);
-        }
-        for c in &mut cdf {
-            *c /= sum;
-        }
-        Zipf { cdf }
-    }
-
-    fn sample(&self, rng: &mut SmallRng) -> u32 {
-        let u: f64 = rng.gen();
-        let r = self.cdf.partition_point(|&c| c < u);
-        r.min(self.cdf.len() - 1) as u32
-    }
-}
-
-/// Popularity rank -> key id: the same shuffle for every trace with this seed and key count.
-fn key_of_rank(o: &Opts) -> Vec<u32> {
-    let mut k: Vec<u32> = (0..o.keys as u32).collect();
-    k.shuffle(&mut SmallRng::seed_from_u64(o.seed ^ 0x5EED_5A4E));
-    k
-}
+#[path = "common/zipf.rs"]
+mod zipf;
+use zipf::{key_of_rank, Zipf};
 
 /// The requests of a trace: ids below `keys` are Zipf keys, `keys + n` is the scan key n.
 fn generate(o: &Opts) -> Vec<u32> {
     let zipf = Zipf::new(o.keys, o.zipf_s);
-    let key_of_rank = key_of_rank(o);
+    let key_of_rank = key_of_rank(o.keys, o.seed);
     let mut zipf_rng = SmallRng::seed_from_u64(o.seed);
     let mut scan_rng = SmallRng::seed_from_u64(o.seed.wrapping_add(0x5CA9));
     let block = if o.scan {
@@ -270,7 +240,7 @@ fn trace_stats(o: &Opts, trace: &[u32]) {
     let warm = o.warmup as usize;
     let mut seen = vec![false; o.keys as usize];
     let mut top = vec![false; o.keys as usize];
-    for &k in key_of_rank(o).iter().take(o.capacity as usize) {
+    for &k in key_of_rank(o.keys, o.seed).iter().take(o.capacity as usize) {
         top[k as usize] = true;
     }
     let mut distinct = 0u64;

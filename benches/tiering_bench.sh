@@ -8,17 +8,20 @@
 #       KEY_FACTOR x MAXMEM worth of VALUE_SIZE values; once the offloader has settled,
 #       GETs over the whole keyspace, uniformly at random (nearly all misses in RAM),
 #       from benches/zipf_get.rs on CLIENT_CPU. Every value read is checked.
-#   Then the 90/10 hot/cold workload (90% of GETs to 10% of the keys) on the same tiered
-#   server and on a server without tiering or maxmemory, started beside it, holding the same
-#   keyspace all in RAM: the two take turns for HOT_ROUNDS rounds and each ratio reported is
-#   the median of the rounds' ratios.
+#   Then the 90/10 hot/cold workload on the same tiered server and on a server without
+#   tiering or maxmemory, started beside it, holding the same keyspace all in RAM: by default
+#   (HOT_DIST=zipf) GETs drawn from a Zipf distribution whose exponent makes the hottest 10%
+#   of the keys draw 90% of them (1.08 for 512Ki keys); HOT_DIST=hot is the harsher variant,
+#   90% uniform over every 10th key and 10% uniform over all keys, so the cold tenth of the
+#   GETs all go to disk. The two servers take turns for HOT_ROUNDS rounds and each ratio
+#   reported is the median of the rounds' ratios.
 #
 # Reported: (b)/(a) (target >= 0.7), p99 of (b), RAM bytes per offloaded key (target <=
 # 24 + key length), hot tiered / hot all-RAM ops/s (target >= 0.8) for two client shapes
-# (CONNS x PIPELINE and WIDE_CONNS x WIDE_PIPELINE: with deep pipelines a disk read holds up
-# every reply queued behind it, so that shape measures the disk's latency more than the
-# server's work), max RSS / maxmemory over the tiered server's fill and loads (target <=
-# 1.05), and every wrong value, missing key or tier read error seen.
+# (CONNS x PIPELINE and WIDE_CONNS x WIDE_PIPELINE: with deep pipelines the all-in-RAM server
+# spends least per GET, one recv and one send per PIPELINE GETs, so the kernel's fixed cost
+# of each disk read weighs most there), max RSS / maxmemory over the tiered server's fill and
+# loads (target <= 1.05), and every wrong value, missing key or tier read error seen.
 #
 # Environment (all optional):
 #   MAXMEM         --maxmemory of the tiered server               (default 128mb)
@@ -29,6 +32,7 @@
 #                  server back to back in both shapes, and the ratios reported are the
 #                  medians of the rounds' ratios (default 3)
 #   HOT_SECONDS    seconds of each measured hot run                (default 10)
+#   HOT_DIST       zipf (default) or hot: the hot/cold workload (see above)
 #   DISK_SECONDS   seconds of the disk_read run                   (default DURATION)
 #   DISK_FILE_MB   size of the disk_read file in MiB              (default 1024)
 #   KEY_FACTOR     keyspace = KEY_FACTOR x MAXMEM / VALUE_SIZE     (default 4)
@@ -76,6 +80,12 @@ SETTLE_TIMEOUT="${SETTLE_TIMEOUT:-120}"
 TIERED_FLAGS="${TIERED_FLAGS:-}"
 PORT="${PORT:-17379}"
 SKIP_BUILD="${SKIP_BUILD:-0}"
+HOT_DIST="${HOT_DIST:-zipf}"
+case "$HOT_DIST" in
+    zipf) HOT_LABEL="Zipf 90/10" ;;
+    hot) HOT_LABEL="hot 90/10 (uniform tail)" ;;
+    *) echo "HOT_DIST must be zipf or hot, not '$HOT_DIST'" >&2; exit 1 ;;
+esac
 STARTUP_TIMEOUT="${STARTUP_TIMEOUT:-20}"
 STRATA_BIN="${STRATA_BIN:-$ROOT/target/release/strata}"
 DISK_READ_BIN="${DISK_READ_BIN:-}"
@@ -266,12 +276,16 @@ dbsize() { timeout 10 redis-cli -p "$SPORT" dbsize 2>/dev/null | tr -d '\r'; }
 # --- load ------------------------------------------------------------------
 
 # Runs zipf_get pinned to CLIENT_CPU; its output line lands in $LAST, its stderr is shown.
+# Every run draws its own sequence of keys (--seed), so that no measured run replays the
+# warm-up's GETs in the order in which the warm-up brought their values back to RAM.
 LAST=""
+RUN_SEED=0
 zipf() {
     pin_prefix "$CLIENT_CPU"
     local rc=0
+    RUN_SEED=$((RUN_SEED + 1))
     "${PIN_CMD[@]}" "$ZIPF_GET_BIN" "$@" --port "$SPORT" --keys "$KEYS" --prefix "$PREFIX" \
-        --value-size "$VALUE_SIZE" --conns "$CONNS" --pipeline "$PIPELINE" \
+        --value-size "$VALUE_SIZE" --conns "$CONNS" --pipeline "$PIPELINE" --seed "$RUN_SEED" \
         >"$WORKDIR/zipf.out" 2>"$WORKDIR/zipf.err" &
     CHILD_PID=$!
     wait "$CHILD_PID" || rc=$?
@@ -485,23 +499,23 @@ main() {
     # The two servers take turns, so that a drift of the machine's speed over minutes does
     # not land on one side of the ratio.
     log ""
-    log "[4/4] 90/10 hot/cold GETs: $HOT_ROUNDS rounds of tiered, then all-in-RAM, ${HOT_SECONDS} s each, in two shapes"
+    log "[4/4] $HOT_LABEL GETs: $HOT_ROUNDS rounds of tiered, then all-in-RAM, ${HOT_SECONDS} s each, in two shapes"
     local s round
     for s in tiered ram; do
         use_server "$s"
         log "    $s: warm-up ${WARMUP} s"
-        zipf get --dist hot --seconds "$WARMUP"
+        zipf get --dist "$HOT_DIST" --seconds "$WARMUP"
     done
     for ((round = 1; round <= HOT_ROUNDS; round++)); do
         for s in tiered ram; do
             use_server "$s"
             log "    round $round, $s, $CONNS connections x pipeline $PIPELINE"
-            DURATION="$HOT_SECONDS" measured_get "${s:0:1}hot$round" hot
+            DURATION="$HOT_SECONDS" measured_get "${s:0:1}hot$round" "$HOT_DIST"
         done
         for s in tiered ram; do
             use_server "$s"
             log "    round $round, $s, $WIDE_CONNS connections x pipeline $WIDE_PIPELINE"
-            DURATION="$HOT_SECONDS" wide measured_get "${s:0:1}hotw$round" hot
+            DURATION="$HOT_SECONDS" wide measured_get "${s:0:1}hotw$round" "$HOT_DIST"
         done
     done
     summarize_rounds
@@ -570,15 +584,15 @@ report() {
     row "RAM B/offloaded key: estimate" "$per_est" "<= $target_bytes" "$(verdict "$per_est" "<=" "$target_bytes")"
     row "    (used_memory / disk keys / RAM keys)" "${R[t.used]}/${R[t.disk_keys]}/${R[t.ram_keys]}" "" ""
     row "    all-in-RAM cost per key (B)" "$ram_cost" "" ""
-    row "hot 90/10 tiered GET ops/s, ${CONNS}x${PIPELINE}" "${R[thot.ops]:-n/a}" "" ""
+    row "$HOT_LABEL tiered GET ops/s, ${CONNS}x${PIPELINE}" "${R[thot.ops]:-n/a}" "" ""
     row "    p99 (us) / server CPU %" "${R[thot.p99]:-n/a} / ${R[thot.cpu]:-n/a}" "" ""
-    row "hot 90/10 all-in-RAM GET ops/s, ${CONNS}x${PIPELINE}" "${R[rhot.ops]:-n/a}" "" ""
+    row "$HOT_LABEL all-in-RAM GET ops/s, ${CONNS}x${PIPELINE}" "${R[rhot.ops]:-n/a}" "" ""
     row "    p99 (us) / server CPU %" "${R[rhot.p99]:-n/a} / ${R[rhot.cpu]:-n/a}" "" ""
     row "hot tiered / all-in-RAM, ${CONNS}x${PIPELINE} (median)" "$hot_ratio" ">= 0.8" "$(verdict "$hot_ratio" ">=" 0.8)"
     row "    per round" "${R[hot.ratios]:-n/a}" "" ""
-    row "hot 90/10 tiered GET ops/s, ${WIDE_CONNS}x${WIDE_PIPELINE}" "${R[thotw.ops]:-n/a}" "" ""
+    row "$HOT_LABEL tiered GET ops/s, ${WIDE_CONNS}x${WIDE_PIPELINE}" "${R[thotw.ops]:-n/a}" "" ""
     row "    server CPU %" "${R[thotw.cpu]:-n/a}" "" ""
-    row "hot 90/10 all-in-RAM GET ops/s, ${WIDE_CONNS}x${WIDE_PIPELINE}" "${R[rhotw.ops]:-n/a}" "" ""
+    row "$HOT_LABEL all-in-RAM GET ops/s, ${WIDE_CONNS}x${WIDE_PIPELINE}" "${R[rhotw.ops]:-n/a}" "" ""
     row "    server CPU %" "${R[rhotw.cpu]:-n/a}" "" ""
     row "hot tiered / all-in-RAM, ${WIDE_CONNS}x${WIDE_PIPELINE} (median)" "$wide_ratio" ">= 0.8" "$(verdict "$wide_ratio" ">=" 0.8)"
     row "    per round" "${R[hotw.ratios]:-n/a}" "" ""

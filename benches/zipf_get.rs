@@ -10,10 +10,14 @@
 //! --value-size 1024              value length in bytes (must match between fill and get)
 //! --conns 8 --pipeline 16        connections (one thread each) and requests per round trip
 //! --seconds 10                   how long `get` runs
-//! --dist uniform|hot|seq         uniform over all keys; hot = --hot-share (0.9) of requests
+//! --dist uniform|hot|zipf|seq    uniform over all keys; hot = --hot-share (0.9) of requests
 //!                                to the hottest --hot-frac (0.1) of keys (every 10th key),
-//!                                the rest uniform over all; seq = every key once, then stop
+//!                                the rest uniform over all; zipf = Zipf over all keys with
+//!                                the exponent at which the hottest --hot-frac of keys draw
+//!                                --hot-share of requests (or --zipf-s), ranks spread over the
+//!                                keys by a fixed shuffle; seq = every key once, then stop
 //! --hot-frac 0.1 --hot-share 0.9
+//! --zipf-s S                     the Zipf exponent, instead of the one --hot-frac/--hot-share give
 //! --seed 1
 //! --fill-timeout 600             seconds `fill` keeps retrying writes refused with -OOM
 //! ```
@@ -38,13 +42,14 @@ use hdrhistogram::Histogram;
 use rand::{rngs::SmallRng, Rng, SeedableRng};
 
 const USAGE: &str = "usage: zipf_get fill|get [--host H] [--port P] [--keys K] [--prefix S] \
-[--value-size N] [--conns C] [--pipeline D] [--seconds S] [--dist uniform|hot|seq] \
-[--hot-frac F] [--hot-share F] [--seed N] [--fill-timeout S]";
+[--value-size N] [--conns C] [--pipeline D] [--seconds S] [--dist uniform|hot|zipf|seq] \
+[--hot-frac F] [--hot-share F] [--zipf-s S] [--seed N] [--fill-timeout S]";
 
 #[derive(Clone, Copy, PartialEq, Debug)]
 enum Dist {
     Uniform,
     Hot,
+    Zipf,
     Seq,
 }
 
@@ -62,6 +67,7 @@ struct Opts {
     dist: Dist,
     hot_frac: f64,
     hot_share: f64,
+    zipf_s: Option<f64>,
     seed: u64,
     fill_timeout: f64,
 }
@@ -85,6 +91,7 @@ fn parse() -> Option<Opts> {
         dist: Dist::Uniform,
         hot_frac: 0.1,
         hot_share: 0.9,
+        zipf_s: None,
         seed: 1,
         fill_timeout: 600.0,
     };
@@ -110,12 +117,14 @@ fn parse() -> Option<Opts> {
             "--seconds" => o.seconds = num("--seconds", val()),
             "--hot-frac" => o.hot_frac = num("--hot-frac", val()),
             "--hot-share" => o.hot_share = num("--hot-share", val()),
+            "--zipf-s" => o.zipf_s = Some(num("--zipf-s", val())),
             "--seed" => o.seed = num("--seed", val()),
             "--fill-timeout" => o.fill_timeout = num("--fill-timeout", val()),
             "--dist" => {
                 o.dist = match val().as_str() {
                     "uniform" => Dist::Uniform,
                     "hot" => Dist::Hot,
+                    "zipf" => Dist::Zipf,
                     "seq" => Dist::Seq,
                     d => bad(format!("unknown --dist '{d}'")),
                 }
@@ -135,6 +144,9 @@ fn parse() -> Option<Opts> {
         bad("--keys, --conns, --pipeline and --seconds must be positive".into());
     }
     let hot_ok = 0.0 < o.hot_frac && o.hot_frac <= 1.0 && (0.0..=1.0).contains(&o.hot_share);
+    if o.dist == Dist::Zipf && o.keys > u64::from(u32::MAX) {
+        bad("--dist zipf takes at most 2^32 - 1 keys".into());
+    }
     if !hot_ok {
         bad("--hot-frac must be in (0, 1], --hot-share in [0, 1]".into());
     }
@@ -161,6 +173,10 @@ fn expected_value(i: u64, size: usize, out: &mut Vec<u8>) {
     }
     out.truncate(size);
 }
+
+#[path = "common/zipf.rs"]
+mod zipf;
+use zipf::{key_of_rank, Zipf};
 
 #[path = "common/resp_client.rs"]
 mod resp_client;
@@ -250,7 +266,34 @@ struct LoadStats {
 
 /// GETs keys from the configured distribution over one connection until the deadline (or,
 /// for `seq`, until its share of the keyspace is done).
-fn load_conn(o: &Opts, mut conn: Conn, c: usize, deadline: Instant) -> Result<LoadStats, String> {
+/// The Zipf popularity shared by every connection of a `--dist zipf` run: the same ranking of
+/// keys whatever `--seed` (only the draws differ), so runs warm each other's caches.
+struct Popularity {
+    zipf: Zipf,
+    key_of_rank: Vec<u32>,
+    exponent: f64,
+}
+
+impl Popularity {
+    fn new(o: &Opts) -> Popularity {
+        let exponent = o
+            .zipf_s
+            .unwrap_or_else(|| Zipf::exponent_for(o.keys, o.hot_frac, o.hot_share));
+        Popularity {
+            zipf: Zipf::new(o.keys, exponent),
+            key_of_rank: key_of_rank(o.keys, 0),
+            exponent,
+        }
+    }
+}
+
+fn load_conn(
+    o: &Opts,
+    pop: Option<&Popularity>,
+    mut conn: Conn,
+    c: usize,
+    deadline: Instant,
+) -> Result<LoadStats, String> {
     let mut st = LoadStats {
         hist: Histogram::new_with_bounds(1, 60_000_000, 3).unwrap(),
         ops: 0,
@@ -282,6 +325,10 @@ fn load_conn(o: &Opts, mut conn: Conn, c: usize, deadline: Instant) -> Result<Lo
                         rng.gen_range(0..o.keys)
                     }
                 }
+                Dist::Zipf => match pop {
+                    Some(p) => u64::from(p.key_of_rank[p.zipf.sample(&mut rng) as usize]),
+                    None => return Err("no Zipf table".into()),
+                },
                 Dist::Seq => {
                     if next >= o.keys {
                         break;
@@ -357,6 +404,8 @@ fn main() {
             }
         }
     }
+    // Built before the clock starts: the exponent search and the table take a moment.
+    let pop = (o.mode == "get" && o.dist == Dist::Zipf).then(|| Popularity::new(&o));
     let start = Instant::now();
     if o.mode == "fill" {
         let results: Vec<Result<FillStats, String>> = std::thread::scope(|s| {
@@ -409,7 +458,8 @@ fn main() {
             .enumerate()
             .map(|(c, conn)| {
                 let o = &o;
-                s.spawn(move || load_conn(o, conn, c, deadline))
+                let pop = pop.as_ref();
+                s.spawn(move || load_conn(o, pop, conn, c, deadline))
             })
             .collect();
         hs.into_iter()
@@ -445,7 +495,7 @@ fn main() {
         eprintln!("zipf_get get: {errors} error repl(ies), first: {e}");
     }
     println!(
-        "LOAD ops_per_sec={:.0} p50_us={} p99_us={} p999_us={} max_us={} ops={ops} hits={hits} misses={misses} wrong={wrong} errors={errors} seconds={secs:.2} dist={} conns={} pipeline={}",
+        "LOAD ops_per_sec={:.0} p50_us={} p99_us={} p999_us={} max_us={} ops={ops} hits={hits} misses={misses} wrong={wrong} errors={errors} seconds={secs:.2} dist={} conns={} pipeline={}{}",
         ops as f64 / secs,
         hist.value_at_quantile(0.5),
         hist.value_at_quantile(0.99),
@@ -453,6 +503,7 @@ fn main() {
         hist.max(),
         format!("{:?}", o.dist).to_lowercase(),
         o.conns,
-        o.pipeline
+        o.pipeline,
+        pop.map_or_else(String::new, |p| format!(" zipf_s={:.4}", p.exponent))
     );
 }
