@@ -1,4 +1,6 @@
-//! Zipf draws shared by the load generators (`zipf_get`, `hit_ratio`).
+//! Zipf popularity shared by the load generators: `hit_ratio` draws its traces from the table,
+//! `zipf_get` takes the exponent and the rank-to-key shuffle. Each uses a part of it.
+#![allow(dead_code)]
 
 use rand::{rngs::SmallRng, seq::SliceRandom, Rng, SeedableRng};
 
@@ -24,7 +26,6 @@ impl Zipf {
 
     /// The exponent at which the `frac` most popular of `n` ranks draw `share` of the requests
     /// (bisection; `share` above `frac`, both in (0, 1)).
-    #[allow(dead_code)] // used by zipf_get only
     pub fn exponent_for(n: u64, frac: f64, share: f64) -> f64 {
         let top = ((n as f64 * frac).round() as u64).clamp(1, n);
         let share_at = |s: f64| {
