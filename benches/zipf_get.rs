@@ -413,7 +413,7 @@ fn main() {
             }
         }
     }
-    // Built before the clock starts: the exponent search and the table take a moment.
+    // Built before the clock starts: the exponent search and the key shuffle take a moment.
     let pop = (o.mode == "get" && o.dist == Dist::Zipf).then(|| Popularity::new(&o));
     let start = Instant::now();
     if o.mode == "fill" {

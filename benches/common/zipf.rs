@@ -27,18 +27,9 @@ impl Zipf {
     /// The exponent at which the `frac` most popular of `n` ranks draw `share` of the requests
     /// (bisection; `share` above `frac`, both in (0, 1)).
     pub fn exponent_for(n: u64, frac: f64, share: f64) -> f64 {
-        let top = ((n as f64 * frac).round() as u64).clamp(1, n);
-        let share_at = |s: f64| {
-            let (mut head, mut all) = (0.0, 0.0);
-            for r in 1..=n {
-                let p = (r as f64).powf(-s);
-                all += p;
-                if r <= top {
-                    head += p;
-                }
-            }
-            head / all
-        };
+        let top = ((n as f64 * frac).round() as usize).clamp(1, n as usize);
+        // The cumulative share of the `top` most popular ranks.
+        let share_at = |s: f64| Zipf::new(n, s).cdf[top - 1];
         let (mut lo, mut hi) = (0.0, 8.0);
         // 24 halvings of 8: the exponent to within 1e-6, in a fraction of a second.
         for _ in 0..24 {
