@@ -361,7 +361,7 @@ measured_get() {
         R[$name.read_errors]=$((${e1:-0} - ${e0:-0}))
         R[$name.coalesced]=$((${c1:-0} - ${c0:-0}))
         log "    server: tiered_reads +$((r1 - r0)) ($(awk -v a=$((r1 - r0)) -v b="${R[$name.n]}" \
-            'BEGIN { printf "%.2f", b ? a / b : 0 }') per GET), coalesced +${R[$name.coalesced]}, read errors +${R[$name.read_errors]}, server read latency p50/p99 $(info tiered_read_latency_p50_us)/$(info tiered_read_latency_p99_us) us"
+            'BEGIN { printf "%.2f", b ? a / b : 0 }') per GET), coalesced +${R[$name.coalesced]}, read errors +${R[$name.read_errors]}, server read latency since start p50/p99 $(info tiered_read_latency_p50_us)/$(info tiered_read_latency_p99_us) us"
     fi
 }
 

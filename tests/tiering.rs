@@ -252,6 +252,65 @@ fn values_read_twice_come_back_to_ram() {
 }
 
 #[test]
+fn resetstat_zeroes_tier_counters_and_keeps_what_is_on_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = tiered_server(&dir, "24mb", "1");
+    let mut c = s.client();
+    let n = 40_000;
+    fill(&mut c, 0..n, 0, 600);
+    // Settled: the offloader has stopped moving values.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut disk_keys = info_u64(&mut c, "tiered", "tiered_disk_keys");
+    loop {
+        thread::sleep(Duration::from_millis(300));
+        let now = info_u64(&mut c, "tiered", "tiered_disk_keys");
+        if now == disk_keys && now > 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "offloading did not settle");
+        disk_keys = now;
+    }
+    check_all(&mut c, 0..2000, 0, 600);
+    assert!(info_u64(&mut c, "tiered", "tiered_reads") > 0);
+    assert!(info_u64(&mut c, "tiered", "tiered_read_latency_p50_us") > 0);
+    let disk_keys = info_u64(&mut c, "tiered", "tiered_disk_keys");
+    let entries = info_u64(&mut c, "tiered", "tiered_entries");
+    let used = info_u64(&mut c, "tiered", "tiered_file_used");
+    let r: String = redis::cmd("CONFIG").arg("RESETSTAT").query(&mut c).unwrap();
+    assert_eq!(r, "OK");
+    for counter in [
+        "tiered_reads",
+        "tiered_read_bytes",
+        "tiered_uploaded",
+        "tiered_read_errors",
+        "tiered_read_latency_p50_us",
+        "tiered_read_latency_p99_us",
+    ] {
+        assert_eq!(info_u64(&mut c, "tiered", counter), 0, "{counter}");
+    }
+    assert_eq!(info_u64(&mut c, "stats", "keyspace_hits"), 0);
+    // What the file holds is not a counter (the offloader may still move a few values: the
+    // reads above brought memory up for a moment).
+    for (gauge, before) in [
+        ("tiered_disk_keys", disk_keys),
+        ("tiered_entries", entries),
+        ("tiered_file_used", used),
+    ] {
+        let now = info_u64(&mut c, "tiered", gauge);
+        assert!(
+            now > 0 && now.abs_diff(before) < before / 10,
+            "{gauge}: {before} before CONFIG RESETSTAT, {now} after"
+        );
+    }
+    // Counting starts again: GETs of values on disk count one hit each, as in RAM.
+    check_all(&mut c, 0..2000, 0, 600);
+    assert!(info_u64(&mut c, "tiered", "tiered_reads") > 0);
+    assert_eq!(info_u64(&mut c, "stats", "keyspace_hits"), 2000);
+    assert_eq!(info_u64(&mut c, "stats", "keyspace_misses"), 0);
+    assert!(info_u64(&mut c, "tiered", "tiered_read_latency_p50_us") > 0);
+}
+
+#[test]
 fn deletes_and_overwrites_reclaim_disk_space() {
     let dir = tempfile::tempdir().unwrap();
     let s = tiered_server(&dir, "24mb", "2");

@@ -970,7 +970,13 @@ async fn config(core: &Rc<Core>, args: &[Bytes]) -> Reply {
             Reply::Ok
         }
         "resetstat" if args.len() == 2 => {
-            core.on_all(|s| s.stats = ShardStats::default()).await;
+            core.on_all(|s| {
+                s.stats.reset();
+                if let Some(t) = &s.tier {
+                    t.reset_stats();
+                }
+            })
+            .await;
             core.global.total_connections.store(0, Ordering::Relaxed);
             Reply::Ok
         }

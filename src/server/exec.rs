@@ -156,6 +156,11 @@ pub async fn run_keyed(
         if core.gate.closed_to(tx) {
             continue;
         }
+        if spec.name == "get" {
+            if let Some(reply) = get_offloaded(core, db, &wanted, &loaded, now) {
+                return reply;
+            }
+        }
         let mut shard = core.shard.borrow_mut();
         let mut installed: Installed = SmallVec::new();
         let mut moved = false;
@@ -199,6 +204,32 @@ pub async fn run_keyed(
         restore_pointers(&mut shard, db, installed, upload);
         return reply;
     }
+}
+
+/// GET of a value just read from disk, answered from the bytes read: the entry keeps its disk
+/// pointer (or, read twice lately and with room in RAM, takes the bytes and frees the disk)
+/// instead of taking the value in, running the command over it and comparing it on the way
+/// back, as other commands do. None (nothing done) unless the read succeeded and the key still
+/// points where it was read: the general path handles a key gone, moved or changed meanwhile.
+fn get_offloaded(
+    core: &Core,
+    db: usize,
+    wanted: &Wanted,
+    loaded: &[Result<Bytes, TierError>],
+    now: u64,
+) -> Option<Reply> {
+    let ([(key, ptr)], [Ok(value)]) = (&wanted[..], loaded) else {
+        return None;
+    };
+    let mut shard = core.shard.borrow_mut();
+    let (e, again) = shard.lookup_offloaded(db, key, *ptr, now)?;
+    let upload = again && upload_allowed(core);
+    if upload {
+        e.set_value(Value::str(value));
+        shard.free_disk(*ptr);
+        shard.stats.uploaded += 1;
+    }
+    Some(Reply::Bulk(value.clone()))
 }
 
 /// Keys of the command whose values it reads and that are offloaded now.

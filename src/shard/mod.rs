@@ -73,6 +73,17 @@ pub struct ShardStats {
     pub evicted_ssd: u64,
 }
 
+impl ShardStats {
+    /// CONFIG RESETSTAT: the counters start again from zero; what describes the data held now
+    /// (offloaded values referenced by keys) stays.
+    pub fn reset(&mut self) {
+        *self = ShardStats {
+            external_values: self.external_values,
+            ..ShardStats::default()
+        };
+    }
+}
+
 pub struct Shard {
     pub id: usize,
     pub dbs: Vec<Db>,
@@ -169,6 +180,31 @@ impl Shard {
                 Some(e)
             }
         }
+    }
+
+    /// GET's lookup of a key whose value was just read from disk at `ptr`: when the key (live)
+    /// still points there, counts the hit and the access as [`Shard::lookup`] does and returns
+    /// the entry and whether it had been referenced since the offloader last looked at it (the
+    /// read is then the second within its window). None when the key points elsewhere, holds
+    /// its value in RAM, or is gone (an expired one is deleted on the way), with nothing counted.
+    pub fn lookup_offloaded(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        ptr: DiskPtr,
+        now: u64,
+    ) -> Option<(&mut Entry, bool)> {
+        let (clock, r) = (self.clock, self.rng.gen::<u32>());
+        let pos = self.find_live(db, key, now)?;
+        let e = self.dbs[db].table.at_touch(pos)?;
+        if e.external(key.len()) != Some(ptr) {
+            return None;
+        }
+        self.stats.keyspace_hits += 1;
+        let again = e.has(Entry::REFERENCED);
+        e.touch(clock, r);
+        e.add_flags(Entry::REFERENCED);
+        Some((e, again))
     }
 
     /// Looks a key up for writing (no hit/miss counting); expired keys are deleted first.

@@ -1260,6 +1260,25 @@ impl TierStore {
         )
     }
 
+    /// CONFIG RESETSTAT: the activity counters (reads, writes, errors, full events...) and the
+    /// read latency histogram start again; what describes the file and the reads in flight now
+    /// stays.
+    pub fn reset_stats(&self) {
+        let mut st = self.stats.borrow_mut();
+        *st = TierStats {
+            entries: st.entries,
+            value_bytes: st.value_bytes,
+            stored_bytes: st.stored_bytes,
+            compressed: st.compressed,
+            codec: st.codec,
+            pending_reads: st.pending_reads,
+            pending_writes: st.pending_writes,
+            small_pages: st.small_pages,
+            ..TierStats::default()
+        };
+        self.latency.borrow_mut().reset();
+    }
+
     pub fn stats(&self) -> TierStats {
         let mut st = self.stats.borrow().clone();
         let a = self.alloc.borrow();
