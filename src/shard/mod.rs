@@ -166,20 +166,26 @@ impl Shard {
     /// misses are counted and the entry's access metadata refreshed (not a write: a snapshot in
     /// progress copies nothing for it).
     pub fn lookup(&mut self, db: usize, key: &[u8], now: u64) -> Option<&Entry> {
-        let (clock, r) = (self.clock, self.rng.gen::<u32>());
         match self.find_live(db, key, now) {
             None => {
                 self.stats.keyspace_misses += 1;
                 None
             }
-            Some(pos) => {
-                self.stats.keyspace_hits += 1;
-                let e = self.dbs[db].table.at_touch(pos)?;
-                e.touch(clock, r);
-                e.add_flags(Entry::REFERENCED);
-                Some(e)
-            }
+            Some(pos) => self.hit_at(db, pos).map(|(e, _)| &*e),
         }
+    }
+
+    /// A read hit on the entry at `pos`: counts it and refreshes the entry's access metadata
+    /// (LFU counter, idle time, the CLOCK bit). Returns the entry and whether its CLOCK bit was
+    /// already set (referenced since the offloader last looked at it).
+    fn hit_at(&mut self, db: usize, pos: dashtable::Pos) -> Option<(&mut Entry, bool)> {
+        let (clock, r) = (self.clock, self.rng.gen::<u32>());
+        self.stats.keyspace_hits += 1;
+        let e = self.dbs[db].table.at_touch(pos)?;
+        let again = e.has(Entry::REFERENCED);
+        e.touch(clock, r);
+        e.add_flags(Entry::REFERENCED);
+        Some((e, again))
     }
 
     /// GET's lookup of a key whose value was just read from disk at `ptr`: when the key (live)
@@ -194,17 +200,11 @@ impl Shard {
         ptr: DiskPtr,
         now: u64,
     ) -> Option<(&mut Entry, bool)> {
-        let (clock, r) = (self.clock, self.rng.gen::<u32>());
         let pos = self.find_live(db, key, now)?;
-        let e = self.dbs[db].table.at_touch(pos)?;
-        if e.external(key.len()) != Some(ptr) {
+        if self.dbs[db].table.at(pos)?.external(key.len()) != Some(ptr) {
             return None;
         }
-        self.stats.keyspace_hits += 1;
-        let again = e.has(Entry::REFERENCED);
-        e.touch(clock, r);
-        e.add_flags(Entry::REFERENCED);
-        Some((e, again))
+        self.hit_at(db, pos)
     }
 
     /// Looks a key up for writing (no hit/miss counting); expired keys are deleted first.
