@@ -21,7 +21,11 @@
 # (CONNS x PIPELINE and WIDE_CONNS x WIDE_PIPELINE: with deep pipelines the all-in-RAM server
 # spends least per GET, one recv and one send per PIPELINE GETs, so the kernel's fixed cost
 # of each disk read weighs most there), max RSS / maxmemory over the tiered server's fill and
-# loads (target <= 1.05), and every wrong value, missing key or tier read error seen.
+# loads (target <= 1.05), and every wrong value, missing key or tier read error seen. Beside
+# the hot ratios: each server's CPU per GET, the tiered run's disk reads per GET and what one
+# costs the core, and (with the disk's p50 at queue depths 1, 8 and 32) the state of the
+# disk: the hot ratio is the CPU-per-GET ratio times the ratio of the cores' busy shares, and
+# on a virtual disk both move with the hour.
 #
 # Environment (all optional):
 #   MAXMEM         --maxmemory of the tiered server               (default 128mb)
@@ -36,6 +40,9 @@
 #   HOT_DIST       zipf (default) or hot: the hot/cold workload (see above)
 #   DISK_SECONDS   seconds of the disk_read run                   (default DURATION)
 #   DISK_FILE_MB   size of the disk_read file in MiB              (default 1024)
+#   DISK_LAT_SECONDS  seconds of each of two more disk_read runs, at queue depths 1 and 8,
+#                  whose p50 latencies show the state of the disk (a virtual disk's varies by
+#                  hour; 0 skips them)                              (default 3)
 #   KEY_FACTOR     keyspace = KEY_FACTOR x MAXMEM / VALUE_SIZE     (default 4)
 #   VALUE_SIZE     value bytes                                    (default 1024)
 #   CONNS, PIPELINE  load generator connections / pipeline depth  (default 8 / 16)
@@ -70,6 +77,7 @@ HOT_ROUNDS="${HOT_ROUNDS:-5}"
 HOT_SECONDS="${HOT_SECONDS:-10}"
 DISK_SECONDS="${DISK_SECONDS:-$DURATION}"
 DISK_FILE_MB="${DISK_FILE_MB:-1024}"
+DISK_LAT_SECONDS="${DISK_LAT_SECONDS:-3}"
 KEY_FACTOR="${KEY_FACTOR:-4}"
 VALUE_SIZE="${VALUE_SIZE:-1024}"
 CONNS="${CONNS:-8}"
@@ -365,6 +373,28 @@ measured_get() {
     fi
 }
 
+# One disk_read run on SERVER_CPU at queue depth $1 for $2 seconds (over a fresh file, removed
+# after): its DISK line, logged, in DISK_LINE (empty when it failed).
+disk_run() {
+    local qd="$1" seconds="$2" rc=0 line
+    DISK_LINE=""
+    pin_prefix "$SERVER_CPU"
+    "${PIN_CMD[@]}" "$DISK_READ_BIN" "$WORKDIR/disk_read.dat" --size-mb "$DISK_FILE_MB" \
+        --seconds "$seconds" --qd "$qd" --bs 4096 >"$WORKDIR/disk.out" 2>"$WORKDIR/disk.err" &
+    CHILD_PID=$!
+    wait "$CHILD_PID" || rc=$?
+    CHILD_PID=""
+    sed 's/^/    /' "$WORKDIR/disk.err" >&2
+    rm -f "$WORKDIR/disk_read.dat"
+    line="$(grep '^DISK ' "$WORKDIR/disk.out" || true)"
+    if (( rc != 0 )) || [[ -z "$line" ]]; then
+        warn "disk_read at queue depth $qd failed (rc=$rc)"
+        return 0
+    fi
+    log "    $line"
+    DISK_LINE="$line"
+}
+
 # --- report helpers --------------------------------------------------------
 
 # The median of the numbers given ("n/a" when there are none).
@@ -376,6 +406,10 @@ median() {
 # Per shape: the median over the rounds of ops/s, p99 and CPU of each server and of the
 # tiered/all-in-RAM ratio (R[thot.*], R[rhot.*], R[hot.ratio], R[hot.ratios] for the deep
 # shape, the same with "hotw" for the wide one); error counts are summed over the rounds.
+# Also per shape, medians over the rounds of each server's CPU per GET (us; R[$shape.t_us],
+# R[$shape.r_us]), the tiered run's disk reads per GET (R[$shape.rpg]) and what a disk read
+# costs the core (R[$shape.per_read]: the difference of the two servers' CPU per GET over the
+# reads per GET), which shows how much of a shortfall is the kernel's and the disk's.
 summarize_rounds() {
     local shape side f round list ratios
     for shape in hot hotw; do
@@ -400,7 +434,26 @@ summarize_rounds() {
         done
         R[$shape.ratio]="$(median "${list[@]}")"
         R[$shape.ratios]="${list[*]}"
+        local t_us=() r_us=() rpg=() per_read=() t r n
+        for ((round = 1; round <= HOT_ROUNDS; round++)); do
+            t="$(cpu_us_per_op "${R[t$shape$round.cpu]:-}" "${R[t$shape$round.ops]:-}")"
+            r="$(cpu_us_per_op "${R[r$shape$round.cpu]:-}" "${R[r$shape$round.ops]:-}")"
+            n="$(awk -v a="${R[t$shape$round.disk_reads]:-}" -v b="${R[t$shape$round.n]:-}" \
+                'BEGIN { if (a == "" || b + 0 == 0) print "n/a"; else printf "%.4f", a / b }')"
+            t_us+=("$t"); r_us+=("$r"); rpg+=("$n")
+            per_read+=("$(awk -v t="$t" -v r="$r" -v n="$n" \
+                'BEGIN { if (t == "n/a" || r == "n/a" || n == "n/a" || n + 0 == 0) print "n/a"; else printf "%.1f", (t - r) / n }')")
+        done
+        R[$shape.t_us]="$(median "${t_us[@]}")"
+        R[$shape.r_us]="$(median "${r_us[@]}")"
+        R[$shape.rpg]="$(median "${rpg[@]}")"
+        R[$shape.per_read]="$(median "${per_read[@]}")"
     done
+}
+
+# Microseconds of the server's core per operation: $1 = CPU % of one core, $2 = ops/s.
+cpu_us_per_op() {
+    awk -v c="$1" -v o="$2" 'BEGIN { if (c == "" || o + 0 == 0) print "n/a"; else printf "%.2f", c * 1e4 / o }'
 }
 
 calc() { awk "BEGIN { v = $1; if (v != v) print \"n/a\"; else printf \"%.${2:-2}f\", v }" 2>/dev/null || echo n/a; }
@@ -445,24 +498,23 @@ main() {
     # (a) the disk.
     log ""
     log "[1/4] disk: 4 KiB random reads, queue depth 32, ${DISK_FILE_MB} MiB file, ${DISK_SECONDS} s"
-    pin_prefix "$SERVER_CPU"
-    local rc=0
-    "${PIN_CMD[@]}" "$DISK_READ_BIN" "$WORKDIR/disk_read.dat" --size-mb "$DISK_FILE_MB" \
-        --seconds "$DISK_SECONDS" --qd 32 --bs 4096 >"$WORKDIR/disk.out" 2>"$WORKDIR/disk.err" &
-    CHILD_PID=$!
-    wait "$CHILD_PID" || rc=$?
-    CHILD_PID=""
-    sed 's/^/    /' "$WORKDIR/disk.err" >&2
     local disk_line
-    disk_line="$(grep '^DISK ' "$WORKDIR/disk.out" || true)"
-    rm -f "$WORKDIR/disk_read.dat"
-    if (( rc != 0 )) || [[ -z "$disk_line" ]]; then
-        warn "disk_read failed (rc=$rc); (b)/(a) will be n/a"
-    else
-        log "    $disk_line"
+    disk_run 32 "$DISK_SECONDS"
+    disk_line="$DISK_LINE"
+    if [[ -z "$disk_line" ]]; then
+        warn "disk_read failed; (b)/(a) will be n/a"
     fi
     R[disk.ops]="$(field reads_per_sec "$disk_line")"
+    R[disk.p50]="$(field p50_us "$disk_line")"
     R[disk.p99]="$(field p99_us "$disk_line")"
+    if (( DISK_LAT_SECONDS > 0 )); then
+        local qd
+        for qd in 1 8; do
+            log "    queue depth $qd, ${DISK_LAT_SECONDS} s"
+            disk_run "$qd" "$DISK_LAT_SECONDS"
+            R[disk$qd.p50]="$(field p50_us "$DISK_LINE")"
+        done
+    fi
 
     # (b) tiered server.
     log ""
@@ -574,7 +626,10 @@ report() {
     printf -- '-%.0s' {1..92}; echo
     row() { printf '%-48s %14s   %-14s %s\n' "$1" "$2" "$3" "$4"; }
     row "(a) disk 4 KiB random reads/s, QD 32" "${R[disk.ops]:-n/a}" "" ""
-    row "    disk read p99 (us)" "${R[disk.p99]:-n/a}" "" ""
+    row "    disk read p50 / p99 (us)" "${R[disk.p50]:-n/a} / ${R[disk.p99]:-n/a}" "" ""
+    if (( DISK_LAT_SECONDS > 0 )); then
+        row "    disk read p50 at QD 1 / QD 8 (us)" "${R[disk1.p50]:-n/a} / ${R[disk8.p50]:-n/a}" "" ""
+    fi
     row "(b) tiered uniform GET ops/s" "${R[uni.ops]:-n/a}" "" ""
     row "(b)/(a)" "$ab" ">= 0.7" "$(verdict "$ab" ">=" 0.7)"
     row "    server CPU during (b) (% of one core)" "${R[uni.cpu]:-n/a}" "" ""
@@ -591,12 +646,16 @@ report() {
     row "    p99 (us) / server CPU %" "${R[rhot.p99]:-n/a} / ${R[rhot.cpu]:-n/a}" "" ""
     row "hot tiered / all-in-RAM, ${CONNS}x${PIPELINE} (median)" "$hot_ratio" ">= 0.8" "$(verdict "$hot_ratio" ">=" 0.8)"
     row "    per round" "${R[hot.ratios]:-n/a}" "" ""
+    row "    server CPU per GET (us), tiered / all-in-RAM" "${R[hot.t_us]:-n/a} / ${R[hot.r_us]:-n/a}" "" ""
+    row "    disk reads per GET / CPU per disk read (us)" "${R[hot.rpg]:-n/a} / ${R[hot.per_read]:-n/a}" "" ""
     row "$HOT_LABEL tiered GET ops/s, ${WIDE_CONNS}x${WIDE_PIPELINE}" "${R[thotw.ops]:-n/a}" "" ""
     row "    server CPU %" "${R[thotw.cpu]:-n/a}" "" ""
     row "$HOT_LABEL all-in-RAM GET ops/s, ${WIDE_CONNS}x${WIDE_PIPELINE}" "${R[rhotw.ops]:-n/a}" "" ""
     row "    server CPU %" "${R[rhotw.cpu]:-n/a}" "" ""
     row "hot tiered / all-in-RAM, ${WIDE_CONNS}x${WIDE_PIPELINE} (median)" "$wide_ratio" ">= 0.8" "$(verdict "$wide_ratio" ">=" 0.8)"
     row "    per round" "${R[hotw.ratios]:-n/a}" "" ""
+    row "    server CPU per GET (us), tiered / all-in-RAM" "${R[hotw.t_us]:-n/a} / ${R[hotw.r_us]:-n/a}" "" ""
+    row "    disk reads per GET / CPU per disk read (us)" "${R[hotw.rpg]:-n/a} / ${R[hotw.per_read]:-n/a}" "" ""
     row "max RSS / maxmemory (tiered, fill + loads)" "$rss_ratio" "<= 1.05" "$(verdict "$rss_ratio" "<=" 1.05)"
     row "    max RSS (MiB)" "$(calc "${R[t.rss_max]} / 1048576" 1)" "" ""
     row "    used_memory_rss after settling (MiB)" "$(calc "${R[t.rss_settled]:-0} / 1048576" 1)" "" ""
