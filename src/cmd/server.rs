@@ -689,8 +689,11 @@ async fn info(core: &Rc<Core>, args: &[Bytes]) -> Reply {
     let mut total = ShardStats::default();
     let mut table_bytes = 0;
     let dbnum = g.settings.dbnum as usize;
-    // Per db: keys, keys with a TTL, and the shards' average TTLs weighted by those.
-    let mut keys = vec![(0usize, 0usize, 0u128); dbnum];
+    // Per db: keys, keys with a TTL, the shards' average TTLs weighted by those, and the keys
+    // with a TTL of the shards that have an estimate yet: a shard whose expiry sweep has not
+    // sampled its keys yet (estimate 0) must not pull the average down (right after a write
+    // burst one shard's 1000 s keys read as ~500 s beside another's not yet sampled).
+    let mut keys = vec![(0usize, 0usize, 0u128, 0usize); dbnum];
     for r in &reports {
         total.keyspace_hits += r.stats.keyspace_hits;
         total.keyspace_misses += r.stats.keyspace_misses;
@@ -703,7 +706,10 @@ async fn info(core: &Rc<Core>, args: &[Bytes]) -> Reply {
             if let Some(slot) = keys.get_mut(i) {
                 slot.0 += k;
                 slot.1 += v;
-                slot.2 += u128::from(ttl) * v as u128;
+                if ttl > 0 {
+                    slot.2 += u128::from(ttl) * v as u128;
+                    slot.3 += v;
+                }
             }
         }
     }
@@ -823,9 +829,13 @@ async fn info(core: &Rc<Core>, args: &[Bytes]) -> Reply {
     }
     if want("keyspace") {
         let mut body = String::new();
-        for (i, &(k, v, weighted)) in keys.iter().enumerate() {
+        for (i, &(k, v, weighted, sampled)) in keys.iter().enumerate() {
             if k > 0 {
-                let avg_ttl = if v > 0 { weighted / v as u128 } else { 0 };
+                let avg_ttl = if sampled > 0 {
+                    weighted / sampled as u128
+                } else {
+                    0
+                };
                 let _ = write!(body, "db{i}:keys={k},expires={v},avg_ttl={avg_ttl}\r\n");
             }
         }
