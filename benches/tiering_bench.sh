@@ -502,7 +502,7 @@ main() {
     disk_run 32 "$DISK_SECONDS"
     disk_line="$DISK_LINE"
     if [[ -z "$disk_line" ]]; then
-        warn "disk_read failed; (b)/(a) will be n/a"
+        warn "without the disk's rate, (b)/(a) will be n/a"
     fi
     R[disk.ops]="$(field reads_per_sec "$disk_line")"
     R[disk.p50]="$(field p50_us "$disk_line")"
