@@ -41,8 +41,8 @@
 #   DISK_SECONDS   seconds of the disk_read run                   (default DURATION)
 #   DISK_FILE_MB   size of the disk_read file in MiB              (default 1024)
 #   DISK_LAT_SECONDS  seconds of each of two more disk_read runs, at queue depths 1 and 8,
-#                  whose p50 latencies show the state of the disk (a virtual disk's varies by
-#                  hour; 0 skips them)                              (default 3)
+#                  whose p50 latencies and stalls (reads of 3 ms or more) show the state of
+#                  the disk (a virtual disk's vary by hour; 0 skips them)  (default 3)
 #   KEY_FACTOR     keyspace = KEY_FACTOR x MAXMEM / VALUE_SIZE     (default 4)
 #   VALUE_SIZE     value bytes                                    (default 1024)
 #   CONNS, PIPELINE  load generator connections / pipeline depth  (default 8 / 16)
@@ -513,6 +513,7 @@ main() {
             log "    queue depth $qd, ${DISK_LAT_SECONDS} s"
             disk_run "$qd" "$DISK_LAT_SECONDS"
             R[disk$qd.p50]="$(field p50_us "$DISK_LINE")"
+            R[disk$qd.slow]="$(field slow_pct "$DISK_LINE")"
         done
     fi
 
@@ -629,6 +630,7 @@ report() {
     row "    disk read p50 / p99 (us)" "${R[disk.p50]:-n/a} / ${R[disk.p99]:-n/a}" "" ""
     if (( DISK_LAT_SECONDS > 0 )); then
         row "    disk read p50 at QD 1 / QD 8 (us)" "${R[disk1.p50]:-n/a} / ${R[disk8.p50]:-n/a}" "" ""
+        row "    % of read time in stalls >= 3 ms, QD 1 / 8" "${R[disk1.slow]:-n/a} / ${R[disk8.slow]:-n/a}" "" ""
     fi
     row "(b) tiered uniform GET ops/s" "${R[uni.ops]:-n/a}" "" ""
     row "(b)/(a)" "$ab" ">= 0.7" "$(verdict "$ab" ">=" 0.7)"

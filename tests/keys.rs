@@ -1254,6 +1254,28 @@ fn active_expiry_reaps_untouched_keys() {
     );
 }
 
+/// A one-shard server sleeps in epoll between requests rather than in glommio (see
+/// `net::poller`); its timers, the active expiry cycle among them, must still run while a
+/// client keeps it busy one request at a time.
+#[test]
+fn active_expiry_runs_while_a_client_sends_one_request_at_a_time() {
+    let s = server_with_threads(1);
+    let mut c = s.client();
+    set_volatile_and_kept(&mut c, 500, 100);
+    let mut busy = s.client();
+    let start = Instant::now();
+    let mut pings = 0u32;
+    while start.elapsed() < Duration::from_millis(1500) {
+        let pong: String = q(&mut busy, &["PING"]);
+        assert_eq!(pong, "PONG");
+        pings += 1;
+    }
+    assert!(pings > 500, "only {pings} PINGs answered in 1.5 s");
+    let n: i64 = q(&mut c, &["DBSIZE"]);
+    assert_eq!(n, 500, "DBSIZE 1.5 s after 500 keys with PX 100 expired");
+    assert_eq!(info_u64(&mut c, "stats", "expired_keys"), 500);
+}
+
 #[test]
 fn keys_and_scan_never_return_expired_keys() {
     let s = server();

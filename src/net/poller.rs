@@ -7,15 +7,53 @@
 //! work, and only when nothing is ready does it ask glommio to wake it once the epoll fd
 //! itself becomes readable — one io_uring poll per idle period instead of one per request.
 //!
+//! An idle moment costs more than it looks: glommio's park re-arms and cancels its timers,
+//! links its rings and issues a membarrier, ~30 us of CPU on a VM, and an all-in-RAM core
+//! under a pipelined load idled ~10,000 times a second (a fifth of its CPU), a core serving
+//! one request at a time once per request. So on a one-shard server, when nothing else is
+//! runnable, the driver first sleeps in `epoll` itself for up to [`NAP`], and only when that
+//! passes with nothing (or glommio has not run its loop for [`LOOP_EVERY`], or the sleep was
+//! interrupted by a completion on one of the thread's rings) does it park in glommio. With
+//! more shards, another core's messages wake this one through glommio, which does not know
+//! the driver sleeps, so the driver always parks there.
+//!
 //! Everything here runs on one core: flags and wakers live in a `RefCell` slab.
 
-use std::cell::RefCell;
-use std::future::poll_fn;
+use std::cell::{Cell, RefCell};
+use std::future::{poll_fn, Future};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::rc::Rc;
 use std::task::{Poll, Waker};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// Longest sleep of the driver in `epoll` before it parks in glommio.
+pub const NAP: Duration = Duration::from_micros(200);
+/// Glommio runs its loop (timers, its rings' completions) at least this often while the
+/// driver naps.
+pub const LOOP_EVERY: Duration = Duration::from_millis(2);
+
+thread_local! {
+    /// Turns taken by the tasks started with [`spawn`] on this thread.
+    static TURNS: Cell<u64> = const { Cell::new(0) };
+}
+
+fn turns() -> u64 {
+    TURNS.with(|t| t.get())
+}
+
+/// Starts `fut` as a task on this core, counting its turns: the driver naps only when no
+/// other task ran or started since it last looked (a task that ran may have woken another,
+/// queued after the driver). Every task of the server but the driver starts here.
+pub fn spawn<T: 'static>(fut: impl Future<Output = T> + 'static) -> glommio::Task<T> {
+    // A new task is runnable: that counts as a turn too.
+    TURNS.with(|t| t.set(t.get().wrapping_add(1)));
+    let mut fut = Box::pin(fut);
+    glommio::spawn_local(poll_fn(move |cx| {
+        TURNS.with(|t| t.set(t.get().wrapping_add(1)));
+        fut.as_mut().poll(cx)
+    }))
+}
 
 #[derive(Clone, Copy)]
 enum Dir {
@@ -33,8 +71,8 @@ struct Slot {
 }
 
 /// Called on each pass of the driver with `true`, and with `false` when it is about to sleep
-/// until a socket is ready (see [`Poller::on_pass`]).
-type PassHook = Box<dyn Fn(bool)>;
+/// (see [`Poller::on_pass`]); returns whether it woke a task.
+type PassHook = Box<dyn Fn(bool) -> bool>;
 
 /// A watched fd's token and what to do when it is readable.
 type Watch = (usize, Box<dyn Fn()>);
@@ -48,6 +86,8 @@ pub struct Poller {
     on_pass: RefCell<Vec<PassHook>>,
     /// Called when a watched fd becomes readable, by token.
     watched: RefCell<Vec<Watch>>,
+    /// The driver may nap in `epoll` (see the module doc); off once the kernel refused.
+    nap: Cell<bool>,
 }
 
 fn cvt(rc: libc::c_int) -> io::Result<libc::c_int> {
@@ -69,6 +109,7 @@ impl Poller {
             free: RefCell::new(Vec::new()),
             on_pass: RefCell::new(Vec::new()),
             watched: RefCell::new(Vec::new()),
+            nap: Cell::new(false),
         }))
     }
 
@@ -98,8 +139,8 @@ impl Poller {
     /// Runs `f(true)` on every pass of the driver: between the connections' turns while the
     /// core is busy, so work completed elsewhere (tier reads) is picked up without waiting for
     /// glommio; after such a call the driver comes back once the tasks now runnable have run.
-    /// `f(false)` when the driver is about to sleep until a socket is ready: it will not come
-    /// back on its own.
+    /// `f(false)` when the driver is about to sleep until a socket or a watched fd is ready.
+    /// `f` returns whether it woke a task (then the driver does not sleep).
     pub fn on_pass(&self, f: PassHook) {
         self.on_pass.borrow_mut().push(f);
     }
@@ -185,13 +226,62 @@ impl Poller {
         .await
     }
 
+    /// Lets the driver nap in `epoll` when idle (see the module doc): only for a core whose
+    /// tasks are woken by nothing but its sockets, its watched fds, its timers and its own
+    /// rings (no other core sends it work).
+    pub fn allow_nap(&self) {
+        self.nap.set(true);
+    }
+
+    /// Runs the pass hooks; true when one woke a task.
+    fn run_hooks(&self, busy: bool) -> bool {
+        self.on_pass
+            .borrow()
+            .iter()
+            .fold(false, |woke, f| f(busy) | woke)
+    }
+
+    /// Sleeps in `epoll` for up to [`NAP`]; the events ready (0 when none came, or when the
+    /// sleep was interrupted: a completion on one of the thread's rings, `Err`).
+    fn nap(&self, events: &mut [libc::epoll_event]) -> Result<usize, ()> {
+        let timeout = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: NAP.as_nanos() as libc::c_long,
+        };
+        // SAFETY: `events` has room for `events.len()` entries, which is what we pass; the
+        // timespec outlives the call; a null signal mask is allowed (the size is then unused).
+        let n = unsafe {
+            libc::syscall(
+                libc::SYS_epoll_pwait2,
+                self.epoll.as_raw_fd(),
+                events.as_mut_ptr(),
+                events.len() as libc::c_int,
+                &timeout as *const libc::timespec,
+                std::ptr::null::<libc::sigset_t>(),
+                std::mem::size_of::<libc::sigset_t>(),
+            )
+        };
+        if n >= 0 {
+            return Ok(n as usize);
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            // ENOSYS (a kernel before 5.11) and the like: park in glommio from now on.
+            tracing::debug!("epoll_pwait2 unavailable ({e}); idle cores park in glommio");
+            self.nap.set(false);
+        }
+        Err(())
+    }
+
     /// The driver: delivers readiness to waiting tasks, forever. Spawn once per core.
     pub async fn drive(self: Rc<Self>) {
         let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 256];
+        // Other tasks' turns when the driver last looked, and when glommio last ran its loop.
+        let mut seen = turns();
+        let mut looped = Instant::now();
+        let mut interrupted = false;
         loop {
-            for f in self.on_pass.borrow().iter() {
-                f(true);
-            }
+            let woke = self.run_hooks(true);
             // SAFETY: `events` has room for `events.len()` entries, which is what we pass.
             let n = unsafe {
                 libc::epoll_wait(
@@ -209,14 +299,48 @@ impl Poller {
                 }
                 continue;
             }
-            if n == 0 {
-                for f in self.on_pass.borrow().iter() {
-                    f(false);
-                }
-                self.wait_ready().await;
-                continue;
+            let mut n = n as usize;
+            if n > 0 {
+                // Whatever interrupted a nap showed up here (the tier's reads, through their
+                // eventfd).
+                interrupted = false;
             }
-            for ev in &events[..n as usize] {
+            if n == 0 {
+                let woke = self.run_hooks(false) | woke;
+                let now = turns();
+                let quiet = now == seen && !woke;
+                seen = now;
+                if self.nap.get() && !quiet {
+                    // Tasks ran since the last look, or were just woken: they go first (and
+                    // may wake more); the next look decides.
+                    futures_lite::future::yield_now().await;
+                    continue;
+                }
+                let napped = if self.nap.get()
+                    && !std::mem::take(&mut interrupted)
+                    && looped.elapsed() < LOOP_EVERY
+                {
+                    self.nap(&mut events)
+                } else {
+                    Ok(0)
+                };
+                match napped {
+                    Ok(0) => {
+                        self.wait_ready().await;
+                        looped = Instant::now();
+                        continue;
+                    }
+                    Ok(ready) => n = ready,
+                    Err(()) => {
+                        // A completion ran as task work: the tier's shows up as its eventfd
+                        // at the next look; if nothing does, it was glommio's, and the next
+                        // idle moment parks there.
+                        interrupted = true;
+                        continue;
+                    }
+                }
+            }
+            for ev in &events[..n] {
                 if let Some((_, f)) = self
                     .watched
                     .borrow()
@@ -228,7 +352,7 @@ impl Poller {
             }
             {
                 let mut slots = self.slots.borrow_mut();
-                for ev in &events[..n as usize] {
+                for ev in &events[..n] {
                     let Some(s) = slots.get_mut(ev.u64 as usize) else {
                         continue;
                     };

@@ -42,7 +42,7 @@ pub fn spawning_job<R: Send + 'static>(work: AsyncWork<R>) -> (Job, oneshot::Rec
     let (tx, rx) = oneshot::channel();
     let job: Job = Box::new(move |core| {
         let fut = work(core.clone());
-        glommio::spawn_local(async move {
+        crate::net::poller::spawn(async move {
             let _ = tx.send(fut.await);
         })
         .detach();

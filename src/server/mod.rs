@@ -165,11 +165,11 @@ async fn core_main(
     let core = Rc::new(Core::new(id, shard, global.clone()));
     if let Some((t, ts)) = tier {
         let c = core.clone();
-        glommio::spawn_local(async move { offload::run(c, t, ts).await }).detach();
+        crate::net::poller::spawn(async move { offload::run(c, t, ts).await }).detach();
     }
 
     let c = core.clone();
-    glommio::spawn_local(async move {
+    crate::net::poller::spawn(async move {
         let mut rx = rx;
         while let Some(msg) = rx.next().await {
             c.handle(msg);
@@ -178,7 +178,7 @@ async fn core_main(
     .detach();
 
     let c = core.clone();
-    glommio::spawn_local(async move { background(c).await }).detach();
+    crate::net::poller::spawn(async move { background(c).await }).detach();
 
     // Start-up only: every core waits here once, before serving anything.
     ready.wait();
@@ -191,7 +191,7 @@ async fn core_main(
             .store(true, std::sync::atomic::Ordering::SeqCst);
         if let Some(schedule) = global.settings.snapshot.cron.clone() {
             let c = core.clone();
-            glommio::spawn_local(async move { snapshot::cron(c, schedule).await }).detach();
+            crate::net::poller::spawn(async move { snapshot::cron(c, schedule).await }).detach();
         }
     }
     // SAFETY: `listen_fd` is a listening TCP socket duplicated for this core alone in `run`;
@@ -204,30 +204,42 @@ async fn core_main(
             std::process::exit(1);
         }
     };
+    // Another core's messages wake this one through glommio, which does not know the driver
+    // naps in epoll: only a lone shard's driver does.
+    if global.shards() == 1 {
+        poller.allow_nap();
+    }
     // Tier reads complete on a ring of the tier's own: the driver delivers them on each pass
     // while the core is busy, and wakes for them when it is idle.
     if let Some(t) = core.shard.borrow().tier.clone() {
         if let Some(fd) = t.reap_externally() {
             let signalled = t.clone();
-            if let Err(e) = poller.watch(fd, Box::new(move || signalled.reap(true))) {
+            if let Err(e) = poller.watch(
+                fd,
+                Box::new(move || {
+                    signalled.reap(true);
+                }),
+            ) {
                 error!("core {id}: cannot watch tier reads: {e}");
                 std::process::exit(1);
             }
             // While the driver keeps coming back, the reads asked for in between go to the
             // kernel together at its next pass; before it sleeps, each goes at once.
             poller.on_pass(Box::new(move |busy| {
-                t.reap(false);
+                let woke = t.reap(false);
                 t.set_batching(busy);
+                woke
             }));
         }
     }
+    // Not through `poller::spawn`: the driver does not count its own turns.
     glommio::spawn_local(poller.clone().drive()).detach();
     let p = poller.clone();
     accept_loop(poller, listener, move |fd| {
         match Socket::new(fd, p.clone()) {
             Ok(sock) => {
                 let c = core.clone();
-                glommio::spawn_local(async move {
+                crate::net::poller::spawn(async move {
                     crate::net::connection::serve(c, sock).await;
                 })
                 .detach();
@@ -307,7 +319,7 @@ fn install_exit_handler(global: Arc<Global>) -> Result<(), String> {
                 let serving = global.serving.load(std::sync::atomic::Ordering::SeqCst);
                 let job: core::Job = Box::new(|core: &Rc<Core>| {
                     let c = core.clone();
-                    glommio::spawn_local(async move {
+                    crate::net::poller::spawn(async move {
                         let _ = snapshot::shutdown(&c, false).await;
                     })
                     .detach();

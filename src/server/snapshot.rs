@@ -249,7 +249,7 @@ async fn save_signalling(
 pub fn bgsave(core: &Rc<Core>) -> futures::channel::oneshot::Receiver<Result<(), String>> {
     let (tx, rx) = futures::channel::oneshot::channel();
     let c = core.clone();
-    glommio::spawn_local(async move {
+    crate::net::poller::spawn(async move {
         let _ = save_signalling(&c, None, None, Some(tx)).await;
     })
     .detach();

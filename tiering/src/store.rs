@@ -602,14 +602,16 @@ impl TierStore {
     }
 
     /// Delivers completed value reads to their waiters; cheap when there are none. `signalled`
-    /// when the fd of [`TierStore::reap_externally`] fired (it is drained then).
-    pub fn reap(&self, signalled: bool) {
-        if let Some(d) = &self.direct {
-            if signalled {
-                d.drain_eventfd();
-            }
-            d.reap();
+    /// when the fd of [`TierStore::reap_externally`] fired (it is drained then). True when it
+    /// woke a waiter.
+    pub fn reap(&self, signalled: bool) -> bool {
+        let Some(d) = &self.direct else {
+            return false;
+        };
+        if signalled {
+            d.drain_eventfd();
         }
+        d.reap()
     }
 
     /// Queues value reads until the next [`TierStore::reap`] instead of submitting each at

@@ -186,7 +186,7 @@ impl DirectReader {
                 return Poll::Ready(Err(e));
             }
             // Collects completions; queued reads stay queued while batching.
-            this.collect(!this.batching.get());
+            let _ = this.collect(!this.batching.get());
             if ticket.id.is_none() {
                 // No free slot when it was asked for: try again.
                 match this.submit(pos, len) {
@@ -289,17 +289,17 @@ impl DirectReader {
     }
 
     /// Submits the queued reads and takes every posted completion, waking the futures waiting
-    /// for them. Cheap when nothing is in flight (two loads from shared memory); called on
-    /// every pass of the socket driver.
-    pub fn reap(&self) {
-        self.collect(true);
+    /// for them; true when it woke one. Cheap when nothing is in flight (two loads from shared
+    /// memory); called on every pass of the socket driver.
+    pub fn reap(&self) -> bool {
+        self.collect(true)
     }
 
     /// [`DirectReader::reap`], submitting queued reads only when `submit`.
-    fn collect(&self, submit: bool) {
+    fn collect(&self, submit: bool) -> bool {
         let mut inner = self.inner.borrow_mut();
         if inner.in_flight == 0 {
-            return;
+            return false;
         }
         let Inner {
             ring,
@@ -330,9 +330,11 @@ impl DirectReader {
             inner.release(id);
         }
         drop(inner);
+        let any = !woke.is_empty();
         for w in woke {
             w.wake();
         }
+        any
     }
 
     /// Empties the eventfd after it signalled (the driver calls this before [`reap`]).
