@@ -13,9 +13,13 @@
 //! one request at a time once per request. So on a one-shard server, when nothing else is
 //! runnable, the driver first sleeps in `epoll` itself for up to [`NAP`], and only when that
 //! passes with nothing (or glommio has not run its loop for [`LOOP_EVERY`], or the sleep was
-//! interrupted by a completion on one of the thread's rings) does it park in glommio. With
-//! more shards, another core's messages wake this one through glommio, which does not know
-//! the driver sleeps, so the driver always parks there.
+//! interrupted by a completion on one of the thread's rings) does it park in glommio.
+//!
+//! Another thread's wake reaches a glommio task through glommio, which tells the core only
+//! when glommio itself sleeps. So a thread that sends this core work rings its [`Bell`],
+//! which cuts a nap short (an eventfd in the epoll set) and makes the driver park in glommio
+//! at its next idle moment, where glommio takes the wake; and while a task here waits for
+//! another core's reply ([`remote_wait`]), the driver parks in glommio instead of napping.
 //!
 //! Everything here runs on one core: flags and wakers live in a `RefCell` slab.
 
@@ -24,6 +28,8 @@ use std::future::{poll_fn, Future};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
@@ -40,6 +46,69 @@ thread_local! {
 
 fn turns() -> u64 {
     TURNS.with(|t| t.get())
+}
+
+thread_local! {
+    /// Tasks of this thread waiting for another core's reply (see [`remote_wait`]).
+    static REMOTE_WAITS: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Held by a task while it waits for another core's reply: meanwhile the driver parks in
+/// glommio rather than napping, so the reply's wake is taken at once.
+pub struct RemoteWait(());
+
+/// Marks a wait for another core's reply until the guard is dropped.
+pub fn remote_wait() -> RemoteWait {
+    REMOTE_WAITS.with(|c| c.set(c.get() + 1));
+    RemoteWait(())
+}
+
+impl Drop for RemoteWait {
+    fn drop(&mut self) {
+        REMOTE_WAITS.with(|c| c.set(c.get().saturating_sub(1)));
+    }
+}
+
+/// Rung by another thread once it has sent a core work (a mesh message): cuts that core's nap
+/// short and has it run glommio's loop, which delivers the message.
+pub struct Bell {
+    /// The driver is (about to be) asleep in `epoll`.
+    napping: AtomicBool,
+    /// Rings so far.
+    rung: AtomicU64,
+    efd: OwnedFd,
+}
+
+impl Bell {
+    pub fn new() -> io::Result<Arc<Bell>> {
+        // SAFETY: eventfd takes no pointers; a non-negative result is a new fd we own.
+        let fd = cvt(unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) })?;
+        Ok(Arc::new(Bell {
+            napping: AtomicBool::new(false),
+            rung: AtomicU64::new(0),
+            // SAFETY: `fd` was just created and is owned by nobody else.
+            efd: unsafe { OwnedFd::from_raw_fd(fd) },
+        }))
+    }
+
+    /// Called (from any thread) after sending the core work. The count and the flag pair up
+    /// with the driver's (flag, then count) in sequentially consistent order: either the
+    /// driver sees this ring before it naps, or this sees the nap and writes the eventfd.
+    pub fn ring(&self) {
+        self.rung.fetch_add(1, Ordering::SeqCst);
+        if self.napping.load(Ordering::SeqCst) {
+            let one = 1u64;
+            // SAFETY: writes the 8 bytes of `one`; a non-blocking eventfd (a full counter
+            // only means it is signalled already).
+            unsafe { libc::write(self.efd.as_raw_fd(), (&one as *const u64).cast(), 8) };
+        }
+    }
+
+    fn drain(&self) {
+        let mut n = 0u64;
+        // SAFETY: reads 8 bytes into `n`, which has room for them; a non-blocking eventfd.
+        unsafe { libc::read(self.efd.as_raw_fd(), (&mut n as *mut u64).cast(), 8) };
+    }
 }
 
 /// Starts `fut` as a task on this core, counting its turns: the driver naps only when no
@@ -86,8 +155,10 @@ pub struct Poller {
     on_pass: RefCell<Vec<PassHook>>,
     /// Called when a watched fd becomes readable, by token.
     watched: RefCell<Vec<Watch>>,
-    /// The driver may nap in `epoll` (see the module doc); off once the kernel refused.
+    /// The driver may nap in `epoll` (see the module doc): set with the core's bell, cleared
+    /// if the kernel refuses.
     nap: Cell<bool>,
+    bell: RefCell<Option<Arc<Bell>>>,
 }
 
 fn cvt(rc: libc::c_int) -> io::Result<libc::c_int> {
@@ -110,6 +181,7 @@ impl Poller {
             on_pass: RefCell::new(Vec::new()),
             watched: RefCell::new(Vec::new()),
             nap: Cell::new(false),
+            bell: RefCell::new(None),
         }))
     }
 
@@ -226,11 +298,37 @@ impl Poller {
         .await
     }
 
-    /// Lets the driver nap in `epoll` when idle (see the module doc): only for a core whose
-    /// tasks are woken by nothing but its sockets, its watched fds, its timers and its own
-    /// rings (no other core sends it work).
-    pub fn allow_nap(&self) {
+    /// Lets the driver nap in `epoll` when idle (see the module doc); every thread that sends
+    /// this core work rings `bell` after sending.
+    pub fn allow_nap(&self, bell: Arc<Bell>) -> io::Result<()> {
+        let b = bell.clone();
+        self.watch(bell.efd.as_raw_fd(), Box::new(move || b.drain()))?;
+        *self.bell.borrow_mut() = Some(bell);
         self.nap.set(true);
+        Ok(())
+    }
+
+    /// Naps unless another thread sent work since glommio last ran its loop (`seen` rings):
+    /// glommio must deliver that first.
+    fn nap_unless_rung(&self, events: &mut [libc::epoll_event], seen: u64) -> Result<usize, ()> {
+        let Some(bell) = self.bell.borrow().clone() else {
+            return Ok(0);
+        };
+        bell.napping.store(true, Ordering::SeqCst);
+        let napped = if bell.rung.load(Ordering::SeqCst) == seen {
+            self.nap(events)
+        } else {
+            Ok(0)
+        };
+        bell.napping.store(false, Ordering::SeqCst);
+        napped
+    }
+
+    fn rings(&self) -> u64 {
+        self.bell
+            .borrow()
+            .as_ref()
+            .map_or(0, |b| b.rung.load(Ordering::SeqCst))
     }
 
     /// Runs the pass hooks; true when one woke a task.
@@ -276,9 +374,11 @@ impl Poller {
     /// The driver: delivers readiness to waiting tasks, forever. Spawn once per core.
     pub async fn drive(self: Rc<Self>) {
         let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 256];
-        // Other tasks' turns when the driver last looked, and when glommio last ran its loop.
+        // Other tasks' turns when the driver last looked; when glommio last ran its loop, and
+        // the bell's rings it has surely delivered.
         let mut seen = turns();
         let mut looped = Instant::now();
+        let mut rung = 0;
         let mut interrupted = false;
         loop {
             let woke = self.run_hooks(true);
@@ -319,13 +419,16 @@ impl Poller {
                 let napped = if self.nap.get()
                     && !std::mem::take(&mut interrupted)
                     && looped.elapsed() < LOOP_EVERY
+                    && REMOTE_WAITS.with(|c| c.get()) == 0
                 {
-                    self.nap(&mut events)
+                    self.nap_unless_rung(&mut events, rung)
                 } else {
                     Ok(0)
                 };
                 match napped {
                     Ok(0) => {
+                        // Glommio's loop delivers every wake sent before this.
+                        rung = self.rings();
                         self.wait_ready().await;
                         looped = Instant::now();
                         continue;

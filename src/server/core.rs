@@ -15,6 +15,7 @@ use futures::future::LocalBoxFuture;
 use std::rc::Rc;
 
 use crate::config::Settings;
+use crate::net::poller::{remote_wait, Bell};
 use crate::shard::Shard;
 
 /// Work for a shard, run on its own core; it may spawn local tasks there for work that waits
@@ -54,6 +55,8 @@ pub fn spawning_job<R: Send + 'static>(work: AsyncWork<R>) -> (Job, oneshot::Rec
 pub struct Global {
     pub settings: Arc<Settings>,
     senders: Vec<mpsc::UnboundedSender<Msg>>,
+    /// Each core's bell, rung after sending it a message (see `net::poller`).
+    bells: Vec<Arc<Bell>>,
     pub clients: Mutex<BTreeMap<u64, Arc<ClientInfo>>>,
     next_client: AtomicU64,
     next_tx: AtomicU64,
@@ -73,7 +76,11 @@ pub struct Global {
 }
 
 impl Global {
-    pub fn new(settings: Arc<Settings>, senders: Vec<mpsc::UnboundedSender<Msg>>) -> Global {
+    pub fn new(
+        settings: Arc<Settings>,
+        senders: Vec<mpsc::UnboundedSender<Msg>>,
+        bells: Vec<Arc<Bell>>,
+    ) -> Global {
         let started_unix = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_secs())
@@ -81,6 +88,7 @@ impl Global {
         Global {
             settings,
             senders,
+            bells,
             clients: Mutex::new(BTreeMap::new()),
             next_client: AtomicU64::new(1),
             next_tx: AtomicU64::new(1),
@@ -108,10 +116,21 @@ impl Global {
         self.next_tx.fetch_add(1, Ordering::Relaxed)
     }
 
+    /// Sends `msg` to core `shard` (and rings its bell); false if that core is gone.
     pub fn send(&self, shard: usize, msg: Msg) -> bool {
-        self.senders
+        let sent = self
+            .senders
             .get(shard)
-            .is_some_and(|s| s.unbounded_send(msg).is_ok())
+            .is_some_and(|s| s.unbounded_send(msg).is_ok());
+        if let Some(b) = self.bells.get(shard).filter(|_| sent) {
+            b.ring();
+        }
+        sent
+    }
+
+    /// Core `id`'s bell.
+    pub fn bell(&self, id: usize) -> Arc<Bell> {
+        self.bells[id].clone()
     }
 
     /// Refreshes the recorded memory peak; returns current use.
@@ -335,6 +354,7 @@ impl Core {
         let job: Job = Box::new(move |core| {
             let _ = tx.send(f(&mut core.shard.borrow_mut()));
         });
+        let _waiting = remote_wait();
         if !self.global.send(shard, Msg::Run(job)) {
             return None;
         }
@@ -351,6 +371,7 @@ impl Core {
             return Some(work(self.clone()).await);
         }
         let (job, rx) = spawning_job(work);
+        let _waiting = remote_wait();
         if !self.global.send(shard, Msg::Run(job)) {
             return None;
         }

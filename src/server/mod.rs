@@ -68,7 +68,11 @@ pub fn run(flags: &Flags) -> Result<(), String> {
         senders.push(tx);
         receivers.push(rx);
     }
-    let global = Arc::new(Global::new(settings.clone(), senders));
+    let bells = (0..threads)
+        .map(|_| crate::net::poller::Bell::new())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("cannot create the cores' eventfds: {e}"))?;
+    let global = Arc::new(Global::new(settings.clone(), senders, bells));
     global.rss_overhead.store(
         crate::memory::rss_bytes().saturating_sub(crate::memory::used_memory()),
         std::sync::atomic::Ordering::Relaxed,
@@ -204,10 +208,10 @@ async fn core_main(
             std::process::exit(1);
         }
     };
-    // Another core's messages wake this one through glommio, which does not know the driver
-    // naps in epoll: only a lone shard's driver does.
-    if global.shards() == 1 {
-        poller.allow_nap();
+    // An idle driver naps in epoll; whoever sends this core a message rings its bell.
+    if let Err(e) = poller.allow_nap(global.bell(id)) {
+        error!("core {id}: cannot watch the core's bell: {e}");
+        std::process::exit(1);
     }
     // Tier reads complete on a ring of the tier's own: the driver delivers them on each pass
     // while the core is busy, and wakes for them when it is idle.

@@ -17,6 +17,7 @@ use super::core::{spawning_job, AsyncWork, Core, Job, Msg};
 use super::exec;
 use crate::cmd::args::{err, ERR_NO_KEY};
 use crate::cmd::{keys, string, Ctx, ShardFn, Spec};
+use crate::net::poller::remote_wait;
 use crate::protocol::Reply;
 use crate::shard::{now_ms, shard_of, Entry, Shard};
 use futures::FutureExt;
@@ -40,6 +41,7 @@ impl Txn {
             shards: Vec::new(),
         };
         let mut txn = txn;
+        let _waiting = remote_wait();
         for s in shards {
             let (ack, granted) = oneshot::channel();
             if !core.global.send(s, Msg::Lock(id, ack)) {
@@ -61,6 +63,7 @@ impl Txn {
         let job: Job = Box::new(move |core| {
             let _ = tx.send(f(&mut core.shard.borrow_mut()));
         });
+        let _waiting = remote_wait();
         if !self.core.global.send(shard, Msg::RunTx(self.id, job)) {
             return None;
         }
@@ -74,6 +77,7 @@ impl Txn {
         work: AsyncWork<R>,
     ) -> Option<R> {
         let (job, rx) = spawning_job(work);
+        let _waiting = remote_wait();
         if !self.core.global.send(shard, Msg::RunTx(self.id, job)) {
             return None;
         }
