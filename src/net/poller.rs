@@ -10,10 +10,10 @@
 //! An idle moment costs more than it looks: glommio's park re-arms and cancels its timers,
 //! links its rings and issues a membarrier, ~30 us of CPU on a VM, and an all-in-RAM core
 //! under a pipelined load idled ~10,000 times a second (a fifth of its CPU), a core serving
-//! one request at a time once per request. So on a one-shard server, when nothing else is
-//! runnable, the driver first sleeps in `epoll` itself for up to [`NAP`], and only when that
-//! passes with nothing (or glommio has not run its loop for [`LOOP_EVERY`], or the sleep was
-//! interrupted by a completion on one of the thread's rings) does it park in glommio.
+//! one request at a time once per request. So when nothing else is runnable, the driver
+//! first sleeps in `epoll` itself for up to [`NAP`], and only when that passes with nothing
+//! (or glommio has not run its loop for [`LOOP_EVERY`], or the sleep was interrupted by a
+//! completion on one of the thread's rings) does it park in glommio.
 //!
 //! Another thread's wake reaches a glommio task through glommio, which tells the core only
 //! when glommio itself sleeps. So a thread that sends this core work rings its [`Bell`],
@@ -105,9 +105,7 @@ impl Bell {
     }
 
     fn drain(&self) {
-        let mut n = 0u64;
-        // SAFETY: reads 8 bytes into `n`, which has room for them; a non-blocking eventfd.
-        unsafe { libc::read(self.efd.as_raw_fd(), (&mut n as *mut u64).cast(), 8) };
+        tiering::uring::drain_eventfd(self.efd.as_raw_fd());
     }
 }
 

@@ -186,7 +186,7 @@ impl DirectReader {
                 return Poll::Ready(Err(e));
             }
             // Collects completions; queued reads stay queued while batching.
-            let _ = this.collect(!this.batching.get());
+            this.collect(!this.batching.get());
             if ticket.id.is_none() {
                 // No free slot when it was asked for: try again.
                 match this.submit(pos, len) {
@@ -341,15 +341,7 @@ impl DirectReader {
     ///
     /// [`reap`]: DirectReader::reap
     pub fn drain_eventfd(&self) {
-        let mut n = 0u64;
-        // SAFETY: reads 8 bytes into `n`, which has room for them; a non-blocking eventfd.
-        unsafe {
-            libc::read(
-                self.eventfd.as_raw_fd(),
-                (&mut n as *mut u64).cast(),
-                std::mem::size_of::<u64>(),
-            )
-        };
+        drain_eventfd(self.eventfd.as_raw_fd());
     }
 
     /// From now on the caller watches [`DirectReader::completion_fd`] and calls
@@ -363,6 +355,13 @@ impl DirectReader {
     pub fn in_flight(&self) -> usize {
         self.inner.borrow().in_flight
     }
+}
+
+/// Empties the non-blocking eventfd `fd` (resets its count; nothing happens when it is 0).
+pub fn drain_eventfd(fd: RawFd) {
+    let mut n = 0u64;
+    // SAFETY: reads 8 bytes into `n`, which has room for them; a non-blocking eventfd.
+    unsafe { libc::read(fd, (&mut n as *mut u64).cast(), std::mem::size_of::<u64>()) };
 }
 
 /// Parks the calling task until `fd` is readable, through glommio (so an idle core sleeps
