@@ -433,7 +433,25 @@ fn pack(items: &[StoredItem<'_>], idx: &[usize], max_pages: usize) -> Vec<(Vec<u
     bins
 }
 
-type PageRead = Shared<LocalBoxFuture<'static, Result<Rc<Vec<u8>>, TierError>>>;
+type PageRead = Shared<LocalBoxFuture<'static, Result<Rc<Pages>, TierError>>>;
+
+/// The bytes of one page read: the tier ring's buffer, handed over without a copy, or
+/// glommio's when the file has no ring of its own.
+enum Pages {
+    Direct(crate::uring::PageBuf),
+    Dma(glommio::io::ReadResult),
+}
+
+impl std::ops::Deref for Pages {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match self {
+            Pages::Direct(b) => b,
+            Pages::Dma(r) => r,
+        }
+    }
+}
 
 /// See [`TierStore::hold`].
 pub struct SpaceHold {
@@ -998,14 +1016,12 @@ impl TierStore {
                     let (pos, len) = (ptr.page as u64 * PAGE, (pages * PAGE) as usize);
                     // Submitted now, not at the first await (see `uring`).
                     let direct = self.direct.as_ref().map(|d| d.read(pos, len));
-                    let fut: LocalBoxFuture<'static, Result<Rc<Vec<u8>>, TierError>> = async move {
+                    let fut: LocalBoxFuture<'static, Result<Rc<Pages>, TierError>> = async move {
                         let r = match direct {
-                            Some(read) => read.await.map_err(io_err)?,
-                            None => file
-                                .read_at_aligned(pos, len)
-                                .await
-                                .map_err(io_err)?
-                                .to_vec(),
+                            Some(read) => Pages::Direct(read.await.map_err(io_err)?),
+                            None => {
+                                Pages::Dma(file.read_at_aligned(pos, len).await.map_err(io_err)?)
+                            }
                         };
                         if r.len() != len {
                             return Err(TierError::Io(format!(

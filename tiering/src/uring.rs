@@ -13,9 +13,11 @@
 //! [`DirectReader::reap`] — called by the driver on every pass — or, on an idle core, through
 //! an eventfd the driver waits on. Writes stay with glommio: nothing waits on them.
 //!
-//! Buffers are owned by the reader's slot table, never by the future awaiting them: a future
-//! dropped before its read completes leaves the buffer with the kernel until the completion
-//! arrives, and dropping the reader waits for every read still in flight.
+//! While a read is in flight its buffer is owned by the reader's slot table, never by the
+//! future awaiting it: a future dropped before its read completes leaves the buffer with the
+//! kernel until the completion arrives, and dropping the reader waits for every read still in
+//! flight. A completed read hands the buffer itself to its caller (a [`PageBuf`], no copy),
+//! which returns it to the reader's spares when dropped.
 
 use std::alloc::Layout;
 use std::cell::RefCell;
@@ -71,6 +73,46 @@ impl Drop for AlignedBuf {
     }
 }
 
+/// Spare page buffers of a reader, for its slots to take instead of allocating: a completed
+/// read hands its slot's buffer to the caller (a [`PageBuf`]), which gives it back here when
+/// dropped. Copying the page out and letting the slot keep its buffer cost a 4 KiB copy and a
+/// 4 KiB allocation per read; glibc serves that size from its bins, not its per-thread cache.
+type Spares = Rc<RefCell<Vec<AlignedBuf>>>;
+
+/// Spare buffers kept at most: one per slot (more are freed).
+const SPARES: usize = DEPTH as usize;
+
+/// The bytes of one completed read: the buffer the kernel wrote, owned by the caller, which
+/// goes back to the reader's spares when dropped.
+pub struct PageBuf {
+    buf: Option<AlignedBuf>,
+    len: usize,
+    spares: Spares,
+}
+
+impl std::ops::Deref for PageBuf {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        self.buf.as_ref().map_or(&[], |b| b.bytes(self.len))
+    }
+}
+
+impl Drop for PageBuf {
+    fn drop(&mut self) {
+        let Some(b) = self.buf.take() else {
+            return;
+        };
+        if b.capacity() <= KEEP_BUF {
+            if let Ok(mut spares) = self.spares.try_borrow_mut() {
+                if spares.len() < SPARES {
+                    spares.push(b);
+                }
+            }
+        }
+    }
+}
+
 enum State {
     Free,
     /// Submitted; the waker of the future awaiting it.
@@ -110,6 +152,7 @@ pub struct DirectReader {
     /// Reads are queued and go to the kernel together at the next [`DirectReader::reap`]
     /// (see [`DirectReader::set_batching`]).
     batching: std::cell::Cell<bool>,
+    spares: Spares,
 }
 
 impl DirectReader {
@@ -149,6 +192,7 @@ impl DirectReader {
             eventfd,
             external: std::cell::Cell::new(false),
             batching: std::cell::Cell::new(false),
+            spares: Rc::new(RefCell::new(Vec::new())),
         })
     }
 
@@ -164,7 +208,7 @@ impl DirectReader {
         self: &Rc<Self>,
         pos: u64,
         len: usize,
-    ) -> impl std::future::Future<Output = io::Result<Vec<u8>>> + 'static {
+    ) -> impl std::future::Future<Output = io::Result<PageBuf>> + 'static {
         let mut ticket = Ticket {
             reader: self.clone(),
             id: None,
@@ -206,10 +250,13 @@ impl DirectReader {
                     let out = if res < 0 {
                         Err(io::Error::from_raw_os_error(-res))
                     } else {
-                        Ok(slot
-                            .buf
-                            .as_ref()
-                            .map_or_else(Vec::new, |b| b.bytes(res as usize).to_vec()))
+                        // The read is over: its buffer is the caller's now (the slot takes a
+                        // spare at its next read).
+                        Ok(PageBuf {
+                            buf: slot.buf.take(),
+                            len: res as usize,
+                            spares: this.spares.clone(),
+                        })
                     };
                     inner.release(id);
                     ticket.done = true;
@@ -236,6 +283,9 @@ impl DirectReader {
         let len32 = u32::try_from(len)
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "read too long"))?;
         let slot = &mut inner.slots[id as usize];
+        if slot.buf.is_none() && len <= KEEP_BUF {
+            slot.buf = self.spares.borrow_mut().pop();
+        }
         if slot.buf.as_ref().is_none_or(|b| b.capacity() < len) {
             slot.buf = None;
             match AlignedBuf::new(len) {
@@ -541,15 +591,17 @@ mod tests {
             .collect();
         for (page, got) in block_on(&r, futures::future::join_all(futs)) {
             let p = page as usize * 4096;
-            assert_eq!(got.unwrap(), &data[p..p + 8192]);
+            assert_eq!(&got.unwrap()[..], &data[p..p + 8192]);
         }
         assert_eq!(r.in_flight(), 0);
         // Past the end: a short read, not an error.
         let got = block_on(&r, r.read(64 * 4096, 4096)).unwrap();
         assert!(got.is_empty());
+        drop(got);
         // A large read (an extent) gets a buffer of its own size, not kept afterwards.
         let got = block_on(&r, r.read(0, 16 * 4096)).unwrap();
-        assert_eq!(got, &data[..16 * 4096]);
+        assert_eq!(&got[..], &data[..16 * 4096]);
+        drop(got);
         assert!(r
             .inner
             .borrow()
@@ -564,17 +616,32 @@ mod tests {
             .into_iter()
             .enumerate()
         {
-            assert_eq!(got.unwrap(), &data[i * 4096..(i + 1) * 4096]);
+            assert_eq!(&got.unwrap()[..], &data[i * 4096..(i + 1) * 4096]);
         }
         // Turning it off hands over what is queued.
         let f = r.read(0, 4096);
         r.set_batching(false);
         assert!(r.inner.borrow_mut().ring.submission().is_empty());
-        assert_eq!(block_on(&r, f).unwrap(), &data[..4096]);
+        assert_eq!(&block_on(&r, f).unwrap()[..], &data[..4096]);
         // A dropped read leaves its slot to the completion; the reader goes on.
         drop(r.read(0, 4096));
         let got = block_on(&r, r.read(4096, 4096)).unwrap();
-        assert_eq!(got, &data[4096..8192]);
+        assert_eq!(&got[..], &data[4096..8192]);
+        // A buffer handed over stays the caller's while later reads reuse the spares (and a
+        // large one is never kept).
+        let spares = r.spares.borrow().len();
+        assert!(spares > 0 && spares <= SPARES);
+        assert!(r.spares.borrow().iter().all(|b| b.capacity() <= KEEP_BUF));
+        let later: Vec<_> = (0..8u64)
+            .map(|i| block_on(&r, r.read((8 + i) * 4096, 4096)).unwrap())
+            .collect();
+        assert_eq!(&got[..], &data[4096..8192]);
+        for (i, b) in later.iter().enumerate() {
+            assert_eq!(&b[..], &data[(8 + i) * 4096..(9 + i) * 4096]);
+        }
+        drop(later);
+        // Buffers outliving their reader are simply freed.
         drop(r);
+        drop(got);
     }
 }
