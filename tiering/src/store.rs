@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::time::Instant;
 
-use futures::future::{FutureExt, LocalBoxFuture, Shared};
+use futures::future::{FutureExt, LocalBoxFuture};
 use glommio::io::DmaFile;
 
 use crate::alloc::{ExtentAllocator, PAGE};
@@ -433,7 +433,125 @@ fn pack(items: &[StoredItem<'_>], idx: &[usize], max_pages: usize) -> Vec<(Vec<u
     bins
 }
 
-type PageRead = Shared<LocalBoxFuture<'static, Result<Rc<Pages>, TierError>>>;
+type PageResult = Result<Rc<Pages>, TierError>;
+
+/// One page read that every reader of the page awaits: a single-threaded
+/// `futures::future::Shared` (which costs a mutex, a waker slab and atomics per read). Whoever
+/// polls it drives the I/O, which wakes only the task that polled it last; the one that sees
+/// it finish keeps the result for the others and wakes them. A reader that goes away while
+/// the I/O is under way wakes the others, so one of them takes over driving it.
+struct Joint {
+    io: RefCell<Option<LocalBoxFuture<'static, PageResult>>>,
+    done: RefCell<Option<PageResult>>,
+    wakers: RefCell<Vec<std::task::Waker>>,
+}
+
+impl Joint {
+    fn new(io: LocalBoxFuture<'static, PageResult>) -> Rc<Joint> {
+        Rc::new(Joint {
+            io: RefCell::new(Some(io)),
+            done: RefCell::new(None),
+            wakers: RefCell::new(Vec::new()),
+        })
+    }
+
+    fn is_done(&self) -> bool {
+        self.done.borrow().is_some()
+    }
+
+    fn wake_all(&self) {
+        let wakers = std::mem::take(&mut *self.wakers.borrow_mut());
+        for w in wakers {
+            w.wake();
+        }
+    }
+
+    fn poll_read(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<PageResult> {
+        use std::task::Poll;
+        if let Some(r) = self.done.borrow().as_ref() {
+            return Poll::Ready(r.clone());
+        }
+        let polled = match self.io.borrow_mut().as_mut() {
+            Some(io) => io.as_mut().poll(cx),
+            // Taken only when `done` is set.
+            None => Poll::Ready(Err(TierError::Io("page read lost".into()))),
+        };
+        match polled {
+            Poll::Ready(r) => {
+                self.io.borrow_mut().take();
+                *self.done.borrow_mut() = Some(r.clone());
+                self.wake_all();
+                Poll::Ready(r)
+            }
+            Poll::Pending => {
+                let mut wakers = self.wakers.borrow_mut();
+                if !wakers.iter().any(|w| w.will_wake(cx.waker())) {
+                    wakers.push(cx.waker().clone());
+                }
+                Poll::Pending
+            }
+        }
+    }
+}
+
+/// A read's hold on what it uses, given back however the read ends (even when its future is
+/// dropped midway): the pages' readers count (frees wait for it) and its share of the page
+/// read, which goes from the in-flight map once nobody awaits it.
+struct Reading<'a> {
+    store: &'a TierStore,
+    page: u32,
+    watched: u32,
+    joint: Rc<Joint>,
+    counted: bool,
+}
+
+impl Reading<'_> {
+    /// Counts the page read as done, once per I/O: by the first of its readers to finish.
+    fn count_done(&mut self, pages: u64, coalesce: bool) {
+        self.counted = true;
+        let mut inflight = self.store.inflight.borrow_mut();
+        let mine = !coalesce
+            || inflight
+                .get(&self.page)
+                .is_some_and(|j| Rc::ptr_eq(j, &self.joint));
+        if coalesce && mine {
+            inflight.remove(&self.page);
+        }
+        drop(inflight);
+        if mine {
+            let mut st = self.store.stats.borrow_mut();
+            st.pending_reads = st.pending_reads.saturating_sub(1);
+            st.reads += 1;
+            st.bytes_read += pages * PAGE;
+        }
+    }
+}
+
+impl Drop for Reading<'_> {
+    fn drop(&mut self) {
+        if !self.counted && !self.joint.is_done() {
+            // Dropped midway: the others (if any) take over; with none left (this one and
+            // the in-flight map hold the last references), the read is abandoned.
+            let mut inflight = self.store.inflight.borrow_mut();
+            let mapped = inflight
+                .get(&self.page)
+                .is_some_and(|j| Rc::ptr_eq(j, &self.joint));
+            let others = Rc::strong_count(&self.joint) - 1 - usize::from(mapped);
+            if others == 0 {
+                if mapped {
+                    inflight.remove(&self.page);
+                }
+                drop(inflight);
+                let mut st = self.store.stats.borrow_mut();
+                st.pending_reads = st.pending_reads.saturating_sub(1);
+            } else {
+                drop(inflight);
+                self.joint.wake_all();
+            }
+        }
+        self.store.done_reading(self.page, self.watched);
+    }
+}
 
 /// The bytes of one page read: the tier ring's buffer, handed over without a copy, or
 /// glommio's when the file has no ring of its own.
@@ -480,7 +598,7 @@ pub struct TierStore {
     /// Where the next search for sparse pages starts (they are found in turn, not always the
     /// lowest first).
     sparse_cursor: Cell<usize>,
-    inflight: RefCell<HashMap<u32, PageRead>>,
+    inflight: RefCell<HashMap<u32, Rc<Joint>>>,
     /// Reads in flight per first page, and frees waiting for them.
     readers: RefCell<HashMap<u32, usize>>,
     deferred: RefCell<Vec<(u64, u64)>>,
@@ -1004,19 +1122,19 @@ impl TierStore {
         // Frees of these pages wait for the read.
         let (_, watched) = Self::watched(ptr);
         self.start_reading(ptr.page, watched);
-        let shared = {
+        let joint = {
             let mut inflight = self.inflight.borrow_mut();
             match inflight.get(&ptr.page) {
-                Some(f) if coalesce => {
+                Some(j) if coalesce => {
                     self.stats.borrow_mut().coalesced_reads += 1;
-                    f.clone()
+                    j.clone()
                 }
                 _ => {
                     let file = self.file.clone();
                     let (pos, len) = (ptr.page as u64 * PAGE, (pages * PAGE) as usize);
                     // Submitted now, not at the first await (see `uring`).
                     let direct = self.direct.as_ref().map(|d| d.read(pos, len));
-                    let fut: LocalBoxFuture<'static, Result<Rc<Pages>, TierError>> = async move {
+                    let io = async move {
                         let r = match direct {
                             Some(read) => Pages::Direct(read.await.map_err(io_err)?),
                             None => {
@@ -1032,23 +1150,25 @@ impl TierStore {
                         Ok(Rc::new(r))
                     }
                     .boxed_local();
-                    let f = fut.shared();
+                    let j = Joint::new(io);
                     if coalesce {
-                        inflight.insert(ptr.page, f.clone());
+                        inflight.insert(ptr.page, j.clone());
                     }
                     self.stats.borrow_mut().pending_reads += 1;
-                    f
+                    j
                 }
             }
         };
-        let res = shared.await;
-        if !coalesce || self.inflight.borrow_mut().remove(&ptr.page).is_some() {
-            let mut st = self.stats.borrow_mut();
-            st.pending_reads = st.pending_reads.saturating_sub(1);
-            st.reads += 1;
-            st.bytes_read += pages * PAGE;
-        }
-        self.done_reading(ptr.page, watched);
+        let mut reading = Reading {
+            store: self,
+            page: ptr.page,
+            watched,
+            joint,
+            counted: false,
+        };
+        let res = std::future::poll_fn(|cx| reading.joint.poll_read(cx)).await;
+        reading.count_done(pages, coalesce);
+        drop(reading);
         let value = res.and_then(|buf| {
             let coder = self.coder.borrow().clone();
             let v = if ptr.small() {
@@ -1425,6 +1545,54 @@ mod tests {
             let again = st.write_batch(&items).await;
             assert!(again.iter().all(|r| r.is_ok()));
             assert_eq!(st.stats().used_bytes, used);
+        });
+    }
+
+    #[test]
+    fn a_read_dropped_midway_hands_its_io_over_or_gives_back_what_it_held() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t-0000.ssd");
+        run(move || async move {
+            use futures::FutureExt;
+            let st = TierStore::create(&path, 64 << 20).await.unwrap();
+            let keys: Vec<Vec<u8>> = (0..9).map(|i| format!("key:{i}").into_bytes()).collect();
+            let vals: Vec<Vec<u8>> = (0..9)
+                .map(|i| value(i, if i == 8 { 9000 } else { 100 }))
+                .collect();
+            let (_, ptrs) = write_all(&st, &keys, &vals).await;
+            assert!(ptrs[..8].iter().all(|p| p.page == ptrs[0].page));
+            // Three readers of one page; the one whose poll started the I/O goes first.
+            let mut first = Box::pin(st.read(ptrs[0], &keys[0]));
+            assert!(futures::poll!(first.as_mut()).is_pending());
+            let mut a = Box::pin(st.read(ptrs[1], &keys[1]));
+            let mut b = Box::pin(st.read(ptrs[2], &keys[2]));
+            assert!(futures::poll!(a.as_mut()).is_pending());
+            assert!(futures::poll!(b.as_mut()).is_pending());
+            drop(first);
+            assert_eq!(a.await.unwrap(), vals[1]);
+            assert_eq!(b.await.unwrap(), vals[2]);
+            let s = st.stats();
+            assert_eq!((s.reads, s.coalesced_reads, s.pending_reads), (1, 2, 0));
+            // Alone, a small read and an extent read dropped midway leave nothing behind.
+            assert!(st.read(ptrs[3], &keys[3]).now_or_never().is_none());
+            assert!(st.read(ptrs[8], &keys[8]).now_or_never().is_none());
+            assert!(st.inflight.borrow().is_empty());
+            assert_eq!(st.stats().pending_reads, 0);
+            // ...and hold no frees back: every page comes free at once.
+            for p in &ptrs {
+                st.free(*p);
+            }
+            let s = st.stats();
+            assert_eq!(
+                (s.entries, s.used_bytes),
+                (0, PAGE),
+                "only the header page stays"
+            );
+            // The reads still go on.
+            let (_, ptrs) = write_all(&st, &keys, &vals).await;
+            for (i, p) in ptrs.iter().enumerate() {
+                assert_eq!(st.read(*p, &keys[i]).await.unwrap(), vals[i]);
+            }
         });
     }
 
