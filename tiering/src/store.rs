@@ -506,24 +506,38 @@ struct Reading<'a> {
 }
 
 impl Reading<'_> {
-    /// Counts the page read as done, once per I/O: by the first of its readers to finish.
+    /// True when the in-flight map holds this read's joint for its page (only a read of one
+    /// small page is ever put there).
+    fn mapped(&self) -> bool {
+        self.store
+            .inflight
+            .borrow()
+            .get(&self.page)
+            .is_some_and(|j| Rc::ptr_eq(j, &self.joint))
+    }
+
+    /// The I/O is over for good (finished, or left by its last reader): out of the in-flight
+    /// map (when `mapped`) and of the pending count.
+    fn retire(&self, mapped: bool) {
+        if mapped {
+            self.store.inflight.borrow_mut().remove(&self.page);
+        }
+        let mut st = self.store.stats.borrow_mut();
+        st.pending_reads = st.pending_reads.saturating_sub(1);
+    }
+
+    /// Counts the page read as done, once per I/O: by the first of its readers to finish (a
+    /// shared read another reader took out of the map is counted already).
     fn count_done(&mut self, pages: u64, coalesce: bool) {
         self.counted = true;
-        let mut inflight = self.store.inflight.borrow_mut();
-        let mine = !coalesce
-            || inflight
-                .get(&self.page)
-                .is_some_and(|j| Rc::ptr_eq(j, &self.joint));
-        if coalesce && mine {
-            inflight.remove(&self.page);
+        let mapped = self.mapped();
+        if coalesce && !mapped {
+            return;
         }
-        drop(inflight);
-        if mine {
-            let mut st = self.store.stats.borrow_mut();
-            st.pending_reads = st.pending_reads.saturating_sub(1);
-            st.reads += 1;
-            st.bytes_read += pages * PAGE;
-        }
+        self.retire(mapped);
+        let mut st = self.store.stats.borrow_mut();
+        st.reads += 1;
+        st.bytes_read += pages * PAGE;
     }
 }
 
@@ -532,20 +546,10 @@ impl Drop for Reading<'_> {
         if !self.counted && !self.joint.is_done() {
             // Dropped midway: the others (if any) take over; with none left (this one and
             // the in-flight map hold the last references), the read is abandoned.
-            let mut inflight = self.store.inflight.borrow_mut();
-            let mapped = inflight
-                .get(&self.page)
-                .is_some_and(|j| Rc::ptr_eq(j, &self.joint));
-            let others = Rc::strong_count(&self.joint) - 1 - usize::from(mapped);
-            if others == 0 {
-                if mapped {
-                    inflight.remove(&self.page);
-                }
-                drop(inflight);
-                let mut st = self.store.stats.borrow_mut();
-                st.pending_reads = st.pending_reads.saturating_sub(1);
+            let mapped = self.mapped();
+            if Rc::strong_count(&self.joint) == 1 + usize::from(mapped) {
+                self.retire(mapped);
             } else {
-                drop(inflight);
                 self.joint.wake_all();
             }
         }
