@@ -128,6 +128,11 @@ pub struct Flags {
     #[arg(long = "load_partial", alias = "load-partial")]
     pub load_partial: bool,
 
+    /// Most bytes of pushed messages (pub/sub, invalidations) a client may have waiting to be
+    /// written; a client past it is disconnected and logged. 0 = no limit.
+    #[arg(long = "pubsub_client_output_limit", alias = "pubsub-client-output-limit", default_value = "32mb", value_parser = parse_mem_flag)]
+    pub pubsub_client_output_limit: u64,
+
     /// Log level: error, warn, info, debug or trace.
     #[arg(long = "log_level", alias = "log-level", default_value = "info")]
     pub log_level: String,
@@ -213,6 +218,7 @@ pub struct Settings {
     pub maxmemory: AtomicU64,
     pub hz: AtomicU32,
     pub keys_output_limit: AtomicU64,
+    pub pubsub_client_output_limit: AtomicU64,
     pub requirepass: RwLock<String>,
     pub port: u16,
     pub bind: String,
@@ -317,6 +323,7 @@ impl Settings {
             maxmemory: AtomicU64::new(f.maxmemory),
             hz: AtomicU32::new(f.hz),
             keys_output_limit: AtomicU64::new(f.keys_output_limit),
+            pubsub_client_output_limit: AtomicU64::new(f.pubsub_client_output_limit),
             requirepass: RwLock::new(f.requirepass.clone()),
             port: f.port,
             bind: f.bind.clone(),
@@ -339,6 +346,11 @@ impl Settings {
     pub fn tick_period(&self) -> std::time::Duration {
         let hz = self.hz.load(Ordering::Relaxed).max(1);
         std::time::Duration::from_micros(1_000_000 / hz as u64)
+    }
+
+    /// Bytes of pushed messages a client may have waiting (0 = no limit).
+    pub fn pubsub_client_output_limit(&self) -> u64 {
+        self.pubsub_client_output_limit.load(Ordering::Relaxed)
     }
 
     pub fn maxmemory(&self) -> u64 {
@@ -387,6 +399,10 @@ impl Settings {
             (
                 "keys_output_limit",
                 self.keys_output_limit.load(Ordering::Relaxed).to_string(),
+            ),
+            (
+                "pubsub_client_output_limit",
+                self.pubsub_client_output_limit().to_string(),
             ),
             ("requirepass", self.requirepass()),
             ("port", self.port.to_string()),
@@ -440,6 +456,11 @@ impl Settings {
                     .parse()
                     .map_err(|_| bad("argument couldn't be parsed into an integer"))?;
                 self.keys_output_limit.store(v, Ordering::Relaxed);
+            }
+            "pubsub_client_output_limit" => {
+                let v =
+                    parse_memory(value).ok_or_else(|| bad("argument must be a memory value"))?;
+                self.pubsub_client_output_limit.store(v, Ordering::Relaxed);
             }
             "requirepass" => {
                 if let Ok(mut p) = self.requirepass.write() {

@@ -28,7 +28,7 @@ fn main() {
         .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
         .init();
-    if let Err(e) = strata::server::run(&flags) {
+    if let Err(e) = strata::boot::run(&flags) {
         tracing::error!("{e}");
         eprintln!("strata: {e}");
         std::process::exit(1);

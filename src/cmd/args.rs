@@ -1,4 +1,5 @@
-//! Argument parsing shared by commands, with Redis' exact error texts.
+//! Argument parsing shared by commands, with Redis' exact error texts: the [`ArgCursor`] every
+//! option parser walks, and the parsers of single values.
 
 use bytes::Bytes;
 
@@ -47,9 +48,122 @@ pub fn is(arg: &[u8], word: &str) -> bool {
     arg.eq_ignore_ascii_case(word.as_bytes())
 }
 
+/// A cursor over a command's options: each parser takes keywords and their values from it and
+/// ends with [`ArgCursor::finish`], so an argument nobody took is a syntax error rather than
+/// silently ignored.
+pub struct ArgCursor<'a> {
+    args: &'a [Bytes],
+    pos: usize,
+}
+
+impl<'a> ArgCursor<'a> {
+    /// A cursor over `args` starting at index `from` (past the name, keys and fixed arguments).
+    pub fn new(args: &'a [Bytes], from: usize) -> ArgCursor<'a> {
+        ArgCursor {
+            args,
+            pos: from.min(args.len()),
+        }
+    }
+
+    /// Arguments not taken yet.
+    pub fn remaining(&self) -> usize {
+        self.args.len() - self.pos
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.remaining() == 0
+    }
+
+    /// The next argument, taken.
+    pub fn next_arg(&mut self) -> Option<&'a Bytes> {
+        let a = self.args.get(self.pos)?;
+        self.pos += 1;
+        Some(a)
+    }
+
+    /// The next argument, left in place.
+    pub fn peek(&self) -> Option<&'a Bytes> {
+        self.args.get(self.pos)
+    }
+
+    /// Takes the next argument when it is `word` (any case).
+    pub fn eat(&mut self, word: &str) -> bool {
+        let hit = self.peek().is_some_and(|a| is(a, word));
+        if hit {
+            self.pos += 1;
+        }
+        hit
+    }
+
+    /// Takes the next argument when it is `word` and a value follows it (an option that takes
+    /// a value: given last, without one, it is left for `finish` to refuse).
+    pub fn eat_with_value(&mut self, word: &str) -> Option<&'a Bytes> {
+        self.eat_with(word, 1).map(|v| &v[0])
+    }
+
+    /// Takes `word` and the `n` values after it, when they are all there.
+    pub fn eat_with(&mut self, word: &str, n: usize) -> Option<&'a [Bytes]> {
+        if self.remaining() > n && self.peek().is_some_and(|a| is(a, word)) {
+            let values = &self.args[self.pos + 1..self.pos + 1 + n];
+            self.pos += 1 + n;
+            return Some(values);
+        }
+        None
+    }
+
+    /// The value of an option: the next argument, or a syntax error when there is none.
+    pub fn value(&mut self) -> Result<&'a Bytes, Reply> {
+        self.next_arg().ok_or_else(|| err(ERR_SYNTAX))
+    }
+
+    /// The next argument as an integer (Redis' not-an-integer error otherwise).
+    pub fn int(&mut self) -> Result<i64, Reply> {
+        int_arg(self.value()?)
+    }
+
+    /// Ends the parse: Ok when every argument was taken, a syntax error otherwise.
+    pub fn finish(self) -> Result<(), Reply> {
+        if self.is_empty() {
+            Ok(())
+        } else {
+            Err(err(ERR_SYNTAX))
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn args(v: &[&str]) -> Vec<Bytes> {
+        v.iter()
+            .map(|a| Bytes::copy_from_slice(a.as_bytes()))
+            .collect()
+    }
+
+    #[test]
+    fn cursor_takes_options_and_refuses_leftovers() {
+        let a = args(&["set", "k", "v", "nx", "EX", "10", "junk"]);
+        let mut c = ArgCursor::new(&a, 3);
+        assert!(!c.eat("XX"));
+        assert!(c.eat("NX"));
+        assert_eq!(c.eat_with_value("ex").map(|v| &v[..]), Some(&b"10"[..]));
+        assert_eq!(c.remaining(), 1);
+        assert_eq!(c.finish(), Err(err(ERR_SYNTAX)));
+        // An option given last without its value is not taken.
+        let a = args(&["scan", "0", "COUNT"]);
+        let mut c = ArgCursor::new(&a, 2);
+        assert_eq!(c.eat_with_value("COUNT"), None);
+        assert_eq!(c.value().cloned(), Ok(Bytes::from_static(b"COUNT")));
+        assert_eq!(c.value(), Err(err(ERR_SYNTAX)));
+        assert!(c.finish().is_ok());
+        let a = args(&["x", "12", "zz"]);
+        let mut c = ArgCursor::new(&a, 1);
+        assert_eq!(c.int(), Ok(12));
+        assert_eq!(c.int(), Err(err(ERR_NOT_INT)));
+        // A start past the end is an empty cursor, not a panic.
+        assert!(ArgCursor::new(&a, 9).finish().is_ok());
+    }
 
     #[test]
     fn ints_like_redis() {

@@ -6,7 +6,6 @@ use bytes::Bytes;
 use super::args::*;
 use super::Ctx;
 use crate::protocol::Reply;
-use crate::shard::{Entry, ValueRef};
 
 /// DEL / UNLINK part: keys removed.
 pub fn del(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
@@ -62,7 +61,8 @@ struct ExpireCond {
 
 fn expire_cond(args: &[Bytes]) -> Result<ExpireCond, Reply> {
     let mut c = ExpireCond::default();
-    for a in args {
+    let mut opts = ArgCursor::new(args, 3);
+    while let Some(a) = opts.next_arg() {
         if is(a, "NX") {
             c.nx = true;
         } else if is(a, "XX") {
@@ -78,6 +78,7 @@ fn expire_cond(args: &[Bytes]) -> Result<ExpireCond, Reply> {
             )));
         }
     }
+    opts.finish()?;
     if c.nx && (c.xx || c.gt || c.lt) {
         return Err(err(
             "ERR NX and XX, GT or LT options at the same time are not compatible",
@@ -94,7 +95,7 @@ fn expire_cond(args: &[Bytes]) -> Result<ExpireCond, Reply> {
 /// Shared body of EXPIRE, PEXPIRE, EXPIREAT and PEXPIREAT.
 fn expire_generic(ctx: &mut Ctx, args: &[Bytes], unit_ms: i64, absolute: bool, cmd: &str) -> Reply {
     // Options first, then the time, as Redis checks them.
-    let cond = match expire_cond(&args[3..]) {
+    let cond = match expire_cond(args) {
         Ok(c) => c,
         Err(e) => return e,
     };
@@ -206,8 +207,8 @@ fn rename_generic(ctx: &mut Ctx, args: &[Bytes], nx: bool) -> Reply {
     if nx && ctx.shard.contains(ctx.db, dst, ctx.now) {
         return Reply::Int(0);
     }
-    if let Some((e, at)) = ctx.shard.take(ctx.db, src) {
-        ctx.shard.store_entry(ctx.db, dst, e, at);
+    if let Some(taken) = ctx.shard.take(ctx.db, src) {
+        ctx.shard.put_taken(ctx.db, dst, taken);
     }
     if nx {
         Reply::Int(1)
@@ -236,18 +237,17 @@ pub fn db_arg(ctx: &Ctx, arg: &Bytes) -> Result<usize, Reply> {
 /// COPY options: (destination db, replace).
 pub fn copy_opts(ctx: &Ctx, args: &[Bytes]) -> Result<(usize, bool), Reply> {
     let (mut db, mut replace) = (ctx.db, false);
-    let mut i = 3;
-    while i < args.len() {
-        if is(&args[i], "REPLACE") {
+    let mut c = ArgCursor::new(args, 3);
+    loop {
+        if c.eat("REPLACE") {
             replace = true;
-        } else if is(&args[i], "DB") && i + 1 < args.len() {
-            db = db_arg(ctx, &args[i + 1])?;
-            i += 1;
+        } else if let Some(v) = c.eat_with_value("DB") {
+            db = db_arg(ctx, v)?;
         } else {
-            return Err(err(ERR_SYNTAX));
+            break;
         }
-        i += 1;
     }
+    c.finish()?;
     if db == ctx.db && args[1] == args[2] {
         return Err(err("ERR source and destination objects are the same"));
     }
@@ -289,31 +289,10 @@ pub fn move_(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     if !ctx.shard.contains(ctx.db, key, ctx.now) || ctx.shard.contains(db, key, ctx.now) {
         return Reply::Int(0);
     }
-    if let Some((e, at)) = ctx.shard.take(ctx.db, key) {
-        ctx.shard.store_entry(db, key, e, at);
+    if let Some(taken) = ctx.shard.take(ctx.db, key) {
+        ctx.shard.put_taken(db, key, taken);
     }
     Reply::Int(1)
-}
-
-/// What OBJECT ENCODING says for an entry. Offloaded values are at least 64 bytes and not
-/// integers, so Redis would hold them "raw".
-pub fn encoding_of(e: &Entry) -> &'static str {
-    match e.value() {
-        ValueRef::Str(_) if e.has(Entry::RAW) => "raw",
-        ValueRef::Str(s) => string_encoding(s),
-        ValueRef::External(_) => "raw",
-    }
-}
-
-/// What OBJECT ENCODING says for a string, as Redis would encode it.
-pub fn string_encoding(v: &[u8]) -> &'static str {
-    if v.len() <= 20 && parse_i64(v).is_some() {
-        "int"
-    } else if v.len() <= 44 {
-        "embstr"
-    } else {
-        "raw"
-    }
 }
 
 pub fn object(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
@@ -336,7 +315,7 @@ pub fn object(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
             "HELP",
             "    Print this help.",
         ];
-        return super::server::help_reply(&lines);
+        return super::help_reply(&lines);
     }
     if !matches!(sub.as_str(), "encoding" | "freq" | "idletime" | "refcount") {
         return Reply::Error(format!(
@@ -355,7 +334,7 @@ pub fn object(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
         return Reply::Nil;
     };
     match sub.as_str() {
-        "encoding" => Reply::bulk_str(encoding_of(e)),
+        "encoding" => Reply::bulk_str(e.encoding()),
         "freq" if !lfu => err("ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust."),
         "freq" => Reply::Int(e.freq() as i64),
         "idletime" if lfu => err("ERR An LRU maxmemory policy is not selected, no idle time is tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust."),

@@ -18,6 +18,7 @@ pub fn as_str(e: &Entry) -> Result<&[u8], Reply> {
         // Commands that read values get them loaded before they run (server::exec); reaching
         // this means a command's table entry lacks READS_VALUE.
         ValueRef::External(_) => Err(err("ERR internal error: value on SSD was not loaded")),
+        ValueRef::Packed(..) | ValueRef::Object(_) => Err(err(ERR_WRONGTYPE)),
     }
 }
 
@@ -53,34 +54,31 @@ struct ExtOpts<'a> {
 fn parse_ext<'a>(args: &'a [Bytes], start: usize, is_set: bool) -> Result<ExtOpts<'a>, Reply> {
     let mut o = ExtOpts::default();
     let mut kind: Option<&str> = None;
-    let mut j = start;
-    while j < args.len() {
-        let a = &args[j];
-        let next = args.get(j + 1);
+    let mut c = ArgCursor::new(args, start);
+    while let Some(a) = c.peek() {
         let exp_kind = ["EX", "PX", "EXAT", "PXAT"].into_iter().find(|k| is(a, k));
-        if is_set && is(a, "NX") && !o.xx {
+        if is_set && !o.xx && c.eat("NX") {
             o.nx = true;
-        } else if is_set && is(a, "XX") && !o.nx {
+        } else if is_set && !o.nx && c.eat("XX") {
             o.xx = true;
-        } else if is_set && is(a, "GET") {
+        } else if is_set && c.eat("GET") {
             o.get = true;
-        } else if is_set && is(a, "KEEPTTL") && kind.is_none() {
+        } else if is_set && kind.is_none() && c.eat("KEEPTTL") {
             o.keepttl = true;
-        } else if !is_set && is(a, "PERSIST") && kind.is_none() {
+        } else if !is_set && kind.is_none() && c.eat("PERSIST") {
             o.persist = true;
-        } else if let (Some(k), Some(v)) = (exp_kind, next) {
+        } else if let Some((k, v)) = exp_kind.and_then(|k| Some((k, c.eat_with_value(k)?))) {
             if o.keepttl || o.persist || kind.is_some_and(|prev| prev != k) {
                 return Err(err(ERR_SYNTAX));
             }
             kind = Some(k);
             let unit = if k == "EX" || k == "EXAT" { 1000 } else { 1 };
             o.expire = Some((unit, k.ends_with("AT"), v));
-            j += 1;
         } else {
-            return Err(err(ERR_SYNTAX));
+            break;
         }
-        j += 1;
     }
+    c.finish()?;
     Ok(o)
 }
 
@@ -242,7 +240,8 @@ pub fn mget(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
         .map(|k| match ctx.shard.lookup(ctx.db, k, ctx.now) {
             Some(e) => match e.value() {
                 ValueRef::Str(s) => Reply::Bulk(Bytes::copy_from_slice(s)),
-                ValueRef::External(_) => Reply::Nil,
+                // As Redis: a key of another type reads as missing.
+                _ => Reply::Nil,
             },
             None => Reply::Nil,
         })
@@ -519,24 +518,21 @@ pub struct LcsOpts {
 /// Parses LCS options (everything after the two keys).
 pub fn lcs_opts(args: &[Bytes]) -> Result<LcsOpts, Reply> {
     let mut o = LcsOpts::default();
-    let mut i = 3;
-    while i < args.len() {
-        let a = &args[i];
-        if is(a, "LEN") {
+    let mut c = ArgCursor::new(args, 3);
+    loop {
+        if c.eat("LEN") {
             o.len = true;
-        } else if is(a, "IDX") {
+        } else if c.eat("IDX") {
             o.idx = true;
-        } else if is(a, "WITHMATCHLEN") {
+        } else if c.eat("WITHMATCHLEN") {
             o.withmatchlen = true;
-        } else if is(a, "MINMATCHLEN") && i + 1 < args.len() {
-            let v = int_arg(&args[i + 1])?;
-            o.minmatchlen = v.max(0) as u64;
-            i += 1;
+        } else if let Some(v) = c.eat_with_value("MINMATCHLEN") {
+            o.minmatchlen = int_arg(v)?.max(0) as u64;
         } else {
-            return Err(err(ERR_SYNTAX));
+            break;
         }
-        i += 1;
     }
+    c.finish()?;
     if o.len && o.idx {
         return Err(err(
             "ERR If you want both the length and indexes, please just use IDX.",

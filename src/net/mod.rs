@@ -1,4 +1,8 @@
-//! Client connections: reading requests, routing them to shards, writing replies.
+//! Sockets and connection tasks: the RESP front end. A connection task reads bytes, parses
+//! them with `protocol::resp`, hands each batch to the dispatcher (`server::dispatch`) and
+//! writes the replies encoded with `protocol::reply`.
+//!
+//! Never: runs a command itself or touches a shard; everything goes through the dispatcher.
 
 pub mod connection;
-pub mod poller;
+pub mod socket;

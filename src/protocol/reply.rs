@@ -33,6 +33,9 @@ pub enum Reply {
     Bool(bool),
     /// Verbatim text in RESP3 (`=len\r\ntxt:...`), a bulk string in RESP2.
     Verbatim(String),
+    /// A message outside any request's reply (pub/sub, invalidations): a push in RESP3 (`>`),
+    /// an array in RESP2.
+    Push(Vec<Reply>),
 }
 
 impl Reply {
@@ -50,6 +53,25 @@ impl Reply {
 
     pub fn is_error(&self) -> bool {
         matches!(self, Reply::Error(_))
+    }
+
+    /// About how many bytes its encoding takes (what a session's output limit counts).
+    pub fn size_hint(&self) -> usize {
+        match self {
+            Reply::Bulk(b) => b.len() + 16,
+            Reply::Status(s) => s.len() + 3,
+            Reply::StatusOwned(s) | Reply::Error(s) | Reply::Verbatim(s) => s.len() + 16,
+            Reply::Array(v) | Reply::Set(v) | Reply::Push(v) => {
+                16 + v.iter().map(Reply::size_hint).sum::<usize>()
+            }
+            Reply::Map(v) => {
+                16 + v
+                    .iter()
+                    .map(|(k, x)| k.size_hint() + x.size_hint())
+                    .sum::<usize>()
+            }
+            _ => 24,
+        }
     }
 
     /// Appends the encoding of `self` for protocol version 2 or 3.
@@ -76,6 +98,12 @@ impl Reply {
             Reply::NilArray => out.extend_from_slice(if resp3 { b"_\r\n" } else { b"*-1\r\n" }),
             Reply::Array(items) => {
                 header(out, b'*', items.len());
+                for i in items {
+                    i.encode(resp3, out);
+                }
+            }
+            Reply::Push(items) => {
+                header(out, if resp3 { b'>' } else { b'*' }, items.len());
                 for i in items {
                     i.encode(resp3, out);
                 }
@@ -220,6 +248,9 @@ mod tests {
         assert_eq!(enc(&Reply::Bool(true), true), "#t\r\n");
         assert_eq!(enc(&Reply::error("ERR x\r\ny"), false), "-ERR x  y\r\n");
         assert_eq!(enc(&Reply::Verbatim("ab".into()), true), "=6\r\ntxt:ab\r\n");
+        let push = Reply::Push(vec![Reply::bulk_str("message"), Reply::Int(1)]);
+        assert_eq!(enc(&push, true), ">2\r\n$7\r\nmessage\r\n:1\r\n");
+        assert_eq!(enc(&push, false), "*2\r\n$7\r\nmessage\r\n:1\r\n");
     }
 
     #[test]

@@ -1,11 +1,14 @@
 //! Per-core state ([`Core`]) and process-wide state ([`Global`]): the shard mesh, the client
 //! registry, and the gate that cross-shard transactions close while they run.
+//!
+//! Never: blocks a core waiting for another (jobs for a locked shard are deferred, not waited
+//! on) or lets a job from another core see a shard a transaction holds.
 
 use std::cell::{Cell, RefCell};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -15,7 +18,7 @@ use futures::future::LocalBoxFuture;
 use std::rc::Rc;
 
 use crate::config::Settings;
-use crate::net::poller::{remote_wait, Bell};
+use crate::runtime::{remote_wait, Bell};
 use crate::shard::Shard;
 
 /// Work for a shard, run on its own core; it may spawn local tasks there for work that waits
@@ -43,7 +46,7 @@ pub fn spawning_job<R: Send + 'static>(work: AsyncWork<R>) -> (Job, oneshot::Rec
     let (tx, rx) = oneshot::channel();
     let job: Job = Box::new(move |core| {
         let fut = work(core.clone());
-        crate::net::poller::spawn(async move {
+        crate::runtime::spawn(async move {
             let _ = tx.send(fut.await);
         })
         .detach();
@@ -55,9 +58,10 @@ pub fn spawning_job<R: Send + 'static>(work: AsyncWork<R>) -> (Job, oneshot::Rec
 pub struct Global {
     pub settings: Arc<Settings>,
     senders: Vec<mpsc::UnboundedSender<Msg>>,
-    /// Each core's bell, rung after sending it a message (see `net::poller`).
+    /// Each core's bell, rung after sending it a message (see `runtime::poller`).
     bells: Vec<Arc<Bell>>,
-    pub clients: Mutex<BTreeMap<u64, Arc<ClientInfo>>>,
+    /// Every connected client (CLIENT LIST, KILL; posting to a session's mailbox).
+    pub clients: super::session::Registry,
     next_client: AtomicU64,
     next_tx: AtomicU64,
     pub started: Instant,
@@ -89,7 +93,7 @@ impl Global {
             settings,
             senders,
             bells,
-            clients: Mutex::new(BTreeMap::new()),
+            clients: super::session::Registry::default(),
             next_client: AtomicU64::new(1),
             next_tx: AtomicU64::new(1),
             started: Instant::now(),
@@ -126,6 +130,13 @@ impl Global {
             b.ring();
         }
         sent
+    }
+
+    /// Rings core `id`'s bell after something was sent its way from another thread.
+    pub fn ring(&self, id: usize) {
+        if let Some(b) = self.bells.get(id) {
+            b.ring();
+        }
     }
 
     /// Core `id`'s bell.
@@ -166,75 +177,6 @@ impl Global {
     /// Milliseconds since start (for client idle/age).
     pub fn uptime_ms(&self) -> u64 {
         self.started.elapsed().as_millis() as u64
-    }
-
-    pub fn register(&self, c: Arc<ClientInfo>) {
-        if let Ok(mut m) = self.clients.lock() {
-            m.insert(c.id, c);
-        }
-    }
-
-    /// Removes a client before its socket closes, so a concurrent CLIENT KILL can never shut
-    /// down a reused file descriptor.
-    pub fn unregister(&self, id: u64) {
-        if let Ok(mut m) = self.clients.lock() {
-            m.remove(&id);
-        }
-    }
-}
-
-/// What CLIENT LIST/INFO/KILL know about a connection; shared with the registry.
-pub struct ClientInfo {
-    pub id: u64,
-    pub addr: String,
-    pub laddr: String,
-    pub fd: i32,
-    pub created_ms: u64,
-    pub last_cmd_ms: AtomicU64,
-    pub db: AtomicU32,
-    pub resp: AtomicU8,
-    pub name: Mutex<String>,
-    pub lib_name: Mutex<String>,
-    pub lib_ver: Mutex<String>,
-    /// Index into the command table of the last command (u32::MAX = none yet).
-    pub last_cmd: AtomicU32,
-    pub killed: AtomicBool,
-}
-
-impl ClientInfo {
-    /// One CLIENT LIST line (without the newline), in Redis 7's field order.
-    pub fn describe(&self, now_ms: u64) -> String {
-        let get = |m: &Mutex<String>| m.lock().map(|s| s.clone()).unwrap_or_default();
-        let cmd = crate::cmd::TABLE
-            .get(self.last_cmd.load(Ordering::Relaxed) as usize)
-            .map(|s| s.name)
-            .unwrap_or("NULL");
-        format!(
-            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags=N db={} sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
-            self.id,
-            self.addr,
-            self.laddr,
-            self.fd,
-            get(&self.name),
-            now_ms.saturating_sub(self.created_ms) / 1000,
-            now_ms.saturating_sub(self.last_cmd_ms.load(Ordering::Relaxed)) / 1000,
-            self.db.load(Ordering::Relaxed),
-            cmd,
-            self.resp.load(Ordering::Relaxed),
-            get(&self.lib_name),
-            get(&self.lib_ver),
-        )
-    }
-
-    /// Makes the connection's pending read return so it closes (CLIENT KILL).
-    pub fn kill(&self) {
-        self.killed.store(true, Ordering::Relaxed);
-        // SAFETY: `fd` belongs to a socket that is still registered: connections unregister
-        // (under the registry lock held by our caller) before closing, so it is not reused.
-        // shutdown() only changes the socket's state; it touches no memory of ours.
-        unsafe {
-            libc::shutdown(self.fd, libc::SHUT_RDWR);
-        }
     }
 }
 

@@ -18,7 +18,8 @@ use smallvec::SmallVec;
 use tiering::{DiskPtr, SpaceHold, TierError};
 
 use super::core::Core;
-use crate::cmd::{is_reading, Ctx, ShardFn, Spec};
+use super::table::{Spec, VALUE_REPLY};
+use crate::cmd::{Ctx, ShardFn};
 use crate::protocol::Reply;
 use crate::shard::{CompactBytes, Shard, Value};
 
@@ -156,7 +157,7 @@ pub async fn run_keyed(
         if core.gate.closed_to(tx) {
             continue;
         }
-        if spec.name == "get" {
+        if spec.has(VALUE_REPLY) {
             if let Some(reply) = get_offloaded(core, db, &wanted, &loaded, now) {
                 return reply;
             }
@@ -235,7 +236,7 @@ fn get_offloaded(
 /// Keys of the command whose values it reads and that are offloaded now.
 fn offloaded_keys(shard: &Shard, db: usize, spec: &Spec, args: &[Bytes]) -> Wanted {
     let mut out = Wanted::new();
-    if shard.tier.is_none() || !is_reading(spec, args) {
+    if shard.tier.is_none() || !spec.reads_value(args) {
         return out;
     }
     for i in spec.key_indices(args.len()) {

@@ -28,7 +28,7 @@ use ondisk::summary::{summary_file_name, Summary};
 use tracing::{info, warn};
 
 use super::core::Core;
-use crate::shard::{now_ms, shard_of, Shard, Value};
+use crate::shard::{now_ms, shard_of, KeyMeta, Shard, Value};
 
 /// The snapshot chosen at start-up.
 #[derive(Debug)]
@@ -307,6 +307,8 @@ struct Rec {
     key: Bytes,
     value: Bytes,
     expire_at: u64,
+    /// Memcached's client flags (0 = none).
+    client_flags: u32,
 }
 
 /// Records grouped by owning shard, sent when a group grows large.
@@ -401,6 +403,13 @@ fn insert(sh: &mut Shard, recs: Vec<Rec>, goal: u64) {
             );
         }
         sh.store(r.db, &r.key, Value::str(&r.value), r.expire_at);
+        if r.client_flags != 0 {
+            let meta = KeyMeta {
+                client_flags: r.client_flags,
+                cas: 0,
+            };
+            sh.set_meta(r.db, &r.key, meta);
+        }
     }
 }
 
@@ -484,6 +493,7 @@ async fn load_strata(
                             key: r.key,
                             value: v,
                             expire_at: r.expire_at_ms.unwrap_or(0),
+                            client_flags: r.client_flags,
                         })
                         .await?
                 }
@@ -558,6 +568,7 @@ async fn load_rdb(core: &Rc<Core>, path: &Path, progress: &Progress) -> Result<(
                             key,
                             value,
                             expire_at: expire_at_ms.unwrap_or(0),
+                            client_flags: 0,
                         })
                         .await?
                 }

@@ -6,7 +6,7 @@
 //! its own core, a few buckets per step between client commands, and streams records to its file.
 //! Offloaded values are read from the tier file, whose frees are held until the save ends, so a
 //! value overwritten meanwhile can still be read as it was. Writers wait while the copies a
-//! save has not written yet pass [`backlog_limit`], so memory stays flat under a write load.
+//! save has not written yet pass `shard::snapshot_backlog_limit`, so memory stays flat under a write load.
 //!
 //! Files, in `--dir`: `NAME-<id>-NNNN.strata` per shard and `NAME-summary.strata`, each written
 //! as `*.tmp`, fsynced and renamed; the summary's rename commits the snapshot, and the files of
@@ -33,20 +33,10 @@ use tracing::{info, warn};
 
 use super::core::Core;
 use super::txn::Txn;
-use crate::shard::{now_ms, Entry, ValueRef};
+use crate::shard::{now_ms, Element, Entry, ValueRef};
 
 /// Buckets one serializer step walks per db.
 const STEP_BUCKETS: usize = 8;
-/// Captured bytes per shard above which writers wait for the serializer: 1/64 of maxmemory,
-/// between 256 KiB and 4 MiB, so a save under writes keeps RSS within a few percent.
-pub fn backlog_limit(maxmemory: u64, shards: usize) -> usize {
-    let max = if maxmemory == 0 {
-        4 << 20
-    } else {
-        maxmemory / 64 / shards.max(1) as u64
-    };
-    max.clamp(256 << 10, 4 << 20) as usize
-}
 /// Encoded bytes a serializer lets pile up before it writes them out.
 const ENCODED_IN_MEMORY: usize = 512 << 10;
 /// Offloaded values read at once by a serializer.
@@ -249,7 +239,7 @@ async fn save_signalling(
 pub fn bgsave(core: &Rc<Core>) -> futures::channel::oneshot::Receiver<Result<(), String>> {
     let (tx, rx) = futures::channel::oneshot::channel();
     let c = core.clone();
-    crate::net::poller::spawn(async move {
+    crate::runtime::spawn(async move {
         let _ = save_signalling(&c, None, None, Some(tx)).await;
     })
     .detach();
@@ -520,7 +510,7 @@ async fn write_shard(core: &Rc<Core>, job: &ShardJob) -> Result<ShardOutput, Str
         records: 0,
         unreadable: 0,
     };
-    let mut batch: Vec<(usize, crate::shard::Key, Entry, u64)> = Vec::new();
+    let mut batch: Vec<(usize, Element<Entry>)> = Vec::new();
     let total = core.shard.borrow().key_count().max(1);
     let mut handed = 0usize;
     let mut next_log = 10;
@@ -531,7 +521,8 @@ async fn write_shard(core: &Rc<Core>, job: &ShardJob) -> Result<ShardOutput, Str
             .snapshot_step(STEP_BUCKETS, &mut batch);
         handed += batch.len();
         let mut reads = Vec::new();
-        for (db, key, e, at) in batch.drain(..) {
+        for (db, el) in batch.drain(..) {
+            let (key, e, at, flags) = (el.key, el.value, el.expire_at, el.meta.client_flags);
             if at != 0 && at <= job.started_ms {
                 continue;
             }
@@ -547,13 +538,21 @@ async fn write_shard(core: &Rc<Core>, job: &ShardJob) -> Result<ShardOutput, Str
                         key.as_bytes(),
                         v,
                         expire,
+                        flags,
                     )
                     .await?;
                 }
                 ValueRef::External(_) => {
                     if let Some(p) = e.external(key.len()) {
-                        reads.push((db, key, p, expire));
+                        reads.push((db, key, p, expire, flags));
                     }
+                }
+                ValueRef::Packed(..) | ValueRef::Object(_) => {
+                    return Err(format!(
+                        "ERR cannot save key '{}' of type {}: typed records are not written yet",
+                        String::from_utf8_lossy(key.as_bytes()),
+                        e.type_name()
+                    ));
                 }
             }
             // Written as it goes: a large batch (a write burst's copies) never sits in the
@@ -571,10 +570,12 @@ async fn write_shard(core: &Rc<Core>, job: &ShardJob) -> Result<ShardOutput, Str
             // offloaded entries, and their values must not all come to RAM at once.
             for group in reads.chunks(READS_IN_FLIGHT) {
                 let values = futures::future::join_all(
-                    group.iter().map(|(_, k, p, _)| tier.read(*p, k.as_bytes())),
+                    group
+                        .iter()
+                        .map(|(_, k, p, _, _)| tier.read(*p, k.as_bytes())),
                 )
                 .await;
-                for ((db, key, _, expire), v) in group.iter().zip(values) {
+                for ((db, key, _, expire, flags), v) in group.iter().zip(values) {
                     match v {
                         Ok(v) => {
                             put_value(
@@ -586,6 +587,7 @@ async fn write_shard(core: &Rc<Core>, job: &ShardJob) -> Result<ShardOutput, Str
                                 key.as_bytes(),
                                 &v,
                                 *expire,
+                                *flags,
                             )
                             .await?;
                         }
@@ -634,7 +636,8 @@ async fn write_shard(core: &Rc<Core>, job: &ShardJob) -> Result<ShardOutput, Str
     Ok(out)
 }
 
-/// Encodes one string value, in chunks for long ones so the file is written as it goes.
+/// Encodes one string value, in chunks for long ones so the file is written as it goes. RDB
+/// has no place for memcached's client flags; Strata snapshots keep them.
 #[allow(clippy::too_many_arguments)]
 async fn put_value(
     enc: &mut Encoder,
@@ -645,10 +648,11 @@ async fn put_value(
     key: &[u8],
     value: &[u8],
     expire: Option<u64>,
+    client_flags: u32,
 ) -> Result<(), String> {
     match enc {
         Encoder::Strata(e) if value.len() > CHUNK => {
-            e.begin_string(db as u16, key, value.len() as u64, expire, 0);
+            e.begin_string(db as u16, key, value.len() as u64, expire, client_flags);
             for chunk in value.chunks(CHUNK) {
                 if let Encoder::Strata(e) = enc {
                     e.value_chunk(chunk);
@@ -656,7 +660,7 @@ async fn put_value(
                 drain(enc, w, throttle, out).await?;
             }
         }
-        Encoder::Strata(e) => e.write_string(db as u16, key, value, expire, 0),
+        Encoder::Strata(e) => e.write_string(db as u16, key, value, expire, client_flags),
         Encoder::Rdb(e) => {
             e.select_db(db as u32);
             e.write_string(key, value, expire);

@@ -5,22 +5,25 @@
 //! so nobody observes a half-done RENAME or MSET.
 //!
 //! The commands that need it today: MSET/MSETNX across shards, RENAME/RENAMENX/COPY whose two
-//! keys live on different shards. LCS across shards only reads, so it takes no locks.
-//! MULTI/EXEC will use the same locks when it lands.
+//! keys live on different shards (their `Exec::Cross` functions are here). LCS across shards
+//! only reads, so it takes no locks. MULTI/EXEC will use the same locks when it lands.
 
 use std::rc::Rc;
 
 use bytes::Bytes;
 use futures::channel::oneshot;
 
+use futures::future::LocalBoxFuture;
+use futures::FutureExt;
+
 use super::core::{spawning_job, AsyncWork, Core, Job, Msg};
 use super::exec;
+use super::table::Spec;
 use crate::cmd::args::{err, ERR_NO_KEY};
-use crate::cmd::{keys, string, Ctx, ShardFn, Spec};
-use crate::net::poller::remote_wait;
+use crate::cmd::{keys, string, Ctx, ShardFn};
 use crate::protocol::Reply;
+use crate::runtime::remote_wait;
 use crate::shard::{now_ms, shard_of, Entry, Shard};
-use futures::FutureExt;
 
 /// A held set of shard locks; dropping it without `finish` still unlocks.
 pub struct Txn {
@@ -150,12 +153,17 @@ pub async fn run_parts(
     futures::future::join_all(runs).await.into_iter().collect()
 }
 
-fn mset_spec() -> &'static Spec {
-    crate::cmd::lookup(b"mset").expect("MSET is in the command table")
+/// MSETNX across shards: all or nothing.
+pub fn msetnx<'a>(
+    core: &'a Rc<Core>,
+    spec: &'static Spec,
+    db: usize,
+    args: &'a [Bytes],
+) -> LocalBoxFuture<'a, Reply> {
+    msetnx_across(core, spec, db, args).boxed_local()
 }
 
-/// MSETNX across shards: all or nothing.
-pub async fn msetnx(core: &Rc<Core>, db: usize, args: &[Bytes]) -> Reply {
+async fn msetnx_across(core: &Rc<Core>, spec: &'static Spec, db: usize, args: &[Bytes]) -> Reply {
     let parts = split_pairs(args, 2, core.global.shards());
     let Some(txn) = Txn::begin(core, parts.iter().map(|p| p.0).collect()).await else {
         return shutting_down();
@@ -175,7 +183,8 @@ pub async fn msetnx(core: &Rc<Core>, db: usize, args: &[Bytes]) -> Reply {
         }
     }
     for (s, part) in parts {
-        if run_fn(&txn, s, db, mset_spec(), string::mset, part)
+        // MSETNX's parts are MSETs (same keys, same flags: nothing read).
+        if run_fn(&txn, s, db, spec, string::mset, part)
             .await
             .is_none()
         {
@@ -185,8 +194,27 @@ pub async fn msetnx(core: &Rc<Core>, db: usize, args: &[Bytes]) -> Reply {
     Reply::Int(1)
 }
 
-/// RENAME / RENAMENX with source and destination on different shards.
-pub async fn rename(core: &Rc<Core>, db: usize, args: &[Bytes], nx: bool) -> Reply {
+/// RENAME with source and destination on different shards.
+pub fn rename<'a>(
+    core: &'a Rc<Core>,
+    _: &'static Spec,
+    db: usize,
+    args: &'a [Bytes],
+) -> LocalBoxFuture<'a, Reply> {
+    rename_across(core, db, args, false).boxed_local()
+}
+
+/// RENAMENX with source and destination on different shards.
+pub fn renamenx<'a>(
+    core: &'a Rc<Core>,
+    _: &'static Spec,
+    db: usize,
+    args: &'a [Bytes],
+) -> LocalBoxFuture<'a, Reply> {
+    rename_across(core, db, args, true).boxed_local()
+}
+
+async fn rename_across(core: &Rc<Core>, db: usize, args: &[Bytes], nx: bool) -> Reply {
     let n = core.global.shards();
     let (src, dst) = (args[1].clone(), args[2].clone());
     let (ss, ds) = (shard_of(&src, n), shard_of(&dst, n));
@@ -221,7 +249,7 @@ pub async fn rename(core: &Rc<Core>, db: usize, args: &[Bytes], nx: bool) -> Rep
             }),
         )
         .await;
-    let entry = match taken {
+    let taken = match taken {
         Some(Some(e)) => e,
         // Its value could not be read back from disk: the key is gone.
         Some(None) => return err(ERR_NO_KEY),
@@ -229,7 +257,7 @@ pub async fn rename(core: &Rc<Core>, db: usize, args: &[Bytes], nx: bool) -> Rep
     };
     if txn
         .run(ds, move |s| {
-            s.store_entry(db, &dst, entry.0, entry.1);
+            s.put_taken(db, &dst, taken);
         })
         .await
         .is_none()
@@ -244,7 +272,16 @@ pub async fn rename(core: &Rc<Core>, db: usize, args: &[Bytes], nx: bool) -> Rep
 }
 
 /// COPY with source and destination on different shards.
-pub async fn copy(core: &Rc<Core>, db: usize, args: &[Bytes]) -> Reply {
+pub fn copy<'a>(
+    core: &'a Rc<Core>,
+    _: &'static Spec,
+    db: usize,
+    args: &'a [Bytes],
+) -> LocalBoxFuture<'a, Reply> {
+    copy_across(core, db, args).boxed_local()
+}
+
+async fn copy_across(core: &Rc<Core>, db: usize, args: &[Bytes]) -> Reply {
     let n = core.global.shards();
     let (src, dst) = (args[1].clone(), args[2].clone());
     let (ss, ds) = (shard_of(&src, n), shard_of(&dst, n));
@@ -301,7 +338,16 @@ pub async fn copy(core: &Rc<Core>, db: usize, args: &[Bytes]) -> Reply {
 }
 
 /// LCS with the two keys on different shards: read both values, compute here.
-pub async fn lcs(core: &Rc<Core>, db: usize, args: &[Bytes]) -> Reply {
+pub fn lcs<'a>(
+    core: &'a Rc<Core>,
+    _: &'static Spec,
+    db: usize,
+    args: &'a [Bytes],
+) -> LocalBoxFuture<'a, Reply> {
+    lcs_across(core, db, args).boxed_local()
+}
+
+async fn lcs_across(core: &Rc<Core>, db: usize, args: &[Bytes]) -> Reply {
     let opts = match string::lcs_opts(args) {
         Ok(o) => o,
         Err(e) => return e,
@@ -332,16 +378,4 @@ pub async fn lcs(core: &Rc<Core>, db: usize, args: &[Bytes]) -> Reply {
         }
     }
     string::lcs_compute(&vals[0], &vals[1], opts)
-}
-
-/// Dispatches a keyed command whose keys span shards; None if it may not span shards.
-pub async fn cross_shard(core: &Rc<Core>, db: usize, name: &str, args: &[Bytes]) -> Option<Reply> {
-    Some(match name {
-        "rename" => rename(core, db, args, false).await,
-        "renamenx" => rename(core, db, args, true).await,
-        "copy" => copy(core, db, args).await,
-        "msetnx" => msetnx(core, db, args).await,
-        "lcs" => lcs(core, db, args).await,
-        _ => return None,
-    })
 }

@@ -26,7 +26,8 @@
 //! Expiry times (ms since the epoch, 0 for none) sit beside the slab, one column of 4096 per
 //! chunk, allocated when a key of that chunk first gets a TTL and freed when its last one goes:
 //! a table of keys without TTLs pays nothing for them, one where every key has a TTL pays 8
-//! bytes per key (as an expiry field in every element would).
+//! bytes per key (as an expiry field in every element would). Memcached's client flags and CAS
+//! ([`KeyMeta`]) sit in a second column built the same way.
 //!
 //! Lookups, inserts and removals never allocate except when a split creates a segment, the
 //! slab takes a new chunk or a chunk its expiry column.
@@ -82,26 +83,121 @@ fn home(h: u64) -> usize {
     ((h >> 8) as u32 as usize) % BUCKETS
 }
 
+/// What a key may carry beside its value for the memcached protocol: its 32-bit client flags
+/// and 64-bit CAS. All zero (the default) means none, and costs nothing (see [`Columns`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KeyMeta {
+    pub client_flags: u32,
+    pub cas: u64,
+}
+
+/// An element taken out of the table (removed, or copied aside by a snapshot): its key,
+/// payload, expiry (ms since the epoch, 0 = none) and metadata.
+#[derive(Debug)]
+pub struct Element<V> {
+    pub key: Key,
+    pub value: V,
+    pub expire_at: u64,
+    pub meta: KeyMeta,
+}
+
 /// The entries of a table, addressed by id (chunk, index). Ids stay put for an entry's life.
 struct Slab<V> {
     chunks: Vec<Vec<Option<(Key, V)>>>,
     /// Per chunk: the expiry of each element, while any element of the chunk has one.
-    ttls: Vec<Option<TtlColumn>>,
+    ttls: Columns<u64>,
+    /// Per chunk: each element's metadata, while any element of the chunk has some.
+    metas: Columns<KeyMeta>,
     /// Ids of emptied places, reused first.
     free: Vec<u32>,
 }
 
-/// Expiry times of one chunk's elements (0 = none) and how many are set.
-struct TtlColumn {
-    at: Box<[u64]>,
+/// A value per slab element, kept per chunk only while some element of the chunk has one
+/// other than the default: a table where no key uses it pays nothing.
+struct Columns<T> {
+    chunks: Vec<Option<Column<T>>>,
+}
+
+/// One chunk's values and how many are not the default.
+struct Column<T> {
+    vals: Box<[T]>,
     set: u32,
+}
+
+impl<T: Copy + Default + PartialEq> Columns<T> {
+    fn new() -> Self {
+        Columns { chunks: Vec::new() }
+    }
+
+    /// Element `id`'s value (the default when it has none).
+    #[inline]
+    fn get(&self, id: u32) -> T {
+        match self.chunks.get(id as usize / CHUNK) {
+            Some(Some(col)) => col.vals[id as usize % CHUNK],
+            _ => T::default(),
+        }
+    }
+
+    /// Sets element `id`'s value; the default clears it.
+    fn set(&mut self, id: u32, v: T) {
+        let (c, i) = (id as usize / CHUNK, id as usize % CHUNK);
+        let none = v == T::default();
+        if self.chunks.len() <= c {
+            if none {
+                return;
+            }
+            self.chunks.resize_with(c + 1, || None);
+        }
+        let slot = &mut self.chunks[c];
+        let col = match slot {
+            Some(col) => col,
+            None if none => return,
+            None => slot.insert(Column {
+                vals: vec![T::default(); CHUNK].into_boxed_slice(),
+                set: 0,
+            }),
+        };
+        match (col.vals[i] != T::default(), !none) {
+            (false, true) => col.set += 1,
+            (true, false) => col.set -= 1,
+            _ => {}
+        }
+        col.vals[i] = v;
+        if col.set == 0 {
+            *slot = None;
+        }
+    }
+
+    /// The column of chunk `c`, when it has one.
+    fn chunk(&self, c: usize) -> Option<&[T]> {
+        self.chunks.get(c)?.as_ref().map(|col| &col.vals[..])
+    }
+
+    /// Starts loading element `id`'s value into the cache when its chunk has a column.
+    #[inline]
+    fn prefetch(&self, id: u32) {
+        if let Some(Some(col)) = self.chunks.get(id as usize / CHUNK) {
+            prefetch(col.vals.as_ptr().wrapping_add(id as usize % CHUNK));
+        }
+    }
+
+    /// Chunks that have a column.
+    fn present(&self) -> usize {
+        self.chunks.iter().filter(|c| c.is_some()).count()
+    }
+
+    fn bytes(&self) -> usize {
+        self.present() * CHUNK * std::mem::size_of::<T>()
+            + self.chunks.capacity() * std::mem::size_of::<Option<Column<T>>>()
+    }
 }
 
 impl<V> Slab<V> {
     fn new() -> Self {
         Slab {
             chunks: Vec::new(),
-            ttls: Vec::new(),
+            ttls: Columns::new(),
+            metas: Columns::new(),
             free: Vec::new(),
         }
     }
@@ -109,39 +205,25 @@ impl<V> Slab<V> {
     /// The expiry of element `id` (0 = none).
     #[inline]
     fn ttl(&self, id: u32) -> u64 {
-        match self.ttls.get(id as usize / CHUNK) {
-            Some(Some(col)) => col.at[id as usize % CHUNK],
-            _ => 0,
-        }
+        self.ttls.get(id)
     }
 
     /// Sets (or clears, with 0) the expiry of element `id`.
     fn set_ttl(&mut self, id: u32, at: u64) {
-        let (c, i) = (id as usize / CHUNK, id as usize % CHUNK);
-        if self.ttls.len() <= c {
-            if at == 0 {
-                return;
-            }
-            self.ttls.resize_with(c + 1, || None);
-        }
-        let slot = &mut self.ttls[c];
-        let col = match slot {
-            Some(col) => col,
-            None if at == 0 => return,
-            None => slot.insert(TtlColumn {
-                at: vec![0; CHUNK].into_boxed_slice(),
-                set: 0,
-            }),
-        };
-        match (col.at[i] != 0, at != 0) {
-            (false, true) => col.set += 1,
-            (true, false) => col.set -= 1,
-            _ => {}
-        }
-        col.at[i] = at;
-        if col.set == 0 {
-            *slot = None;
-        }
+        self.ttls.set(id, at);
+    }
+
+    /// Element `id` as a snapshot keeps it: a copy of its key and payload with its columns.
+    fn copy_out(&self, id: u32) -> Option<Element<V>>
+    where
+        V: Clone,
+    {
+        self.get(id).map(|(k, v)| Element {
+            key: k.clone(),
+            value: v.clone(),
+            expire_at: self.ttls.get(id),
+            meta: self.metas.get(id),
+        })
     }
 
     /// Element `id` with its expiry.
@@ -153,9 +235,7 @@ impl<V> Slab<V> {
     /// Starts loading element `id`'s expiry into the cache when its chunk has any.
     #[inline]
     fn prefetch_ttl(&self, id: u32) {
-        if let Some(Some(col)) = self.ttls.get(id as usize / CHUNK) {
-            prefetch(col.at.as_ptr().wrapping_add(id as usize % CHUNK));
-        }
+        self.ttls.prefetch(id);
     }
 
     fn insert(&mut self, e: (Key, V)) -> u32 {
@@ -188,24 +268,30 @@ impl<V> Slab<V> {
             .as_mut()
     }
 
-    /// Empties element `id`; returns it with its expiry.
-    fn take(&mut self, id: u32) -> Option<(Key, V, u64)> {
-        let (k, v) = self
+    /// Empties element `id`; returns it with its columns.
+    fn take(&mut self, id: u32) -> Option<Element<V>> {
+        let (key, value) = self
             .chunks
             .get_mut(id as usize / CHUNK)?
             .get_mut(id as usize % CHUNK)?
             .take()?;
         self.free.push(id);
-        let at = self.ttl(id);
-        self.set_ttl(id, 0);
-        Some((k, v, at))
+        let expire_at = self.ttls.get(id);
+        self.ttls.set(id, 0);
+        let meta = self.metas.get(id);
+        self.metas.set(id, KeyMeta::default());
+        Some(Element {
+            key,
+            value,
+            expire_at,
+            meta,
+        })
     }
 
     fn bytes(&self) -> usize {
-        let columns = self.ttls.iter().filter(|c| c.is_some()).count();
         self.chunks.len() * CHUNK * std::mem::size_of::<Option<(Key, V)>>()
-            + columns * CHUNK * 8
-            + self.ttls.capacity() * std::mem::size_of::<Option<TtlColumn>>()
+            + self.ttls.bytes()
+            + self.metas.bytes()
             + self.free.capacity() * 4
             + self.chunks.capacity() * 24
     }
@@ -341,9 +427,8 @@ struct Snap<V> {
     captured_bytes: usize,
     /// Walker position: (segment, bucket).
     cursor: (usize, usize),
-    /// Entries (with their expiry) copied out of buckets just before a mutation, waiting to
-    /// be serialized.
-    captured: Vec<(Key, V, u64)>,
+    /// Entries copied out of buckets just before a mutation, waiting to be serialized.
+    captured: Vec<Element<V>>,
     /// The segments, slab and masks as they were when `clear` ran during the snapshot; the
     /// walker finishes there.
     frozen: Option<(Vec<Segment>, Slab<V>, Vec<Saved>)>,
@@ -359,9 +444,9 @@ impl<V: Clone + Weigh> Snap<V> {
         };
         if *mask & (1 << i) == 0 {
             *mask |= 1 << i;
-            if let Some((k, v, at)) = bucket.id(i).and_then(|id| slab.get_with_ttl(id)) {
-                self.captured_bytes += k.heap_bytes() + v.weight() + 32;
-                self.captured.push((k.clone(), v.clone(), at));
+            if let Some(e) = bucket.id(i).and_then(|id| slab.copy_out(id)) {
+                self.captured_bytes += e.key.heap_bytes() + e.value.weight() + 32;
+                self.captured.push(e);
             }
         }
     }
@@ -425,7 +510,7 @@ impl<V: Clone + Weigh> Dashtable<V> {
     }
 
     /// Moves the captured entries into `out`.
-    pub fn snapshot_drain(&mut self, out: &mut Vec<(Key, V, u64)>) {
+    pub fn snapshot_drain(&mut self, out: &mut Vec<Element<V>>) {
         if let Some(snap) = &mut self.snap {
             out.append(&mut snap.captured);
             snap.captured_bytes = 0;
@@ -435,7 +520,7 @@ impl<V: Clone + Weigh> Dashtable<V> {
     /// Walks up to `max_buckets` buckets, copying the entries of those not serialized yet into
     /// `out`. True once the whole table has been walked (captured entries may remain: drain
     /// them, then call [`Dashtable::snapshot_end`]).
-    pub fn snapshot_step(&mut self, max_buckets: usize, out: &mut Vec<(Key, V, u64)>) -> bool {
+    pub fn snapshot_step(&mut self, max_buckets: usize, out: &mut Vec<Element<V>>) -> bool {
         let Some(snap) = &mut self.snap else {
             return true;
         };
@@ -459,8 +544,8 @@ impl<V: Clone + Weigh> Dashtable<V> {
                     if let Some(e) = bucket.take(i).and_then(|id| slab.take(id)) {
                         out.push(e);
                     }
-                } else if let Some((k, v, at)) = bucket.id(i).and_then(|id| slab.get_with_ttl(id)) {
-                    out.push((k.clone(), v.clone(), at));
+                } else if let Some(e) = bucket.id(i).and_then(|id| slab.copy_out(id)) {
+                    out.push(e);
                 }
             }
             mask[b] = ALL_SLOTS;
@@ -629,6 +714,21 @@ impl<V: Clone + Weigh> Dashtable<V> {
         }
     }
 
+    /// The metadata of the entry at a position (all zero when it has none).
+    pub fn meta_at(&self, pos: Pos) -> KeyMeta {
+        self.id_at(pos)
+            .map_or(KeyMeta::default(), |id| self.slab.metas.get(id))
+    }
+
+    /// Sets (or clears, with the default) the metadata of the entry at a position (captured
+    /// first for a running snapshot).
+    pub fn set_meta_at(&mut self, pos: Pos, meta: KeyMeta) {
+        if let Some(id) = self.id_at(pos) {
+            self.before_write(pos.0, pos.1, pos.2);
+            self.slab.metas.set(id, meta);
+        }
+    }
+
     /// Mutable value at a position (captured first for a running snapshot).
     pub fn at_mut(&mut self, pos: Pos) -> Option<&mut V> {
         let id = self.id_at(pos)?;
@@ -643,8 +743,8 @@ impl<V: Clone + Weigh> Dashtable<V> {
         self.slab.get_mut(id).map(|(_, v)| v)
     }
 
-    /// Removes the entry at a position; returns it with its expiry.
-    pub fn remove_at(&mut self, (s, b, i): Pos) -> Option<(Key, V, u64)> {
+    /// Removes the entry at a position; returns it with its columns.
+    pub fn remove_at(&mut self, (s, b, i): Pos) -> Option<Element<V>> {
         self.id_at((s, b, i))?;
         self.before_write(s, b, i);
         let id = self.segs[s].buckets[b].take(i)?;
@@ -674,6 +774,8 @@ impl<V: Clone + Weigh> Dashtable<V> {
             let old_ttl = self.slab.ttl(id);
             let slot = self.at_mut(pos)?;
             let old = std::mem::replace(slot, val);
+            // A new value starts without the old one's metadata.
+            self.slab.metas.set(id, KeyMeta::default());
             self.slab.set_ttl(id, ttl);
             return Some((old, old_ttl));
         }
@@ -775,7 +877,7 @@ impl<V: Clone + Weigh> Dashtable<V> {
         }
     }
 
-    pub fn remove(&mut self, key: &[u8], h: u64) -> Option<(Key, V, u64)> {
+    pub fn remove(&mut self, key: &[u8], h: u64) -> Option<Element<V>> {
         let pos = self.find(key, h)?;
         self.remove_at(pos)
     }
@@ -851,9 +953,9 @@ impl<V: Clone + Weigh> Dashtable<V> {
             .iter()
             .enumerate()
             .flat_map(move |(c, chunk)| {
-                let col = self.slab.ttls.get(c).and_then(|t| t.as_ref());
+                let col = self.slab.ttls.chunk(c);
                 chunk.iter().enumerate().filter_map(move |(i, e)| {
-                    let at = col.map_or(0, |t| t.at[i]);
+                    let at = col.map_or(0, |t| t[i]);
                     e.as_ref().map(|(k, v)| (k, v, at))
                 })
             })
@@ -890,9 +992,9 @@ impl<V: Clone + Weigh> Dashtable<V> {
                     if let Some(snap) = &mut self.snap {
                         snap.capture(bucket, cursor.0, cursor.1, i, &self.slab);
                     }
-                    if let Some((k, v, at)) = bucket.take(i).and_then(|id| self.slab.take(id)) {
+                    if let Some(e) = bucket.take(i).and_then(|id| self.slab.take(id)) {
                         self.len -= 1;
-                        on_remove(k, v, at);
+                        on_remove(e.key, e.value, e.expire_at);
                     }
                 }
             }
@@ -1085,7 +1187,13 @@ mod tests {
         t.snapshot_drain(&mut out);
         t.snapshot_end();
         let mut got: HashMap<Vec<u8>, (usize, u64)> = HashMap::new();
-        for (k, v, at) in out {
+        for Element {
+            key: k,
+            value: v,
+            expire_at: at,
+            ..
+        } in out
+        {
             assert!(
                 got.insert(k.as_bytes().to_vec(), (v, at)).is_none(),
                 "{k:?} twice"
@@ -1159,7 +1267,7 @@ mod tests {
             t.insert(&k, hash(&k), i, 0);
         }
         let bare = t.table_bytes();
-        assert!(t.slab.ttls.iter().all(|c| c.is_none()));
+        assert!(t.slab.ttls.chunks.iter().all(|c| c.is_none()));
         let k = key(5);
         let pos = t.find(&k, hash(&k)).unwrap();
         t.set_expire_at(pos, 77);
@@ -1170,19 +1278,78 @@ mod tests {
         assert_eq!(t.insert(&k, hash(&k), 6, 88), Some((5, 77)));
         let j = key(6);
         t.insert(&j, hash(&j), 6, 99);
-        assert_eq!(t.slab.ttls.iter().filter(|c| c.is_some()).count(), 1);
+        assert_eq!(t.slab.ttls.chunks.iter().filter(|c| c.is_some()).count(), 1);
         assert_eq!(
-            t.remove(&k, hash(&k)).map(|(_, v, at)| (v, at)),
+            t.remove(&k, hash(&k)).map(|e| (e.value, e.expire_at)),
             Some((6, 88))
         );
         let pos = t.find(&j, hash(&j)).unwrap();
         t.set_expire_at(pos, 0);
-        assert!(t.slab.ttls.iter().all(|c| c.is_none()));
+        assert!(t.slab.ttls.chunks.iter().all(|c| c.is_none()));
         // A reused slab place does not inherit an expiry.
         t.insert(&k, hash(&k), 5, 0);
         let pos = t.find(&k, hash(&k)).unwrap();
         assert_eq!(t.expire_at(pos), 0);
         assert_eq!(t.iter().filter(|(_, _, at)| *at != 0).count(), 0);
+    }
+
+    #[test]
+    fn metadata_column_exists_only_while_a_key_of_its_chunk_has_some() {
+        let mut t: Dashtable<usize> = Dashtable::new();
+        for i in 0..2 * CHUNK {
+            let k = key(i);
+            t.insert(&k, hash(&k), i, 0);
+        }
+        let bare = t.table_bytes();
+        assert_eq!(t.slab.metas.present(), 0);
+        let k = key(3);
+        let pos = t.find(&k, hash(&k)).unwrap();
+        assert_eq!(t.meta_at(pos), KeyMeta::default());
+        let m = KeyMeta {
+            client_flags: 0xdead_beef,
+            cas: u64::MAX,
+        };
+        t.set_meta_at(pos, m);
+        assert_eq!(t.meta_at(pos), m);
+        assert_eq!(t.slab.metas.present(), 1);
+        let with = t.table_bytes() - bare;
+        let per = std::mem::size_of::<KeyMeta>();
+        assert!((CHUNK * per..CHUNK * per + 128).contains(&with), "{with}");
+        // Removal hands the metadata over (RENAME carries it) and frees the column.
+        let e = t.remove(&k, hash(&k)).unwrap();
+        assert_eq!((e.value, e.meta), (3, m));
+        assert_eq!(t.slab.metas.present(), 0);
+        // A reused slab place does not inherit it; a replacing insert drops it.
+        t.insert(&k, hash(&k), 3, 0);
+        let pos = t.find(&k, hash(&k)).unwrap();
+        assert_eq!(t.meta_at(pos), KeyMeta::default());
+        t.set_meta_at(pos, m);
+        t.insert(&k, hash(&k), 4, 0);
+        let pos = t.find(&k, hash(&k)).unwrap();
+        assert_eq!(t.meta_at(pos), KeyMeta::default());
+        assert_eq!(t.slab.metas.present(), 0);
+    }
+
+    #[test]
+    fn a_snapshot_keeps_the_metadata_as_it_was() {
+        let mut t: Dashtable<usize> = Dashtable::new();
+        let k = key(1);
+        t.insert(&k, hash(&k), 1, 0);
+        let m = KeyMeta {
+            client_flags: 7,
+            cas: 42,
+        };
+        let pos = t.find(&k, hash(&k)).unwrap();
+        t.set_meta_at(pos, m);
+        t.snapshot_begin();
+        // Changed before the walk reaches it: the capture keeps the old metadata.
+        t.set_meta_at(pos, KeyMeta::default());
+        let mut out = Vec::new();
+        while !t.snapshot_step(64, &mut out) {}
+        t.snapshot_drain(&mut out);
+        t.snapshot_end();
+        assert_eq!(out.len(), 1);
+        assert_eq!((out[0].value, out[0].meta), (1, m));
     }
 
     #[test]

@@ -18,6 +18,8 @@
 
 use bytes::Bytes;
 
+use super::object::{ObjectType, Packed, PackedKind, TypedObject};
+
 const _: () = assert!(
     usize::BITS == 64,
     "packed heap addresses need 64-bit pointers"
@@ -27,11 +29,19 @@ const _: () = assert!(
 mod block {
     /// Copies `bytes` into a new block and returns its address.
     pub fn alloc(bytes: &[u8]) -> usize {
+        alloc_tagged(None, bytes)
+    }
+
+    /// A new block holding `tag` (when given) then `bytes`.
+    pub fn alloc_tagged(tag: Option<u8>, bytes: &[u8]) -> usize {
+        let n = bytes.len() + usize::from(tag.is_some());
         // Strings are capped at 512 MB by the protocol layer and by snapshot loading (longer
-        // ones are refused there), far below 4 GiB: this cannot fail on anything stored.
-        let len = u32::try_from(bytes.len()).expect("string under 4 GiB");
-        let mut v = Vec::with_capacity(4 + bytes.len());
+        // ones are refused there), and packed collections are small by definition, far below
+        // 4 GiB: this cannot fail on anything stored.
+        let len = u32::try_from(n).expect("block under 4 GiB");
+        let mut v = Vec::with_capacity(4 + n);
         v.extend_from_slice(&len.to_le_bytes());
+        v.extend(tag);
         v.extend_from_slice(bytes);
         let raw: *mut [u8] = Box::into_raw(v.into_boxed_slice());
         raw.cast::<u8>().expose_provenance()
@@ -261,14 +271,16 @@ impl std::fmt::Debug for Key {
     }
 }
 
-/// A value to store. Later data types (lists, hashes, sets, ...) add variants here, a kind in
-/// [`Entry`] and snapshot record kinds in `ondisk/`; every command checks the kind and answers
-/// WRONGTYPE.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A value to store. Strings, inline or on the heap or offloaded; collections as a packed block
+/// or a large object (see `shard::object`). Commands check the kind and answer WRONGTYPE.
 pub enum Value {
     Str(CompactBytes),
     /// A string value offloaded to the shard's tier file; only its pointer stays in RAM.
     External(tiering::DiskPtr),
+    /// A small collection in one packed block.
+    Packed(Packed),
+    /// A large collection.
+    Object(Box<dyn TypedObject>),
 }
 
 impl Value {
@@ -277,13 +289,83 @@ impl Value {
     }
 }
 
+impl Clone for Value {
+    /// Strings and packed blocks are copied; a large object is captured (its nodes shared).
+    fn clone(&self) -> Value {
+        match self {
+            Value::Str(s) => Value::Str(s.clone()),
+            Value::External(p) => Value::External(*p),
+            Value::Packed(p) => Value::Packed(p.clone()),
+            Value::Object(o) => Value::Object(o.capture()),
+        }
+    }
+}
+
+impl PartialEq for Value {
+    /// Large objects are equal only to themselves.
+    fn eq(&self, other: &Value) -> bool {
+        match (self, other) {
+            (Value::Str(a), Value::Str(b)) => a == b,
+            (Value::External(a), Value::External(b)) => a == b,
+            (Value::Packed(a), Value::Packed(b)) => a == b,
+            (Value::Object(a), Value::Object(b)) => std::ptr::addr_eq(&**a, &**b),
+            _ => false,
+        }
+    }
+}
+
+impl Eq for Value {}
+
+impl std::fmt::Debug for Value {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Value::Str(s) => write!(f, "Str({s:?})"),
+            Value::External(p) => write!(f, "External({p:?})"),
+            Value::Packed(p) => write!(f, "Packed({:?}, {} bytes)", p.kind, p.bytes.len()),
+            Value::Object(o) => write!(f, "Object({o:?})"),
+        }
+    }
+}
+
 /// A stored value seen through its entry.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy)]
 pub enum ValueRef<'a> {
     Str(&'a [u8]),
     /// Offloaded: the packed disk pointer ([`Entry::external`] unpacks it with the key).
     External(u64),
+    /// A small collection: its kind and packed bytes.
+    Packed(PackedKind, &'a [u8]),
+    /// A large collection.
+    Object(&'a dyn TypedObject),
 }
+
+impl PartialEq for ValueRef<'_> {
+    fn eq(&self, other: &ValueRef<'_>) -> bool {
+        match (self, other) {
+            (ValueRef::Str(a), ValueRef::Str(b)) => a == b,
+            (ValueRef::External(a), ValueRef::External(b)) => a == b,
+            (ValueRef::Packed(k, a), ValueRef::Packed(l, b)) => k == l && a == b,
+            (ValueRef::Object(a), ValueRef::Object(b)) => std::ptr::addr_eq(*a, *b),
+            _ => false,
+        }
+    }
+}
+
+impl Eq for ValueRef<'_> {}
+
+impl std::fmt::Debug for ValueRef<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ValueRef::Str(s) => write!(f, "Str({:?})", String::from_utf8_lossy(s)),
+            ValueRef::External(p) => write!(f, "External({p:#x})"),
+            ValueRef::Packed(k, b) => write!(f, "Packed({k:?}, {} bytes)", b.len()),
+            ValueRef::Object(o) => write!(f, "Object({o:?})"),
+        }
+    }
+}
+
+/// The type of a string value (TYPE, SCAN TYPE).
+pub const STRING_TYPE: &str = "string";
 
 /// The largest expiry (ms since the epoch) a key can have: what Redis reports for
 /// PEXPIREAT's largest argument.
@@ -299,10 +381,14 @@ pub const CLOCK_MASK: u32 = (1 << CLOCK_BITS) - 1;
 /// longer ones there.
 pub const MAX_IDLE: u32 = 1 << (CLOCK_BITS - 1);
 const FREQ_SHIFT: u32 = CLOCK_BITS;
-/// 4 bits: 0..=8 an inline string of that length, then heap and external.
+/// 4 bits: 0..=8 an inline string of that length, then heap, external, packed, object.
 const KIND_SHIFT: u32 = 26;
 const KIND_HEAP: u32 = 9;
 const KIND_EXTERNAL: u32 = 10;
+/// A heap block `[len u32 | kind byte | packed bytes]`.
+const KIND_PACKED: u32 = 11;
+/// The address of a `Box<dyn TypedObject>` on the heap (a thin pointer to the fat one).
+const KIND_OBJECT: u32 = 12;
 const FLAGS_SHIFT: u32 = 30;
 
 /// One key's payload: value, flags, and access metadata for OBJECT IDLETIME/FREQ and eviction.
@@ -362,17 +448,39 @@ impl Entry {
                 }
             }
             Value::External(p) => (KIND_EXTERNAL, p.pack().to_le_bytes()),
+            Value::Packed(p) => {
+                let addr = block::alloc_tagged(Some(p.kind.to_byte()), &p.bytes);
+                (KIND_PACKED, (addr as u64).to_le_bytes())
+            }
+            Value::Object(o) => {
+                let raw: *mut Box<dyn TypedObject> = Box::into_raw(Box::new(o));
+                (KIND_OBJECT, (raw.expose_provenance() as u64).to_le_bytes())
+            }
         };
         self.val = val;
         self.set_kind(kind);
     }
 
+    /// The object an object-kind entry owns.
+    ///
+    /// # Safety
+    /// The entry's kind is [`KIND_OBJECT`]; the reference must not outlive the entry's borrow.
+    unsafe fn object_ptr(&self) -> *mut Box<dyn TypedObject> {
+        std::ptr::with_exposed_provenance_mut::<Box<dyn TypedObject>>(self.addr())
+    }
+
     /// Frees what the value owns and leaves an empty inline string.
     fn clear_value(&mut self) {
-        if self.kind() == KIND_HEAP {
-            // SAFETY: a heap-kind entry owns the block at its address; the kind is reset below,
-            // so it is freed once.
-            unsafe { block::free(self.addr()) }
+        match self.kind() {
+            // SAFETY: a heap- or packed-kind entry owns the block at its address; the kind is
+            // reset below, so it is freed once.
+            KIND_HEAP | KIND_PACKED => unsafe { block::free(self.addr()) },
+            KIND_OBJECT => {
+                // SAFETY: an object-kind entry owns the box at its address (made by `put` with
+                // Box::into_raw); the kind is reset below, so it is dropped once.
+                drop(unsafe { Box::from_raw(self.object_ptr()) });
+            }
+            _ => {}
         }
         self.val = [0; 8];
         self.set_kind(0);
@@ -394,8 +502,34 @@ impl Entry {
                 ValueRef::Str(unsafe { block::bytes(self.addr()) })
             }
             KIND_EXTERNAL => ValueRef::External(u64::from_le_bytes(self.val)),
+            KIND_PACKED => {
+                // SAFETY: a packed-kind entry owns the block at its address while it keeps that
+                // kind; `put` wrote the kind byte first, so the block is never empty.
+                let b = unsafe { block::bytes(self.addr()) };
+                match b
+                    .split_first()
+                    .and_then(|(k, rest)| Some((PackedKind::from_byte(*k)?, rest)))
+                {
+                    Some((kind, bytes)) => ValueRef::Packed(kind, bytes),
+                    // `put` only writes kinds that read back.
+                    None => ValueRef::Str(&[]),
+                }
+            }
+            // SAFETY: an object-kind entry owns the box at its address while it keeps that
+            // kind; the reference borrows `self`.
+            KIND_OBJECT => ValueRef::Object(unsafe { &**self.object_ptr() }),
             n => ValueRef::Str(&self.val[..(n as usize).min(VALUE_INLINE)]),
         }
+    }
+
+    /// The large object, for changing it in place.
+    pub fn object_mut(&mut self) -> Option<&mut dyn TypedObject> {
+        if self.kind() != KIND_OBJECT {
+            return None;
+        }
+        // SAFETY: an object-kind entry owns the box at its address; the reference borrows
+        // `self` mutably, so nothing else reaches the object meanwhile.
+        Some(unsafe { &mut **self.object_ptr() })
     }
 
     /// The string bytes when the value is in RAM.
@@ -403,7 +537,7 @@ impl Entry {
     pub fn str(&self) -> Option<&[u8]> {
         match self.value() {
             ValueRef::Str(s) => Some(s),
-            ValueRef::External(_) => None,
+            _ => None,
         }
     }
 
@@ -415,29 +549,58 @@ impl Entry {
     pub fn external(&self, key_len: usize) -> Option<tiering::DiskPtr> {
         match self.value() {
             ValueRef::External(bits) => Some(tiering::DiskPtr::unpack(bits, key_len)),
-            ValueRef::Str(_) => None,
+            _ => None,
         }
     }
 
-    /// The value's length without reading it (STRLEN).
+    /// A string value's length without reading it (STRLEN); a packed block's byte length; 0
+    /// for a large object.
     pub fn value_len(&self) -> usize {
         match self.value() {
             ValueRef::Str(s) => s.len(),
             ValueRef::External(bits) => tiering::DiskPtr::unpack(bits, 0).len as usize,
+            ValueRef::Packed(_, b) => b.len(),
+            ValueRef::Object(_) => 0,
         }
     }
 
-    /// The value as an owned [`Value`] (for moving it under another key).
+    /// The value as an owned [`Value`] (COPY; a large object is captured, not copied).
     pub fn to_value(&self, key_len: usize) -> Value {
         match self.value() {
             ValueRef::Str(s) => Value::str(s),
             ValueRef::External(bits) => Value::External(tiering::DiskPtr::unpack(bits, key_len)),
+            ValueRef::Packed(kind, b) => Value::Packed(Packed {
+                kind,
+                bytes: b.into(),
+            }),
+            ValueRef::Object(o) => Value::Object(o.capture()),
+        }
+    }
+
+    /// The collection type, None for a string.
+    pub fn object_type(&self) -> Option<ObjectType> {
+        match self.value() {
+            ValueRef::Packed(k, _) => Some(k.ty),
+            ValueRef::Object(o) => Some(o.object_type()),
+            ValueRef::Str(_) | ValueRef::External(_) => None,
         }
     }
 
     /// Name reported by TYPE.
     pub fn type_name(&self) -> &'static str {
-        "string"
+        self.object_type().map_or(STRING_TYPE, ObjectType::name)
+    }
+
+    /// What OBJECT ENCODING reports. Strings as Redis would encode them (an offloaded value is
+    /// at least 64 bytes and not an integer: "raw").
+    pub fn encoding(&self) -> &'static str {
+        match self.value() {
+            ValueRef::Str(_) if self.has(Entry::RAW) => "raw",
+            ValueRef::Str(s) => string_encoding(s),
+            ValueRef::External(_) => "raw",
+            ValueRef::Packed(k, _) => k.encoding.name(),
+            ValueRef::Object(o) => o.encoding(),
+        }
     }
 
     pub fn flags(&self) -> u8 {
@@ -471,10 +634,14 @@ impl Entry {
         }
     }
 
-    /// Heap bytes the value owns beyond the entry.
+    /// Heap bytes the value owns beyond the entry (what maxmemory, eviction, MEMORY USAGE and
+    /// a snapshot's backlog count).
     pub fn heap_bytes(&self) -> usize {
         match self.value() {
             ValueRef::Str(s) if self.kind() == KIND_HEAP => block::size(s.len()),
+            ValueRef::Packed(_, b) => block::size(1 + b.len()),
+            // The box holding the object's fat pointer, then the object.
+            ValueRef::Object(o) => 16 + o.heap_bytes(),
             _ => 0,
         }
     }
@@ -527,14 +694,25 @@ impl Drop for Entry {
 }
 
 impl Clone for Entry {
+    /// What a snapshot keeps of an entry about to change, and what COPY stores: strings and
+    /// packed blocks are copied, a large object is captured (its nodes shared, see
+    /// [`TypedObject::capture`]).
     fn clone(&self) -> Entry {
         let mut e = Entry {
             val: self.val,
             meta: self.meta,
         };
-        if self.kind() == KIND_HEAP {
+        match self.value() {
             // The copy gets its own block.
-            e.val = (block::alloc(self.str().unwrap_or_default()) as u64).to_le_bytes();
+            ValueRef::Str(s) if self.kind() == KIND_HEAP => {
+                e.val = (block::alloc(s) as u64).to_le_bytes();
+            }
+            ValueRef::Packed(..) | ValueRef::Object(_) => {
+                e.val = [0; 8];
+                e.set_kind(0);
+                e.put(self.to_value(0));
+            }
+            _ => {}
         }
         e
     }
@@ -555,6 +733,17 @@ impl std::fmt::Debug for Entry {
             .field("flags", &self.flags())
             .field("meta", &self.meta)
             .finish()
+    }
+}
+
+/// What OBJECT ENCODING says for a string, as Redis would encode it.
+pub fn string_encoding(v: &[u8]) -> &'static str {
+    if v.len() <= 20 && crate::protocol::string2ll(v).is_some() {
+        "int"
+    } else if v.len() <= 44 {
+        "embstr"
+    } else {
+        "raw"
     }
 }
 

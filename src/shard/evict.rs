@@ -36,6 +36,7 @@
 
 use std::time::{Duration, Instant};
 
+use super::dashtable::Element;
 use super::{now_ms, Entry, Shard};
 
 /// Entries looked at per eviction (whole buckets, so a little more)...
@@ -81,12 +82,9 @@ pub fn decayed_freq(e: &Entry, clock: u32) -> u32 {
 
 impl Shard {
     /// True when the copies a running save holds leave room for one more (see
-    /// `server::snapshot::backlog_limit`).
+    /// `snapshot_backlog_limit`).
     fn capture_room(&self) -> bool {
-        let limit = crate::server::snapshot::backlog_limit(
-            self.settings.maxmemory(),
-            self.settings.threads,
-        );
+        let limit = super::snapshot_backlog_limit(self.settings.maxmemory(), self.settings.threads);
         self.snapshot_backlog() < limit
     }
 
@@ -178,7 +176,13 @@ impl Shard {
                 Some((_, pos)) => {
                     misses = 0;
                     let d = &mut self.dbs[db];
-                    if let Some((k, e, at)) = d.table.remove_at(pos) {
+                    if let Some(Element {
+                        key: k,
+                        value: e,
+                        expire_at: at,
+                        ..
+                    }) = d.table.remove_at(pos)
+                    {
                         self.dirty += 1;
                         if at != 0 {
                             d.volatile = d.volatile.saturating_sub(1);

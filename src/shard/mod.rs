@@ -8,6 +8,7 @@ pub mod dashtable;
 pub mod entry;
 pub mod evict;
 pub mod history;
+pub mod object;
 
 use std::rc::Rc;
 use std::sync::Arc;
@@ -17,8 +18,9 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
 use crate::config::Settings;
-pub use dashtable::{hash, Dashtable};
+pub use dashtable::{hash, Dashtable, Element, KeyMeta};
 pub use entry::{CompactBytes, Entry, Key, Value, ValueRef};
+pub use object::{ObjectType, Packed, PackedEncoding, PackedKind, TypedObject};
 use tiering::{DiskPtr, TierStore};
 
 /// Milliseconds since the Unix epoch.
@@ -39,6 +41,16 @@ pub fn is_expired(expire_at: u64, now: u64) -> bool {
     expire_at != 0 && expire_at <= now
 }
 
+/// Captured bytes per shard above which writers wait for the serializer: 1/64 of maxmemory,
+/// between 256 KiB and 4 MiB, so a save under writes keeps RSS within a few percent.
+pub fn snapshot_backlog_limit(maxmemory: u64, shards: usize) -> usize {
+    let max = if maxmemory == 0 {
+        4 << 20
+    } else {
+        maxmemory / 64 / shards.max(1) as u64
+    };
+    max.clamp(256 << 10, 4 << 20) as usize
+}
 /// One logical database inside a shard.
 #[derive(Default)]
 pub struct Db {
@@ -242,9 +254,9 @@ impl Shard {
         if !is_expired(d.table.expire_at(pos), now) {
             return Some(pos);
         }
-        if let Some((k, e, _)) = d.table.remove_at(pos) {
+        if let Some(gone) = d.table.remove_at(pos) {
             d.volatile = d.volatile.saturating_sub(1);
-            self.release(k.as_bytes(), &e);
+            self.release(gone.key.as_bytes(), &gone.value);
         }
         self.stats.expired_keys += 1;
         None
@@ -381,21 +393,49 @@ impl Shard {
 
     /// Deletes a key (expired or not), freeing its disk space; returns its entry.
     pub fn remove(&mut self, db: usize, key: &[u8]) -> Option<Entry> {
-        let (e, _) = self.take(db, key)?;
-        self.release(key, &e);
-        Some(e)
+        let gone = self.take(db, key)?;
+        self.release(key, &gone.value);
+        Some(gone.value)
     }
 
     /// Removes a key to store its entry elsewhere (RENAME, MOVE): an offloaded value keeps its
-    /// disk pointer, which the entry carries along. Returns the entry and its expiry.
-    pub fn take(&mut self, db: usize, key: &[u8]) -> Option<(Entry, u64)> {
+    /// disk pointer, which the entry carries along with its expiry and metadata.
+    pub fn take(&mut self, db: usize, key: &[u8]) -> Option<Element<Entry>> {
         self.dirty += 1;
         let d = &mut self.dbs[db];
-        let (_, e, at) = d.table.remove(key, hash(key))?;
-        if at != 0 {
+        let gone = d.table.remove(key, hash(key))?;
+        if gone.expire_at != 0 {
             d.volatile = d.volatile.saturating_sub(1);
         }
-        Some((e, at))
+        Some(gone)
+    }
+
+    /// Stores what [`Shard::take`] took under `key` (its expiry and metadata along).
+    pub fn put_taken(&mut self, db: usize, key: &[u8], taken: Element<Entry>) {
+        let meta = taken.meta;
+        self.store_entry(db, key, taken.value, taken.expire_at);
+        if meta != KeyMeta::default() {
+            self.set_meta(db, key, meta);
+        }
+    }
+
+    /// A key's metadata (memcached's client flags and CAS; zero when it has none).
+    pub fn meta(&self, db: usize, key: &[u8]) -> KeyMeta {
+        let table = &self.dbs[db].table;
+        table
+            .find(key, hash(key))
+            .map_or(KeyMeta::default(), |pos| table.meta_at(pos))
+    }
+
+    /// Sets a key's metadata; false when the key is not there.
+    pub fn set_meta(&mut self, db: usize, key: &[u8], meta: KeyMeta) -> bool {
+        let table = &mut self.dbs[db].table;
+        let Some(pos) = table.find(key, hash(key)) else {
+            return false;
+        };
+        table.set_meta_at(pos, meta);
+        self.dirty += 1;
+        true
     }
 
     /// Sets or clears (0) the expiry of an existing key; false when the key is missing.
@@ -447,11 +487,11 @@ impl Shard {
     }
 
     /// One step of the snapshot: entries captured by writes, then up to `buckets` buckets of
-    /// the walk, go to `out` as (db, key, entry). True once everything has been handed out.
+    /// the walk, go to `out` as (db, element). True once everything has been handed out.
     pub fn snapshot_step(
         &mut self,
         buckets: usize,
-        out: &mut Vec<(usize, Key, Entry, u64)>,
+        out: &mut Vec<(usize, Element<Entry>)>,
     ) -> bool {
         let Some(mut db) = self.snap_db else {
             return true;
@@ -459,11 +499,11 @@ impl Shard {
         let mut tmp = Vec::new();
         for (i, d) in self.dbs.iter_mut().enumerate() {
             d.table.snapshot_drain(&mut tmp);
-            out.extend(tmp.drain(..).map(|(k, e, at)| (i, k, e, at)));
+            out.extend(tmp.drain(..).map(|e| (i, e)));
         }
         while db < self.dbs.len() {
             let done = self.dbs[db].table.snapshot_step(buckets, &mut tmp);
-            out.extend(tmp.drain(..).map(|(k, e, at)| (db, k, e, at)));
+            out.extend(tmp.drain(..).map(|e| (db, e)));
             if !done {
                 self.snap_db = Some(db);
                 return false;
@@ -480,7 +520,7 @@ impl Shard {
         // Walk complete: no bucket is left unserialized, so nothing more can be captured.
         for (i, d) in self.dbs.iter_mut().enumerate() {
             d.table.snapshot_drain(&mut tmp);
-            out.extend(tmp.drain(..).map(|(k, e, at)| (i, k, e, at)));
+            out.extend(tmp.drain(..).map(|e| (i, e)));
         }
         true
     }
@@ -661,8 +701,8 @@ mod tests {
         assert!(!s.set_external(0, b"nope", p));
         assert_eq!(s.disk_epoch(), e1);
         // An offloaded entry stored under another key (RENAME, MOVE).
-        let (e, at) = s.take(0, b"a").unwrap();
-        s.store_entry(0, b"c", e, at);
+        let taken = s.take(0, b"a").unwrap();
+        s.put_taken(0, b"c", taken);
         let e2 = s.disk_epoch();
         assert_ne!(e2, e1);
         // Dbs swapped.

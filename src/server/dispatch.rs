@@ -1,0 +1,503 @@
+//! The one dispatcher: a batch of requests from one session in, their replies out, in request
+//! order. It knows no wire format: the RESP front end (`net::connection`) parses bytes into
+//! [`Request`]s and encodes the [`Replies`]; the memcached one will do the same with its own
+//! codec; a test drives it with neither.
+//!
+//! Commands for the local shard run inline at once; commands for other shards are grouped per
+//! shard and each group travels as one message (Dragonfly's "squashing"), all groups in flight
+//! together. Per key, order is kept (a key always maps to one group); commands that are not
+//! single-shard (connection and server commands, split keys, keys on several shards) are
+//! barriers: everything before them completes first.
+//!
+//! Never: looks a command up by name (the request carries its table entry), touches a socket,
+//! or lets a request past the auth, arity and memory checks it fails.
+
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+
+use bytes::Bytes;
+use futures::FutureExt;
+use smallvec::SmallVec;
+
+use super::core::Core;
+use super::session::Session;
+use super::table::{self, Call, Exec, Merge, Spec, DENYOOM, NOAUTH, WRITE};
+use super::{eviction, exec, txn};
+use crate::cmd::args::{err, ERR_NOAUTH, ERR_OOM};
+use crate::cmd::{wrong_args, Ctx, ShardFn};
+use crate::protocol::Reply;
+use crate::shard::{now_ms, shard_of, snapshot_backlog_limit};
+
+/// One parsed request: its table entry (looked up once, where it was parsed) and arguments.
+pub struct Request {
+    /// None when the name is not in the table (the reply is Redis' unknown-command error).
+    pub spec: Option<&'static Spec>,
+    /// The arguments, the command's name first.
+    pub args: Vec<Bytes>,
+}
+
+impl Request {
+    /// A request for `args` (the name first, at least one argument).
+    pub fn new(args: Vec<Bytes>) -> Request {
+        let spec = args.first().and_then(|name| table::lookup(name));
+        Request { spec, args }
+    }
+
+    /// Whether it may add data (cache mode makes room, writers wait for the offloader).
+    fn denyoom(&self) -> bool {
+        self.spec.is_some_and(|s| s.has(DENYOOM))
+    }
+
+    fn writes(&self) -> bool {
+        self.spec.is_some_and(|s| s.has(WRITE))
+    }
+}
+
+/// A batch's replies in request order, with the protocol version each is encoded in (HELLO
+/// switches it mid-batch: its own reply and those after it use the new version).
+pub struct Replies {
+    list: Vec<Reply>,
+    resp3: bool,
+    /// (first reply index, RESP3 from there on), in order.
+    switches: SmallVec<[(usize, bool); 1]>,
+}
+
+impl Replies {
+    pub fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    /// Each reply with whether it is encoded as RESP3.
+    pub fn iter(&self) -> impl Iterator<Item = (&Reply, bool)> {
+        let mut switches = self.switches.iter().peekable();
+        let mut resp3 = self.resp3;
+        self.list.iter().enumerate().map(move |(i, r)| {
+            while let Some(&&(at, v)) = switches.peek() {
+                if at > i {
+                    break;
+                }
+                resp3 = v;
+                switches.next();
+            }
+            (r, resp3)
+        })
+    }
+
+    /// The replies alone.
+    pub fn into_vec(self) -> Vec<Reply> {
+        self.list
+    }
+}
+
+/// How one request will run.
+enum Route {
+    /// Answer known without running anything (errors).
+    Reply(Reply),
+    /// Single-shard command for `shard`.
+    Keyed(usize, &'static Spec, ShardFn),
+    /// Anything else: runs on this core after all earlier requests completed.
+    Barrier(&'static Spec),
+}
+
+fn route(core: &Core, session: &Session, req: &Request, oom: &mut Option<bool>) -> Route {
+    let args = &req.args;
+    let Some(spec) = req.spec else {
+        return Route::Reply(table::unknown_command(args));
+    };
+    if !spec.arity_ok(args.len()) {
+        return Route::Reply(wrong_args(spec.name));
+    }
+    if !session.authed && !spec.has(NOAUTH) {
+        return Route::Reply(err(ERR_NOAUTH));
+    }
+    if spec.has(DENYOOM) {
+        // Cache mode evicts instead of refusing (see `eviction`). Store mode refuses once used
+        // memory passes what keeps RSS itself under maxmemory: with the tier file full, used
+        // memory at maxmemory had RSS 13% past it.
+        let over = *oom.get_or_insert_with(|| {
+            let max = core.global.settings.maxmemory();
+            max > 0
+                && !core.global.settings.cache_mode
+                && crate::memory::used_memory() > eviction::rss_limit(&core.global, max)
+        });
+        if over {
+            return Route::Reply(err(ERR_OOM));
+        }
+    }
+    session
+        .client
+        .last_cmd
+        .store(spec.index(), Ordering::Relaxed);
+    // Key/value lists (MSET, MSETNX) must come in whole groups.
+    if spec.step > 1 && spec.last_key < 0 && !(args.len() - 1).is_multiple_of(spec.step as usize) {
+        return Route::Reply(wrong_args(spec.name));
+    }
+    let n = core.global.shards();
+    match spec.exec {
+        Exec::Keyed(f) | Exec::Cross(f, _) => {
+            let mut keys = spec.key_indices(args.len()).map(|i| shard_of(&args[i], n));
+            let first = keys.next().unwrap_or(core.id);
+            if keys.all(|s| s == first) {
+                Route::Keyed(first, spec, f)
+            } else {
+                Route::Barrier(spec)
+            }
+        }
+        Exec::Split(f, group, _) => {
+            if !(args.len() - 1).is_multiple_of(group) {
+                return Route::Reply(wrong_args(spec.name));
+            }
+            let first = shard_of(&args[1], n);
+            if spec
+                .key_indices(args.len())
+                .all(|i| shard_of(&args[i], n) == first)
+            {
+                Route::Keyed(first, spec, f)
+            } else {
+                Route::Barrier(spec)
+            }
+        }
+        Exec::Session(_) | Exec::Await(_) => Route::Barrier(spec),
+    }
+}
+
+/// Runs a batch of requests for `session` and returns their replies, in order. A request that
+/// closes the session (QUIT, CLIENT KILL of itself) ends the batch: later ones get no reply.
+pub async fn dispatch(core: &Rc<Core>, session: &mut Session, reqs: Vec<Request>) -> Replies {
+    let n = reqs.len();
+    session
+        .client
+        .last_cmd_ms
+        .store(core.global.uptime_ms(), Ordering::Relaxed);
+    core.shard.borrow_mut().stats.commands += n as u64;
+    let mut replies: Vec<Option<Reply>> = vec![None; n];
+    let resp3_at_start = session.resp3;
+    let mut switches = SmallVec::new();
+    // Remote groups: shard -> (request index, function, args).
+    let mut groups: Vec<Vec<Pending>> = Vec::new();
+    let tiered = core.global.settings.tiered.is_some();
+    let mut oom = None;
+    if n >= 4 {
+        prefetch_local(core, session.db, &reqs);
+    }
+    if tiered {
+        wait_for_room(core, &reqs).await;
+    }
+    if core.global.settings.cache_mode {
+        let incoming: usize = reqs
+            .iter()
+            .filter(|r| r.denyoom())
+            .map(|r| r.args.iter().map(|x| x.len()).sum::<usize>())
+            .sum();
+        if incoming > 0 {
+            eviction::make_room(core, incoming as u64).await;
+        }
+    }
+    let backlog_limit =
+        snapshot_backlog_limit(core.global.settings.maxmemory(), core.global.shards());
+    if core.shard.borrow().snapshot_backlog() > backlog_limit {
+        wait_for_snapshot(core, &reqs, backlog_limit).await;
+    }
+    // Values the batch's local commands read from disk are fetched together.
+    let pre = if tiered && n > 1 {
+        let local: Vec<(&'static Spec, &[Bytes])> = reqs
+            .iter()
+            .filter_map(|r| {
+                let spec = r.spec?;
+                let key = spec.key_indices(r.args.len()).next()?;
+                (shard_of(&r.args[key], core.global.shards()) == core.id)
+                    .then_some((spec, &r.args[..]))
+            })
+            .collect();
+        let pre = exec::preload(core, session.db, &local).await;
+        if pre.read_any() && n >= 4 {
+            // Other connections ran while the reads were out.
+            prefetch_local(core, session.db, &reqs);
+        }
+        pre
+    } else {
+        exec::Preloaded::default()
+    };
+    // One clock read per batch: commands of one batch see the same time, like Redis' per-call
+    // snapshot.
+    let now = now_ms();
+    for (i, req) in reqs.into_iter().enumerate() {
+        match route(core, session, &req, &mut oom) {
+            Route::Reply(r) => replies[i] = Some(r),
+            Route::Keyed(s, spec, f) if s == core.id => {
+                if core.gate.is_locked() {
+                    flush_groups(core, session.db, &mut groups, &mut replies).await;
+                    core.gate.opened().await;
+                }
+                let db = session.db;
+                replies[i] = Some(if tiered {
+                    exec::run_keyed(core, db, spec, f, &req.args, now, 0, Some(&pre)).await
+                } else {
+                    let mut shard = core.shard.borrow_mut();
+                    f(
+                        &mut Ctx {
+                            shard: &mut shard,
+                            db,
+                            now,
+                        },
+                        &req.args,
+                    )
+                });
+            }
+            Route::Keyed(s, spec, f) => {
+                if groups.len() <= s {
+                    groups.resize_with(s + 1, Vec::new);
+                }
+                groups[s].push((i, spec, f, req.args));
+            }
+            Route::Barrier(spec) => {
+                flush_groups(core, session.db, &mut groups, &mut replies).await;
+                let before = session.resp3;
+                replies[i] = Some(run_barrier(core, session, spec, req.args).await);
+                if session.resp3 != before {
+                    switches.push((i, session.resp3));
+                }
+            }
+        }
+        if session.close_after_reply {
+            replies.truncate(i + 1);
+            break;
+        }
+    }
+    flush_groups(core, session.db, &mut groups, &mut replies).await;
+    Replies {
+        // Every request routed to a group got its reply when the groups were flushed.
+        list: replies
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|| err("ERR internal error: no reply")))
+            .collect(),
+        resp3: resp3_at_start,
+        switches,
+    }
+}
+
+/// Pipelined batch: touches the local keys first so that their cache misses overlap.
+fn prefetch_local(core: &Core, db: usize, reqs: &[Request]) {
+    let shards = core.global.shards();
+    let local = reqs
+        .iter()
+        .map(|r| &r.args)
+        .filter(|a| a.len() >= 2 && (shards == 1 || shard_of(&a[1], shards) == core.id))
+        .map(|a| &a[1][..]);
+    core.shard.borrow().prefetch(db, local);
+}
+
+/// With tiering, writes wait (up to 200 ms) while used memory is past 90% of maxmemory, for the
+/// offloader to make room: back-pressure instead of an OOM error for a burst the SSD can absorb,
+/// and headroom so that RSS (which also holds allocator slack) stays near maxmemory.
+async fn wait_for_room(core: &Core, reqs: &[Request]) {
+    let maxmemory = core.global.settings.maxmemory();
+    if maxmemory == 0 {
+        return;
+    }
+    // Room is what RSS allows, not only the allocator's count: freed value buffers that the
+    // allocator keeps count in RSS too (see `eviction::ram_goal`).
+    let max = eviction::write_room(&core.global, maxmemory);
+    if crate::memory::used_memory() <= max {
+        return;
+    }
+    let writes = reqs.iter().any(Request::denyoom);
+    // A full tier file cannot take more: then waiting would only slow the writer down.
+    let full = core
+        .shard
+        .borrow()
+        .tier
+        .as_ref()
+        .is_some_and(|t| t.is_full());
+    if !writes || full {
+        return;
+    }
+    for _ in 0..200 {
+        glommio::timer::sleep(std::time::Duration::from_millis(1)).await;
+        if crate::memory::used_memory() <= max {
+            return;
+        }
+    }
+}
+
+/// Holds a batch with writes while the running save has more copies of written buckets to
+/// write out than `limit` (`shard::snapshot_backlog_limit`): memory stays flat during a save.
+async fn wait_for_snapshot(core: &Core, reqs: &[Request], limit: usize) {
+    if !reqs.iter().any(Request::writes) {
+        return;
+    }
+    for _ in 0..2000 {
+        glommio::timer::sleep(std::time::Duration::from_millis(1)).await;
+        if core.shard.borrow().snapshot_backlog() <= limit / 2 {
+            return;
+        }
+    }
+}
+
+/// A keyed command waiting to travel to its shard: (request index, command, function, args).
+type Pending = (usize, &'static Spec, ShardFn, Vec<Bytes>);
+
+/// Sends every pending group to its shard as one message and waits for all the replies.
+async fn flush_groups(
+    core: &Rc<Core>,
+    db: usize,
+    groups: &mut [Vec<Pending>],
+    replies: &mut [Option<Reply>],
+) {
+    let tiered = core.global.settings.tiered.is_some();
+    let mut pending = Vec::new();
+    for (s, group) in groups.iter_mut().enumerate() {
+        if group.is_empty() {
+            continue;
+        }
+        let batch = std::mem::take(group);
+        let idx: Vec<usize> = batch.iter().map(|p| p.0).collect();
+        let fut = if tiered {
+            // Values may have to be loaded from disk on the way: run as a task over there.
+            core.on_shard_async(
+                s,
+                Box::new(move |c: Rc<Core>| {
+                    async move {
+                        let now = now_ms();
+                        let cmds: Vec<(&'static Spec, &[Bytes])> = batch
+                            .iter()
+                            .map(|(_, spec, _, args)| (*spec, &args[..]))
+                            .collect();
+                        let pre = exec::preload(&c, db, &cmds).await;
+                        let mut out = Vec::with_capacity(batch.len());
+                        for (_, spec, f, args) in &batch {
+                            out.push(
+                                exec::run_keyed(&c, db, spec, *f, args, now, 0, Some(&pre)).await,
+                            );
+                        }
+                        out
+                    }
+                    .boxed_local()
+                }),
+            )
+            .boxed_local()
+        } else {
+            core.on_shard(s, move |shard| {
+                let mut ctx = Ctx {
+                    shard,
+                    db,
+                    now: now_ms(),
+                };
+                batch
+                    .into_iter()
+                    .map(|(_, _, f, args)| f(&mut ctx, &args))
+                    .collect::<Vec<Reply>>()
+            })
+            .boxed_local()
+        };
+        pending.push(async move { (idx, fut.await) });
+    }
+    if pending.is_empty() {
+        return;
+    }
+    for (idx, res) in futures::future::join_all(pending).await {
+        match res {
+            Some(rs) => {
+                for (i, r) in idx.into_iter().zip(rs) {
+                    replies[i] = Some(r);
+                }
+            }
+            None => {
+                for i in idx {
+                    replies[i] = Some(err("ERR server is shutting down"));
+                }
+            }
+        }
+    }
+}
+
+/// Commands that are not one shard's: split keys, cross-shard keyed commands, connection and
+/// server commands.
+async fn run_barrier(
+    core: &Rc<Core>,
+    session: &mut Session,
+    spec: &'static Spec,
+    args: Vec<Bytes>,
+) -> Reply {
+    match spec.exec {
+        Exec::Split(f, group, merge) => {
+            run_split(core, session.db, spec, f, group, merge, &args).await
+        }
+        Exec::Cross(_, cross) => cross(core, spec, session.db, &args).await,
+        // Every keyed command with more than one key has a cross-shard form.
+        Exec::Keyed(_) => err("ERR keys in request don't hash to the same shard"),
+        Exec::Session(f) => f(Call {
+            core,
+            session,
+            args,
+        }),
+        Exec::Await(f) => {
+            f(Call {
+                core,
+                session,
+                args,
+            })
+            .await
+        }
+    }
+}
+
+/// A split command (MGET, DEL, EXISTS, MSET, ...) whose keys span shards: every part runs
+/// under one cross-shard transaction, so the command is atomic like in Redis.
+async fn run_split(
+    core: &Rc<Core>,
+    db: usize,
+    spec: &'static Spec,
+    f: ShardFn,
+    group: usize,
+    merge: Merge,
+    args: &[Bytes],
+) -> Reply {
+    let n = core.global.shards();
+    let parts = txn::split_pairs(args, group, n);
+    let Some(results) = txn::run_parts(core, db, spec, f, &parts).await else {
+        return err("ERR server is shutting down");
+    };
+    match merge {
+        Merge::AtomicOk => results
+            .into_iter()
+            .find(Reply::is_error)
+            .unwrap_or(Reply::Ok),
+        Merge::Sum => {
+            let mut total = 0;
+            for r in results {
+                match r {
+                    Reply::Int(v) => total += v,
+                    other => return other,
+                }
+            }
+            Reply::Int(total)
+        }
+        Merge::Concat => {
+            // Put each shard's answers back at their keys' positions.
+            let mut per_part: Vec<std::vec::IntoIter<Reply>> = Vec::with_capacity(parts.len());
+            for r in results {
+                match r {
+                    Reply::Array(v) => per_part.push(v.into_iter()),
+                    other => return other,
+                }
+            }
+            let out = args[1..]
+                .chunks(group)
+                .map(|c| {
+                    let s = shard_of(&c[0], n);
+                    parts
+                        .iter()
+                        .position(|(id, _)| *id == s)
+                        .and_then(|p| per_part[p].next())
+                        .unwrap_or(Reply::Nil)
+                })
+                .collect();
+            Reply::Array(out)
+        }
+    }
+}

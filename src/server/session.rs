@@ -1,0 +1,303 @@
+//! Sessions: one per client connection, whatever the protocol. A [`Session`] holds the
+//! connection's protocol state (RESP version, selected db, authentication) and the receiving end
+//! of its mailbox; its [`ClientInfo`] is what the rest of the server sees of it (CLIENT LIST,
+//! CLIENT KILL) and the sending end: any core can post it a [`Delivery`] (a pushed message, the
+//! wake-up of a command blocked on keys, a kill).
+//!
+//! Output is bounded: bytes posted and not yet taken by the connection are counted, and a post
+//! that would pass `--pubsub_client_output_limit` drops the client (logged) instead of queueing.
+//!
+//! Never: touches a socket (the connection task in `net/` does) or a shard.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use futures::channel::mpsc;
+use futures::StreamExt;
+
+use super::core::Global;
+use super::table::TABLE;
+use crate::protocol::Reply;
+
+/// What another core can hand a session.
+#[derive(Debug)]
+pub enum Delivery {
+    /// A message for the client outside any request's reply (pub/sub, invalidations): RESP3
+    /// sends it as a push, RESP2 as an array.
+    Push(Reply),
+    /// Wakes the command blocked on keys under this token; a wake that finds no such command
+    /// (it timed out meanwhile) is dropped.
+    Wake(u64),
+    /// Close the connection (CLIENT KILL, output limit).
+    Kill,
+}
+
+impl Delivery {
+    /// Bytes it holds against the output limit.
+    fn weight(&self) -> usize {
+        match self {
+            Delivery::Push(r) => r.size_hint(),
+            Delivery::Wake(_) | Delivery::Kill => 0,
+        }
+    }
+}
+
+/// How a client reached us (for CLIENT LIST / KILL).
+#[derive(Debug, Clone, Default)]
+pub struct Peer {
+    pub addr: String,
+    pub laddr: String,
+    pub fd: i32,
+}
+
+/// What CLIENT LIST/INFO/KILL know about a connection, and its mailbox; shared with the
+/// registry, so other cores can reach the session.
+pub struct ClientInfo {
+    pub id: u64,
+    pub peer: Peer,
+    /// The core whose task serves this connection (its bell is rung after a post).
+    pub core: usize,
+    pub created_ms: u64,
+    pub last_cmd_ms: AtomicU64,
+    pub db: AtomicU32,
+    pub resp: AtomicU8,
+    pub name: Mutex<String>,
+    pub lib_name: Mutex<String>,
+    pub lib_ver: Mutex<String>,
+    /// Index into the command table of the last command (u32::MAX = none yet).
+    pub last_cmd: AtomicU32,
+    pub killed: AtomicBool,
+    mailbox: mpsc::UnboundedSender<(Delivery, usize)>,
+    /// Bytes posted and not yet taken by the connection.
+    pending: AtomicUsize,
+}
+
+impl ClientInfo {
+    /// One CLIENT LIST line (without the newline), in Redis 7's field order.
+    pub fn describe(&self, now_ms: u64) -> String {
+        let get = |m: &Mutex<String>| m.lock().map(|s| s.clone()).unwrap_or_default();
+        let cmd = TABLE
+            .get(self.last_cmd.load(Ordering::Relaxed) as usize)
+            .map(|s| s.name)
+            .unwrap_or("NULL");
+        format!(
+            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags=N db={} sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem={} tot-mem=0 events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
+            self.id,
+            self.peer.addr,
+            self.peer.laddr,
+            self.peer.fd,
+            get(&self.name),
+            now_ms.saturating_sub(self.created_ms) / 1000,
+            now_ms.saturating_sub(self.last_cmd_ms.load(Ordering::Relaxed)) / 1000,
+            self.db.load(Ordering::Relaxed),
+            self.pending.load(Ordering::Relaxed),
+            cmd,
+            self.resp.load(Ordering::Relaxed),
+            get(&self.lib_name),
+            get(&self.lib_ver),
+        )
+    }
+
+    /// Hands the session `d` (from any core). False when the session is gone, or when `d`
+    /// would take its waiting output past the limit: the client is then dropped.
+    pub fn post(&self, global: &Global, d: Delivery) -> bool {
+        if self.killed.load(Ordering::Relaxed) {
+            return false;
+        }
+        let weight = d.weight();
+        if weight > 0 {
+            let limit = global.settings.pubsub_client_output_limit() as usize;
+            let before = self.pending.fetch_add(weight, Ordering::Relaxed);
+            if limit > 0 && before + weight > limit {
+                self.pending.fetch_sub(weight, Ordering::Relaxed);
+                tracing::warn!(
+                    client = self.id,
+                    addr = %self.peer.addr,
+                    pending = before,
+                    limit,
+                    "dropping a client whose waiting output passed --pubsub_client_output_limit"
+                );
+                self.kill(global);
+                return false;
+            }
+        }
+        if self.mailbox.unbounded_send((d, weight)).is_err() {
+            self.pending.fetch_sub(weight, Ordering::Relaxed);
+            return false;
+        }
+        global.ring(self.core);
+        true
+    }
+
+    /// Makes the connection close: its task wakes from the mailbox if it waits there, or from
+    /// its socket (shut down) if it waits on a read or a write.
+    pub fn kill(&self, global: &Global) {
+        if self.killed.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        if self.mailbox.unbounded_send((Delivery::Kill, 0)).is_ok() {
+            global.ring(self.core);
+        }
+        if self.peer.fd < 0 {
+            return;
+        }
+        // SAFETY: `fd` belongs to a socket that is still registered: connections unregister
+        // (under the registry lock held by our caller, or before closing) before the socket
+        // closes, so it is not reused. shutdown() only changes the socket's state; it touches
+        // no memory of ours.
+        unsafe {
+            libc::shutdown(self.peer.fd, libc::SHUT_RDWR);
+        }
+    }
+
+    /// Bytes posted and not yet taken (CLIENT LIST's `omem`).
+    pub fn pending_output(&self) -> usize {
+        self.pending.load(Ordering::Relaxed)
+    }
+}
+
+/// Every connected client, by id.
+#[derive(Default)]
+pub struct Registry {
+    clients: Mutex<BTreeMap<u64, Arc<ClientInfo>>>,
+}
+
+impl Registry {
+    pub fn insert(&self, c: Arc<ClientInfo>) {
+        if let Ok(mut m) = self.clients.lock() {
+            m.insert(c.id, c);
+        }
+    }
+
+    /// Removes a client before its socket closes, so a concurrent CLIENT KILL can never shut
+    /// down a reused file descriptor.
+    pub fn remove(&self, id: u64) {
+        if let Ok(mut m) = self.clients.lock() {
+            m.remove(&id);
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.clients.lock().map(|m| m.len()).unwrap_or(0)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn get(&self, id: u64) -> Option<Arc<ClientInfo>> {
+        self.clients.lock().ok()?.get(&id).cloned()
+    }
+
+    /// Calls `f` on every client in id order.
+    pub fn for_each(&self, mut f: impl FnMut(&ClientInfo)) {
+        if let Ok(m) = self.clients.lock() {
+            m.values().for_each(|c| f(c));
+        }
+    }
+
+    /// Keeps the clients for which `keep` says true, under the registry's lock.
+    pub fn retain(&self, mut keep: impl FnMut(&Arc<ClientInfo>) -> bool) {
+        if let Ok(mut m) = self.clients.lock() {
+            m.retain(|_, c| keep(c));
+        }
+    }
+}
+
+/// One connection's protocol state and mailbox, owned by its connection task and lent to the
+/// dispatcher for each batch.
+pub struct Session {
+    pub id: u64,
+    pub db: usize,
+    pub resp3: bool,
+    pub authed: bool,
+    /// Close the connection once the current batch's replies are written (QUIT, a protocol
+    /// error, CLIENT KILL of oneself).
+    pub close_after_reply: bool,
+    pub client: Arc<ClientInfo>,
+    inbox: mpsc::UnboundedReceiver<(Delivery, usize)>,
+    global: Arc<Global>,
+}
+
+impl Session {
+    /// A new session on core `core`, registered so that CLIENT LIST and other cores see it.
+    pub fn open(global: &Arc<Global>, core: usize, peer: Peer) -> Session {
+        let id = global.next_client_id();
+        let (tx, rx) = mpsc::unbounded();
+        let client = Arc::new(ClientInfo {
+            id,
+            peer,
+            core,
+            created_ms: global.uptime_ms(),
+            last_cmd_ms: global.uptime_ms().into(),
+            db: 0.into(),
+            resp: 2.into(),
+            name: Mutex::new(String::new()),
+            lib_name: Mutex::new(String::new()),
+            lib_ver: Mutex::new(String::new()),
+            last_cmd: u32::MAX.into(),
+            killed: false.into(),
+            mailbox: tx,
+            pending: AtomicUsize::new(0),
+        });
+        global.clients.insert(client.clone());
+        global.total_connections.fetch_add(1, Ordering::Relaxed);
+        Session {
+            id,
+            db: 0,
+            resp3: false,
+            authed: global.settings.requirepass().is_empty(),
+            close_after_reply: false,
+            client,
+            inbox: rx,
+            global: global.clone(),
+        }
+    }
+
+    /// The next delivery posted to this session; waits until one comes.
+    pub async fn next_delivery(&mut self) -> Delivery {
+        match self.inbox.next().await {
+            Some((d, weight)) => {
+                self.client.pending.fetch_sub(weight, Ordering::Relaxed);
+                d
+            }
+            // The registry holds a sender while the session lives: only a closed registry
+            // (shutdown) gets here.
+            None => Delivery::Kill,
+        }
+    }
+
+    /// A delivery already waiting, without waiting for one.
+    pub fn try_delivery(&mut self) -> Option<Delivery> {
+        let (d, weight) = self.inbox.try_recv().ok()?;
+        self.client.pending.fetch_sub(weight, Ordering::Relaxed);
+        Some(d)
+    }
+
+    /// True once CLIENT KILL or the output limit dropped this client.
+    pub fn killed(&self) -> bool {
+        self.client.killed.load(Ordering::Relaxed)
+    }
+
+    /// Switches the protocol version replies are encoded in (HELLO).
+    pub fn set_resp3(&mut self, on: bool) {
+        self.resp3 = on;
+        self.client
+            .resp
+            .store(if on { 3 } else { 2 }, Ordering::Relaxed);
+    }
+
+    /// Selects a db (SELECT).
+    pub fn select(&mut self, db: usize) {
+        self.db = db;
+        self.client.db.store(db as u32, Ordering::Relaxed);
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        // Before the connection's socket closes: see `Registry::remove`.
+        self.global.clients.remove(self.id);
+    }
+}

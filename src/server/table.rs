@@ -1,0 +1,370 @@
+//! The command table: one [`Spec`] per command with its arity, flags, key positions and how it
+//! runs. It is the only dispatcher: routing to shards, the auth/OOM checks, COMMAND INFO/DOCS
+//! and CLIENT LIST all read it, and behaviour that differs between commands is a flag or an
+//! [`Exec`] variant here, never a test of a command's name. Adding a command is one line here
+//! plus its function in its family's file (`cmd/` for keyed commands, `admin/` for connection
+//! and server commands).
+//!
+//! Must never hold state: the table is static and read by every core.
+
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::OnceLock;
+
+use bytes::Bytes;
+use futures::future::LocalBoxFuture;
+
+use super::admin::{client, command, config, connection, debug, info, keyspace, persist};
+use super::core::Core;
+use super::session::Session;
+use super::txn;
+use crate::cmd::{dump, keys, string, ShardFn};
+use crate::protocol::Reply;
+
+/// How replies from the per-shard parts of a split command combine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Merge {
+    /// Integer replies added up (DEL, EXISTS, TOUCH, UNLINK).
+    Sum,
+    /// Array replies concatenated in key order (MGET).
+    Concat,
+    /// Every part says OK; atomic across shards (MSET).
+    AtomicOk,
+}
+
+/// A connection or server command's view: its core, the calling session, its arguments.
+pub struct Call<'a> {
+    pub core: &'a Rc<Core>,
+    pub session: &'a mut Session,
+    pub args: Vec<Bytes>,
+}
+
+/// A keyed command whose keys span shards, run under a cross-shard transaction
+/// (`server::txn`): (core, the command, db, args).
+pub type CrossFn =
+    for<'a> fn(&'a Rc<Core>, &'static Spec, usize, &'a [Bytes]) -> LocalBoxFuture<'a, Reply>;
+/// A connection or server command that answers at once.
+pub type SessionFn = fn(Call<'_>) -> Reply;
+/// A connection or server command that may wait (fan-out to every shard, a save, a sleep).
+pub type AwaitFn = for<'a> fn(Call<'a>) -> LocalBoxFuture<'a, Reply>;
+
+#[derive(Clone, Copy)]
+pub enum Exec {
+    /// Runs on the shard that owns its keys (all on one shard).
+    Keyed(ShardFn),
+    /// Runs on the shard that owns its keys; when they span shards, the second function runs
+    /// them under a cross-shard transaction instead (RENAME, COPY, MSETNX, LCS).
+    Cross(ShardFn, CrossFn),
+    /// Keys are split by shard, each part runs the function with `[name, keys...]`, and the
+    /// replies merge; `usize` is how many arguments make one key's group (1 for DEL, 2 for MSET).
+    Split(ShardFn, usize, Merge),
+    /// Runs on the connection's core with the session (connection state, COMMAND, TIME).
+    Session(SessionFn),
+    /// Runs on the connection's core with the session and may wait (fan-out, saves, sleeps).
+    Await(AwaitFn),
+}
+
+pub const WRITE: u32 = 1;
+pub const READONLY: u32 = 1 << 1;
+pub const DENYOOM: u32 = 1 << 2;
+pub const FAST: u32 = 1 << 3;
+pub const ADMIN: u32 = 1 << 4;
+/// Allowed before authentication (AUTH, HELLO, QUIT).
+pub const NOAUTH: u32 = 1 << 5;
+pub const LOADING: u32 = 1 << 6;
+/// Reads string values: offloaded values are loaded before it runs.
+pub const READS_VALUE: u32 = 1 << 7;
+/// Reads the value only when one of its options after the key and value is GET (SET).
+pub const READS_WITH_GET: u32 = 1 << 8;
+/// Its reply is the value it reads, unchanged (GET): a value just read from disk is answered
+/// from the bytes read, without taking it into RAM.
+pub const VALUE_REPLY: u32 = 1 << 9;
+
+pub struct Spec {
+    pub name: &'static str,
+    /// Redis' arity: exact count including the name, or -N for "at least N".
+    pub arity: i32,
+    pub flags: u32,
+    pub first_key: i32,
+    /// Last key position; negative counts from the end (-1 = last argument).
+    pub last_key: i32,
+    pub step: i32,
+    pub exec: Exec,
+    pub group: &'static str,
+    pub summary: &'static str,
+    pub since: &'static str,
+}
+
+impl Spec {
+    pub fn has(&self, flag: u32) -> bool {
+        self.flags & flag != 0
+    }
+
+    pub fn arity_ok(&self, argc: usize) -> bool {
+        let a = self.arity;
+        if a >= 0 {
+            argc == a as usize
+        } else {
+            argc >= (-a) as usize
+        }
+    }
+
+    /// Whether this call reads values (offloaded ones must be loaded first).
+    pub fn reads_value(&self, args: &[Bytes]) -> bool {
+        self.has(READS_VALUE)
+            || self.has(READS_WITH_GET)
+                && args
+                    .get(3..)
+                    .is_some_and(|opts| opts.iter().any(|a| crate::cmd::args::is(a, "GET")))
+    }
+
+    /// Indices of the key arguments in `args`.
+    pub fn key_indices(&self, argc: usize) -> impl Iterator<Item = usize> {
+        let first = self.first_key.max(0) as usize;
+        let last = if self.first_key <= 0 {
+            0
+        } else if self.last_key < 0 {
+            (argc as i64 + self.last_key as i64).max(0) as usize
+        } else {
+            (self.last_key as usize).min(argc.saturating_sub(1))
+        };
+        let step = self.step.max(1) as usize;
+        let valid = self.first_key > 0 && first < argc;
+        (first..=last).step_by(step).filter(move |_| valid)
+    }
+
+    /// Position in [`TABLE`] (CLIENT LIST's `cmd=` keeps it).
+    pub fn index(&'static self) -> u32 {
+        let offset = (self as *const Spec as usize).wrapping_sub(TABLE.as_ptr() as usize);
+        (offset / std::mem::size_of::<Spec>()) as u32
+    }
+
+    /// Flag names as COMMAND INFO reports them.
+    pub fn flag_names(&self) -> Vec<&'static str> {
+        let mut v = Vec::new();
+        for (bit, name) in [
+            (WRITE, "write"),
+            (READONLY, "readonly"),
+            (DENYOOM, "denyoom"),
+            (ADMIN, "admin"),
+            (NOAUTH, "no_auth"),
+            (LOADING, "loading"),
+            (FAST, "fast"),
+        ] {
+            if self.has(bit) {
+                v.push(name);
+            }
+        }
+        v
+    }
+}
+
+macro_rules! spec {
+    ($name:literal, $arity:expr, $flags:expr, $first:expr, $last:expr, $step:expr, $exec:expr,
+     $group:literal, $since:literal, $summary:literal) => {
+        Spec {
+            name: $name,
+            arity: $arity,
+            flags: $flags,
+            first_key: $first,
+            last_key: $last,
+            step: $step,
+            exec: $exec,
+            group: $group,
+            since: $since,
+            summary: $summary,
+        }
+    };
+}
+
+/// An `async fn(Call) -> Reply` as an [`Exec::Await`].
+macro_rules! awaits {
+    ($f:path) => {
+        Exec::Await(|call| Box::pin($f(call)))
+    };
+}
+
+use Exec::{Cross, Keyed, Split};
+
+const W: u32 = WRITE;
+const R: u32 = READONLY;
+const M: u32 = DENYOOM;
+const F: u32 = FAST;
+const V: u32 = READS_VALUE;
+
+/// Every command Strata serves.
+#[rustfmt::skip]
+pub static TABLE: &[Spec] = &[
+    // strings
+    spec!("get", 2, R | F | V | VALUE_REPLY, 1, 1, 1, Keyed(string::get), "string", "1.0.0", "Returns the string value of a key."),
+    spec!("set", -3, W | M | READS_WITH_GET, 1, 1, 1, Keyed(string::set), "string", "1.0.0", "Sets the string value of a key, ignoring its type. The key is created if it doesn't exist."),
+    spec!("setnx", 3, W | M | F, 1, 1, 1, Keyed(string::setnx), "string", "1.0.0", "Set the string value of a key only when the key doesn't exist."),
+    spec!("setex", 4, W | M, 1, 1, 1, Keyed(string::setex), "string", "2.0.0", "Sets the string value and expiration time of a key. Creates the key if it doesn't exist."),
+    spec!("psetex", 4, W | M, 1, 1, 1, Keyed(string::psetex), "string", "2.6.0", "Sets both string value and expiration time in milliseconds of a key. The key is created if it doesn't exist."),
+    spec!("getset", 3, W | M | F | V, 1, 1, 1, Keyed(string::getset), "string", "1.0.0", "Returns the previous string value of a key after setting it to a new value."),
+    spec!("getdel", 2, W | F | V, 1, 1, 1, Keyed(string::getdel), "string", "6.2.0", "Returns the string value of a key after deleting the key."),
+    spec!("getex", -2, W | F | V, 1, 1, 1, Keyed(string::getex), "string", "6.2.0", "Returns the string value of a key after setting its expiration time."),
+    spec!("mget", -2, R | F | V, 1, -1, 1, Split(string::mget, 1, Merge::Concat), "string", "1.0.0", "Atomically returns the string values of one or more keys."),
+    spec!("mset", -3, W | M, 1, -1, 2, Split(string::mset, 2, Merge::AtomicOk), "string", "1.0.1", "Atomically creates or modifies the string values of one or more keys."),
+    spec!("msetnx", -3, W | M, 1, -1, 2, Cross(string::msetnx, txn::msetnx), "string", "1.0.1", "Atomically modifies the string values of one or more keys only when all keys don't exist."),
+    spec!("append", 3, W | M | F | V, 1, 1, 1, Keyed(string::append), "string", "2.0.0", "Appends a string to the value of a key. Creates the key if it doesn't exist."),
+    spec!("strlen", 2, R | F, 1, 1, 1, Keyed(string::strlen), "string", "2.2.0", "Returns the length of a string value."),
+    spec!("incr", 2, W | M | F | V, 1, 1, 1, Keyed(string::incr), "string", "1.0.0", "Increments the integer value of a key by one. Uses 0 as initial value if the key doesn't exist."),
+    spec!("decr", 2, W | M | F | V, 1, 1, 1, Keyed(string::decr), "string", "1.0.0", "Decrements the integer value of a key by one. Uses 0 as initial value if the key doesn't exist."),
+    spec!("incrby", 3, W | M | F | V, 1, 1, 1, Keyed(string::incrby), "string", "1.0.0", "Increments the integer value of a key by a number. Uses 0 as initial value if the key doesn't exist."),
+    spec!("decrby", 3, W | M | F | V, 1, 1, 1, Keyed(string::decrby), "string", "1.0.0", "Decrements a number from the integer value of a key. Uses 0 as initial value if the key doesn't exist."),
+    spec!("incrbyfloat", 3, W | M | F | V, 1, 1, 1, Keyed(string::incrbyfloat), "string", "2.6.0", "Increment the floating point value of a key by a number. Uses 0 as initial value if the key doesn't exist."),
+    spec!("getrange", 4, R | V, 1, 1, 1, Keyed(string::getrange), "string", "2.4.0", "Returns a substring of the string stored at a key."),
+    spec!("substr", 4, R | V, 1, 1, 1, Keyed(string::getrange), "string", "1.0.0", "Returns a substring from a string value."),
+    spec!("setrange", 4, W | M | V, 1, 1, 1, Keyed(string::setrange), "string", "2.2.0", "Overwrites a part of a string value with another by an offset. Creates the key if it doesn't exist."),
+    spec!("lcs", -3, R | V, 1, 2, 1, Cross(string::lcs, txn::lcs), "string", "7.0.0", "Finds the longest common substring."),
+    // keys
+    spec!("del", -2, W, 1, -1, 1, Split(keys::del, 1, Merge::Sum), "generic", "1.0.0", "Deletes one or more keys."),
+    spec!("unlink", -2, W | F, 1, -1, 1, Split(keys::del, 1, Merge::Sum), "generic", "4.0.0", "Asynchronously deletes one or more keys."),
+    spec!("exists", -2, R | F, 1, -1, 1, Split(keys::exists, 1, Merge::Sum), "generic", "1.0.0", "Determines whether one or more keys exist."),
+    spec!("touch", -2, R | F, 1, -1, 1, Split(keys::touch, 1, Merge::Sum), "generic", "3.2.1", "Returns the number of existing keys out of those specified after updating the time they were last accessed."),
+    spec!("type", 2, R | F, 1, 1, 1, Keyed(keys::type_), "generic", "1.0.0", "Determines the type of value stored at a key."),
+    spec!("expire", -3, W | F, 1, 1, 1, Keyed(keys::expire), "generic", "1.0.0", "Sets the expiration time of a key in seconds."),
+    spec!("pexpire", -3, W | F, 1, 1, 1, Keyed(keys::pexpire), "generic", "2.6.0", "Sets the expiration time of a key in milliseconds."),
+    spec!("expireat", -3, W | F, 1, 1, 1, Keyed(keys::expireat), "generic", "1.2.0", "Sets the expiration time of a key to a Unix timestamp."),
+    spec!("pexpireat", -3, W | F, 1, 1, 1, Keyed(keys::pexpireat), "generic", "2.6.0", "Sets the expiration time of a key to a Unix milliseconds timestamp."),
+    spec!("expiretime", 2, R | F, 1, 1, 1, Keyed(keys::expiretime), "generic", "7.0.0", "Returns the expiration time of a key as a Unix timestamp."),
+    spec!("pexpiretime", 2, R | F, 1, 1, 1, Keyed(keys::pexpiretime), "generic", "7.0.0", "Returns the expiration time of a key as a Unix milliseconds timestamp."),
+    spec!("ttl", 2, R | F, 1, 1, 1, Keyed(keys::ttl), "generic", "1.0.0", "Returns the expiration time in seconds of a key."),
+    spec!("pttl", 2, R | F, 1, 1, 1, Keyed(keys::pttl), "generic", "2.6.0", "Returns the expiration time in milliseconds of a key."),
+    spec!("persist", 2, W | F, 1, 1, 1, Keyed(keys::persist), "generic", "2.2.0", "Removes the expiration time of a key."),
+    spec!("rename", 3, W | V, 1, 2, 1, Cross(keys::rename, txn::rename), "generic", "1.0.0", "Renames a key and overwrites the destination."),
+    spec!("renamenx", 3, W | F | V, 1, 2, 1, Cross(keys::renamenx, txn::renamenx), "generic", "1.0.0", "Renames a key only when the target key name doesn't exist."),
+    spec!("copy", -3, W | M | V, 1, 2, 1, Cross(keys::copy, txn::copy), "generic", "6.2.0", "Copies the value of a key to a new key."),
+    spec!("move", 3, W | F, 1, 1, 1, Keyed(keys::move_), "generic", "1.0.0", "Moves a key to another database."),
+    spec!("object", -2, R, 2, 2, 1, Keyed(keys::object), "generic", "2.2.3", "A container for object introspection commands."),
+    spec!("dump", 2, R | V, 1, 1, 1, Keyed(dump::dump), "generic", "2.6.0", "Returns a serialized representation of the value stored at a key."),
+    spec!("restore", -4, W | M, 1, 1, 1, Keyed(dump::restore), "generic", "2.6.0", "Creates a key from the serialized representation of a value."),
+    spec!("keys", 2, R, 0, 0, 0, awaits!(keyspace::keys), "generic", "1.0.0", "Returns all key names that match a pattern."),
+    spec!("scan", -2, R, 0, 0, 0, awaits!(keyspace::scan), "generic", "2.8.0", "Iterates over the key names in the database."),
+    spec!("randomkey", 1, R, 0, 0, 0, awaits!(keyspace::randomkey), "generic", "1.0.0", "Returns a random key name from the database."),
+    spec!("dbsize", 1, R | F, 0, 0, 0, awaits!(keyspace::dbsize), "server", "1.0.0", "Returns the number of keys in the database."),
+    spec!("flushdb", -1, W, 0, 0, 0, awaits!(keyspace::flushdb), "server", "1.0.0", "Removes all keys from the current database."),
+    spec!("flushall", -1, W, 0, 0, 0, awaits!(keyspace::flushall), "server", "1.0.0", "Removes all keys from all databases."),
+    spec!("swapdb", 3, W | F, 0, 0, 0, awaits!(keyspace::swapdb), "server", "4.0.0", "Swaps two Redis databases."),
+    // connection
+    spec!("ping", -1, F, 0, 0, 0, Exec::Session(connection::ping), "connection", "1.0.0", "Returns the server's liveliness response."),
+    spec!("echo", 2, F, 0, 0, 0, Exec::Session(connection::echo), "connection", "1.0.0", "Returns the given string."),
+    spec!("quit", -1, F | NOAUTH, 0, 0, 0, Exec::Session(connection::quit), "connection", "1.0.0", "Closes the connection."),
+    spec!("select", 2, F | LOADING, 0, 0, 0, Exec::Session(connection::select), "connection", "1.0.0", "Changes the selected database."),
+    spec!("auth", -2, F | NOAUTH | LOADING, 0, 0, 0, Exec::Session(connection::auth), "connection", "1.0.0", "Authenticates the connection."),
+    spec!("hello", -1, F | NOAUTH | LOADING, 0, 0, 0, Exec::Session(connection::hello), "connection", "6.0.0", "Handshakes with the Redis server."),
+    spec!("client", -2, LOADING, 0, 0, 0, Exec::Session(client::client), "connection", "2.4.0", "A container for client connection commands."),
+    // server
+    spec!("info", -1, LOADING, 0, 0, 0, awaits!(info::info), "server", "1.0.0", "Returns information and statistics about the server."),
+    spec!("config", -2, ADMIN | LOADING, 0, 0, 0, awaits!(config::config), "server", "2.0.0", "A container for server configuration commands."),
+    spec!("command", -1, LOADING, 0, 0, 0, Exec::Session(command::command), "server", "2.8.13", "Returns detailed information about all commands."),
+    spec!("time", 1, F | LOADING, 0, 0, 0, Exec::Session(debug::time), "server", "2.6.0", "Returns the server time."),
+    spec!("debug", -2, ADMIN, 0, 0, 0, awaits!(debug::debug), "server", "1.0.0", "A container for debugging commands."),
+    spec!("memory", -2, R, 0, 0, 0, awaits!(debug::memory), "server", "4.0.0", "A container for memory diagnostics commands."),
+    spec!("shutdown", -1, ADMIN | LOADING, 0, 0, 0, awaits!(persist::shutdown), "server", "1.0.0", "Synchronously saves the database(s) to disk and shuts down the Redis server."),
+    spec!("lastsave", 1, F | LOADING, 0, 0, 0, Exec::Session(persist::lastsave), "server", "1.0.0", "Returns the Unix timestamp of the last successful save to disk."),
+    spec!("save", -1, ADMIN, 0, 0, 0, awaits!(persist::save), "server", "1.0.0", "Synchronously saves the database(s) to disk."),
+    spec!("bgsave", -1, ADMIN, 0, 0, 0, awaits!(persist::bgsave), "server", "1.0.0", "Asynchronously saves the database(s) to disk."),
+
+];
+
+/// Finds a command by name, case-insensitively.
+pub fn lookup(name: &[u8]) -> Option<&'static Spec> {
+    type Index = HashMap<&'static str, &'static Spec, xxhash_rust::xxh3::Xxh3Builder>;
+    static INDEX: OnceLock<Index> = OnceLock::new();
+    let index = INDEX.get_or_init(|| TABLE.iter().map(|s| (s.name, s)).collect::<Index>());
+    if name.len() > 32 {
+        return None;
+    }
+    let mut buf = [0u8; 32];
+    let lower = &mut buf[..name.len()];
+    lower.copy_from_slice(name);
+    lower.make_ascii_lowercase();
+    std::str::from_utf8(lower)
+        .ok()
+        .and_then(|n| index.get(n).copied())
+}
+
+/// Redis' reply to a command it does not know: the name cut at 128 characters, then the
+/// arguments quoted until their text reaches 128 characters in all.
+pub fn unknown_command(args: &[Bytes]) -> Reply {
+    let name = String::from_utf8_lossy(args.first().map(|b| &b[..]).unwrap_or(b""));
+    let mut listed = String::new();
+    for a in args.iter().skip(1) {
+        if listed.len() >= 128 {
+            break;
+        }
+        let room = 128 - listed.len();
+        let a = &a[..a.len().min(room)];
+        listed.push('\'');
+        listed.push_str(&String::from_utf8_lossy(a));
+        listed.push_str("' ");
+    }
+    Reply::Error(format!(
+        "ERR unknown command '{}', with args beginning with: {listed}",
+        truncate(&name, 128)
+    ))
+}
+
+fn truncate(s: &str, n: usize) -> &str {
+    match s.char_indices().nth(n) {
+        Some((i, _)) => &s[..i],
+        None => s,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_is_consistent() {
+        let mut seen = std::collections::HashSet::new();
+        for (i, s) in TABLE.iter().enumerate() {
+            assert!(seen.insert(s.name), "duplicate {}", s.name);
+            assert_eq!(s.name, s.name.to_ascii_lowercase());
+            assert!(s.arity != 0);
+            assert_eq!(s.index() as usize, i);
+        }
+        assert!(lookup(b"GeT").is_some());
+        assert!(lookup(b"nosuch").is_none());
+    }
+
+    #[test]
+    fn key_positions() {
+        let mset = lookup(b"mset").unwrap();
+        assert_eq!(mset.key_indices(5).collect::<Vec<_>>(), vec![1, 3]);
+        let get = lookup(b"get").unwrap();
+        assert_eq!(get.key_indices(2).collect::<Vec<_>>(), vec![1]);
+        let ping = lookup(b"ping").unwrap();
+        assert_eq!(ping.key_indices(1).count(), 0);
+        let del = lookup(b"del").unwrap();
+        assert_eq!(del.key_indices(4).collect::<Vec<_>>(), vec![1, 2, 3]);
+    }
+
+    #[test]
+    fn reading_flags_replace_name_checks() {
+        let set = lookup(b"set").unwrap();
+        let args = |v: &[&str]| {
+            v.iter()
+                .map(|a| Bytes::copy_from_slice(a.as_bytes()))
+                .collect::<Vec<_>>()
+        };
+        assert!(!set.reads_value(&args(&["set", "k", "v"])));
+        assert!(!set.reads_value(&args(&["set", "k", "get"])));
+        assert!(set.reads_value(&args(&["set", "k", "v", "EX", "1", "get"])));
+        assert!(lookup(b"get").unwrap().reads_value(&args(&["get", "k"])));
+        assert!(lookup(b"get").unwrap().has(VALUE_REPLY));
+        assert!(!lookup(b"getdel").unwrap().has(VALUE_REPLY));
+    }
+
+    #[test]
+    fn unknown_command_text() {
+        let r = unknown_command(&[Bytes::from_static(b"foo"), Bytes::from_static(b"a")]);
+        assert_eq!(
+            r,
+            Reply::Error("ERR unknown command 'foo', with args beginning with: 'a' ".into())
+        );
+    }
+}

@@ -1,0 +1,285 @@
+//! Typed values beyond strings: every collection type lives behind the same two entry kinds,
+//! so a new type needs no new entry layout, and this module is the one place that answers what
+//! the rest of the server asks of a value whatever its type: its TYPE name, its OBJECT ENCODING,
+//! its heap bytes (what maxmemory, eviction, MEMORY USAGE and the snapshot backlog count), how a
+//! snapshot captures it, and its RDB form (DUMP, RDB export, the snapshot's typed records).
+//!
+//! - A small collection is one [`Packed`] block: its elements in Redis' own packed layout
+//!   (listpack, intset), tagged with its type. One allocation; RDB and DUMP carry the bytes as
+//!   they are, as Redis does. Copying it is bounded by the size thresholds that keep it small.
+//! - A large one is a [`TypedObject`]: a structure of its type's own. Its snapshot capture must
+//!   not be a deep copy (a write during a save would otherwise copy a million-member set):
+//!   [`TypedObject::capture`] shares the object's nodes, and a later write copies only the
+//!   node it changes.
+//!
+//! Never: does I/O, or hands out a value of one type as another (commands check
+//! [`ObjectType`] and answer WRONGTYPE).
+
+use std::any::Any;
+
+/// The collection types (strings are not objects).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum ObjectType {
+    List = 1,
+    Set = 2,
+    ZSet = 3,
+    Hash = 4,
+}
+
+impl ObjectType {
+    /// The name TYPE and SCAN TYPE use.
+    pub fn name(self) -> &'static str {
+        match self {
+            ObjectType::List => "list",
+            ObjectType::Set => "set",
+            ObjectType::ZSet => "zset",
+            ObjectType::Hash => "hash",
+        }
+    }
+
+    fn from_u8(v: u8) -> Option<ObjectType> {
+        Some(match v {
+            1 => ObjectType::List,
+            2 => ObjectType::Set,
+            3 => ObjectType::ZSet,
+            4 => ObjectType::Hash,
+            _ => return None,
+        })
+    }
+}
+
+/// How a packed block lays out its elements (Redis' formats, byte for byte).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum PackedEncoding {
+    Listpack = 1,
+    Intset = 2,
+}
+
+impl PackedEncoding {
+    pub fn name(self) -> &'static str {
+        match self {
+            PackedEncoding::Listpack => "listpack",
+            PackedEncoding::Intset => "intset",
+        }
+    }
+}
+
+/// A packed block's type and layout, in one byte (type in the low nibble, layout in the high).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PackedKind {
+    pub ty: ObjectType,
+    pub encoding: PackedEncoding,
+}
+
+impl PackedKind {
+    pub fn to_byte(self) -> u8 {
+        (self.encoding as u8) << 4 | self.ty as u8
+    }
+
+    /// None for a byte no kind encodes to.
+    pub fn from_byte(b: u8) -> Option<PackedKind> {
+        let ty = ObjectType::from_u8(b & 0xf)?;
+        let encoding = match b >> 4 {
+            1 => PackedEncoding::Listpack,
+            2 => PackedEncoding::Intset,
+            _ => return None,
+        };
+        Some(PackedKind { ty, encoding })
+    }
+
+    /// The RDB type code of a value stored in this layout (Redis 7's codes).
+    pub fn rdb_type(self) -> u8 {
+        use ObjectType::*;
+        use PackedEncoding::*;
+        match (self.ty, self.encoding) {
+            (Set, Intset) => 11,
+            (Hash, _) => 16,
+            (ZSet, _) => 17,
+            (List, _) => 18,
+            (Set, Listpack) => 20,
+        }
+    }
+}
+
+/// A small collection as one packed block, as commands build it before storing it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Packed {
+    pub kind: PackedKind,
+    pub bytes: Box<[u8]>,
+}
+
+/// A large collection: a structure of its type's own. Implementations live with their type
+/// (one file per type under `shard/`), and commands reach them through
+/// [`TypedObject::as_any`] / [`TypedObject::as_any_mut`].
+///
+/// `Send`: an entry moves between cores with its object (RENAME and COPY across shards), so an
+/// object shares its nodes with atomic counts (`Arc`), never `Rc`.
+pub trait TypedObject: Send + 'static {
+    fn object_type(&self) -> ObjectType;
+
+    /// What OBJECT ENCODING says ("hashtable", "quicklist", "skiplist", ...).
+    fn encoding(&self) -> &'static str;
+
+    /// Heap bytes the object holds, its own struct included.
+    fn heap_bytes(&self) -> usize;
+
+    /// A copy that shares this object's nodes (O(nodes), never a copy of the elements): what a
+    /// snapshot keeps of it when a write comes before the serializer, and what COPY stores.
+    /// Changing either copy afterwards copies only the node that changes.
+    fn capture(&self) -> Box<dyn TypedObject>;
+
+    /// The RDB type code and the value's RDB encoding (DUMP, RDB export, snapshot records).
+    fn encode_rdb(&self, out: &mut Vec<u8>) -> u8;
+
+    fn as_any(&self) -> &dyn Any;
+
+    fn as_any_mut(&mut self) -> &mut dyn Any;
+}
+
+impl std::fmt::Debug for dyn TypedObject {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}({}, {} bytes)",
+            self.object_type().name(),
+            self.encoding(),
+            self.heap_bytes()
+        )
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod test_object {
+    //! A large list of its own for tests of the object machinery: elements in shared chunks.
+
+    use std::sync::Arc;
+
+    use super::*;
+
+    const CHUNK: usize = 64;
+
+    /// A list kept as `Arc`-shared chunks of at most [`CHUNK`] elements.
+    #[derive(Default)]
+    pub struct ChunkedList {
+        pub chunks: Vec<Arc<Vec<u64>>>,
+    }
+
+    impl ChunkedList {
+        pub fn with(n: u64) -> ChunkedList {
+            let mut l = ChunkedList::default();
+            for v in 0..n {
+                l.push(v);
+            }
+            l
+        }
+
+        pub fn push(&mut self, v: u64) {
+            match self.chunks.last_mut() {
+                Some(c) if c.len() < CHUNK => Arc::make_mut(c).push(v),
+                _ => self.chunks.push(Arc::new(vec![v])),
+            }
+        }
+
+        /// Changes element `i`, copying only its chunk when that chunk is shared.
+        pub fn set(&mut self, i: usize, v: u64) {
+            Arc::make_mut(&mut self.chunks[i / CHUNK])[i % CHUNK] = v;
+        }
+
+        pub fn values(&self) -> Vec<u64> {
+            self.chunks.iter().flat_map(|c| c.iter().copied()).collect()
+        }
+    }
+
+    impl TypedObject for ChunkedList {
+        fn object_type(&self) -> ObjectType {
+            ObjectType::List
+        }
+
+        fn encoding(&self) -> &'static str {
+            "quicklist"
+        }
+
+        fn heap_bytes(&self) -> usize {
+            std::mem::size_of::<Self>()
+                + self.chunks.capacity() * 8
+                + self
+                    .chunks
+                    .iter()
+                    .map(|c| 40 + c.capacity() * 8)
+                    .sum::<usize>()
+        }
+
+        fn capture(&self) -> Box<dyn TypedObject> {
+            Box::new(ChunkedList {
+                chunks: self.chunks.clone(),
+            })
+        }
+
+        fn encode_rdb(&self, out: &mut Vec<u8>) -> u8 {
+            for v in self.values() {
+                out.extend_from_slice(&v.to_le_bytes());
+            }
+            1
+        }
+
+        fn as_any(&self) -> &dyn Any {
+            self
+        }
+
+        fn as_any_mut(&mut self) -> &mut dyn Any {
+            self
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn packed_kinds_round_trip_through_their_byte() {
+        for ty in [
+            ObjectType::List,
+            ObjectType::Set,
+            ObjectType::ZSet,
+            ObjectType::Hash,
+        ] {
+            for encoding in [PackedEncoding::Listpack, PackedEncoding::Intset] {
+                let k = PackedKind { ty, encoding };
+                assert_eq!(PackedKind::from_byte(k.to_byte()), Some(k));
+            }
+        }
+        assert_eq!(PackedKind::from_byte(0), None);
+        assert_eq!(PackedKind::from_byte(0x35), None);
+        let intset = PackedKind {
+            ty: ObjectType::Set,
+            encoding: PackedEncoding::Intset,
+        };
+        assert_eq!(intset.rdb_type(), 11);
+    }
+
+    #[test]
+    fn a_capture_shares_the_nodes_and_a_write_copies_only_one() {
+        let mut list = test_object::ChunkedList::with(10_000);
+        let captured = list.capture();
+        let captured = captured
+            .as_any()
+            .downcast_ref::<test_object::ChunkedList>()
+            .expect("same type");
+        let shared = |a: &test_object::ChunkedList, b: &test_object::ChunkedList| {
+            a.chunks
+                .iter()
+                .zip(&b.chunks)
+                .filter(|(x, y)| std::sync::Arc::ptr_eq(x, y))
+                .count()
+        };
+        let n = list.chunks.len();
+        assert_eq!(shared(&list, captured), n);
+        list.set(5_000, 1);
+        assert_eq!(shared(&list, captured), n - 1);
+        assert_eq!(captured.values()[5_000], 5_000);
+        assert_eq!(list.values()[5_000], 1);
+    }
+}
