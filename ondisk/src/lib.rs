@@ -2,7 +2,8 @@
 //!
 //! - [`snapshot`]: the native per-shard snapshot file (blocks, records, trailer).
 //! - [`summary`]: the small file that lists one snapshot's shard files and their checksums.
-//! - [`rdb`]: Redis RDB import (strings; other types skipped) and export.
+//! - [`rdb`]: Redis RDB import (strings; other types skipped) and export, and the RDB object
+//!   codec ([`rdb::codec`]) that DUMP/RESTORE and RDB files share.
 //! - [`error`]: the one error type, which always names a byte offset.
 //!
 //! The codecs are sans-I/O: encoders hand out byte chunks and decoders are fed byte chunks, so
