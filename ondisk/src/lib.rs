@@ -2,7 +2,8 @@
 //!
 //! - [`snapshot`]: the native per-shard snapshot file (blocks, records, trailer).
 //! - [`summary`]: the small file that lists one snapshot's shard files and their checksums.
-//! - [`rdb`]: Redis RDB import (strings; other types skipped) and export.
+//! - [`rdb`]: Redis RDB import (strings; other types skipped) and export, and the RDB object
+//!   codec ([`rdb::codec`]) that DUMP/RESTORE and the snapshot's Object records share.
 //! - [`error`]: the one error type, which always names a byte offset.
 //!
 //! The codecs are sans-I/O: encoders hand out byte chunks and decoders are fed byte chunks, so
@@ -24,8 +25,8 @@ pub use rdb::{
     rdb_header, rdb_trailer, Crc64, RdbEncoder, RdbItem, RdbReader, RdbWriter, RDB_EXPORT_VERSION,
 };
 pub use snapshot::{
-    Compression, FileStats, Item, Record, RecordValue, SnapshotDecoder, SnapshotEncoder,
-    SnapshotHeader, SnapshotReader, SnapshotWriter,
+    Compression, FileStats, Item, KeyHead, ObjectRecord, Record, RecordValue, SnapshotDecoder,
+    SnapshotEncoder, SnapshotHeader, SnapshotReader, SnapshotWriter,
 };
 pub use summary::{shard_file_name, summary_file_name, Summary, SummaryFile};
 

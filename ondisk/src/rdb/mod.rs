@@ -26,15 +26,20 @@
 //!   type (0..=25)       string key, value in that type's encoding
 //!   0xFF EOF            then, from version 5, CRC-64 (Jones, little-endian) of every
 //!                       byte before it, the EOF opcode included; 0 means "not computed"
-//! length   = 00xxxxxx | 01xxxxxx xxxxxxxx | 0x80 + u32 BE | 0x81 + u64 BE
-//! string   = length + bytes | 11000000 i8 | 11000001 i16 LE | 11000010 i32 LE
-//!          | 11000011 LZF: length compressed, length raw, compressed bytes
 //! ```
+//!
+//! Lengths, strings and every type's value encoding are [`codec`]'s: the same code reads and
+//! writes them for files, DUMP payloads and Strata's own snapshot records.
 
+pub mod codec;
 mod lzf;
 mod reader;
 mod writer;
 
+pub use codec::{
+    decode_dump_string, dump_payload, encode_dump_string, Crc64, DumpError, DumpPayload, RdbCursor,
+    RdbInput, StringCompression, DUMP_RDB_VERSION,
+};
 pub use lzf::{lzf_compress, lzf_decompress, LzfError};
 pub use reader::RdbReader;
 pub use writer::{rdb_header, rdb_trailer, RdbEncoder, RdbWriter};
@@ -128,44 +133,6 @@ pub(crate) mod opcode {
     pub const EXPIRETIME: u8 = 253;
     pub const SELECTDB: u8 = 254;
     pub const EOF: u8 = 255;
-}
-
-static CRC64_REDIS: crc::Crc<u64, crc::Table<16>> =
-    crc::Crc::<u64, crc::Table<16>>::new(&crc::CRC_64_REDIS);
-
-/// Running CRC-64 (Jones polynomial, reflected, as Redis computes it over RDB files).
-#[derive(Clone)]
-pub struct Crc64 {
-    digest: crc::Digest<'static, u64, crc::Table<16>>,
-}
-
-impl Crc64 {
-    pub fn new() -> Self {
-        Crc64 {
-            digest: CRC64_REDIS.digest(),
-        }
-    }
-
-    pub fn update(&mut self, data: &[u8]) {
-        self.digest.update(data);
-    }
-
-    /// The checksum of everything passed to `update` so far.
-    pub fn value(&self) -> u64 {
-        self.digest.clone().finalize()
-    }
-}
-
-impl Default for Crc64 {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl std::fmt::Debug for Crc64 {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Crc64({:#018x})", self.value())
-    }
 }
 
 #[cfg(test)]

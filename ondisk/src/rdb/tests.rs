@@ -1,4 +1,6 @@
-use super::writer::{integer_encoding, put_len, put_plain_string};
+use super::codec::{
+    integer_encoding, write_len as put_len, write_plain_string as put_plain_string,
+};
 use super::*;
 use crate::error::{ErrorKind, FormatError};
 use proptest::prelude::*;

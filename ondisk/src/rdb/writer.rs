@@ -4,13 +4,11 @@
 //! encode a body-only fragment ([`RdbEncoder::fragment`]) and write
 //! `rdb_header() + fragments + rdb_trailer(crc)`, feeding every byte through one [`Crc64`].
 
-use super::lzf::lzf_compress;
+use super::codec::{write_len, write_plain_string, write_string, StringCompression};
 use super::{opcode, types, Crc64, RDB_MAX_VERSION, RDB_MIN_EXPORT_VERSION};
 use bytes::{Bytes, BytesMut};
 use std::io::{self, Write};
 
-/// Values this long or shorter are never compressed (as in Redis).
-const LZF_MIN_LEN: usize = 20;
 /// `RdbWriter` writes once this much output is pending.
 const WRITE_CHUNK: usize = 64 * 1024;
 
@@ -31,8 +29,8 @@ pub fn rdb_header(version: u32) -> Vec<u8> {
         ("used-mem", "0".to_string()),
     ] {
         out.push(opcode::AUX);
-        put_plain_string(&mut out, key.as_bytes());
-        put_plain_string(&mut out, value.as_bytes());
+        write_plain_string(&mut out, key.as_bytes());
+        write_plain_string(&mut out, value.as_bytes());
     }
     out
 }
@@ -59,7 +57,7 @@ pub struct RdbEncoder {
     /// Running checksum for a whole file; `None` for a fragment.
     crc: Option<Crc64>,
     db: Option<u32>,
-    compress: bool,
+    compression: StringCompression,
     value_left: u64,
     keys: u64,
 }
@@ -80,16 +78,19 @@ impl RdbEncoder {
             out: BytesMut::new(),
             crc: None,
             db: None,
-            compress: true,
+            compression: StringCompression::Lzf,
             value_left: 0,
             keys: 0,
         }
     }
 
-    /// LZF-compress values longer than 20 bytes when that makes them smaller (default: on,
-    /// like Redis' `rdbcompression yes`).
+    /// LZF-compress values as Redis does with `rdbcompression yes` (default: on).
     pub fn set_compression(&mut self, on: bool) {
-        self.compress = on;
+        self.compression = if on {
+            StringCompression::Lzf
+        } else {
+            StringCompression::Off
+        };
     }
 
     /// Makes the following keys belong to `db`; emits SELECTDB only when the db changes.
@@ -97,7 +98,7 @@ impl RdbEncoder {
         if self.db != Some(db) {
             self.assert_no_open_value();
             let mut b = vec![opcode::SELECTDB];
-            put_len(&mut b, u64::from(db));
+            write_len(&mut b, u64::from(db));
             self.emit(&b);
             self.db = Some(db);
         }
@@ -107,21 +108,10 @@ impl RdbEncoder {
     /// integer-encoded, long compressible values LZF-compressed, as Redis does.
     pub fn write_string(&mut self, key: &[u8], value: &[u8], expire_at_ms: Option<u64>) {
         self.key_head(key, expire_at_ms);
-        let mut b = Vec::with_capacity(16);
-        if let Some(v) = integer_encoding(value) {
-            put_int(&mut b, v);
-            self.emit(&b);
-        } else if let Some(c) = self.compressed(value) {
-            b.push(0xC0 | 3);
-            put_len(&mut b, c.len() as u64);
-            put_len(&mut b, value.len() as u64);
-            self.emit(&b);
-            self.emit(&c);
-        } else {
-            put_len(&mut b, value.len() as u64);
-            self.emit(&b);
-            self.emit(value);
-        }
+        // Encoded straight into the output (no copy of the value), checksummed after.
+        let start = self.out.len();
+        write_string(&mut self.out, value, self.compression);
+        self.checksum_from(start);
     }
 
     /// Starts a string key whose value follows through [`value_chunk`](Self::value_chunk)
@@ -129,7 +119,7 @@ impl RdbEncoder {
     pub fn begin_string(&mut self, key: &[u8], value_len: u64, expire_at_ms: Option<u64>) {
         self.key_head(key, expire_at_ms);
         let mut b = Vec::with_capacity(9);
-        put_len(&mut b, value_len);
+        write_len(&mut b, value_len);
         self.emit(&b);
         self.value_left = value_len;
     }
@@ -186,17 +176,9 @@ impl RdbEncoder {
             b.extend_from_slice(&at.to_le_bytes());
         }
         b.push(types::STRING);
-        put_plain_string(&mut b, key);
+        write_plain_string(&mut b, key);
         self.emit(&b);
         self.keys += 1;
-    }
-
-    fn compressed(&self, value: &[u8]) -> Option<Vec<u8>> {
-        if !self.compress || value.len() <= LZF_MIN_LEN {
-            return None;
-        }
-        // Worth it only if the two extra length fields are paid for.
-        lzf_compress(value).filter(|c| c.len() + 10 < value.len())
     }
 
     fn assert_no_open_value(&self) {
@@ -212,6 +194,13 @@ impl RdbEncoder {
             crc.update(data);
         }
         self.out.extend_from_slice(data);
+    }
+
+    /// Adds the output bytes from `start` on, written in place, to a whole file's checksum.
+    fn checksum_from(&mut self, start: usize) {
+        if let Some(crc) = &mut self.crc {
+            crc.update(&self.out[start..]);
+        }
     }
 }
 
@@ -310,48 +299,4 @@ fn redis_version_for(version: u32) -> &'static str {
         11 => "7.2.0",
         _ => "7.4.0",
     }
-}
-
-pub(crate) fn put_len(out: &mut Vec<u8>, len: u64) {
-    if len < 1 << 6 {
-        out.push(len as u8);
-    } else if len < 1 << 14 {
-        out.push(0x40 | (len >> 8) as u8);
-        out.push(len as u8);
-    } else if let Ok(l) = u32::try_from(len) {
-        out.push(0x80);
-        out.extend_from_slice(&l.to_be_bytes());
-    } else {
-        out.push(0x81);
-        out.extend_from_slice(&len.to_be_bytes());
-    }
-}
-
-pub(crate) fn put_plain_string(out: &mut Vec<u8>, s: &[u8]) {
-    put_len(out, s.len() as u64);
-    out.extend_from_slice(s);
-}
-
-fn put_int(out: &mut Vec<u8>, v: i32) {
-    if let Ok(v) = i8::try_from(v) {
-        out.push(0xC0);
-        out.push(v as u8);
-    } else if let Ok(v) = i16::try_from(v) {
-        out.push(0xC1);
-        out.extend_from_slice(&v.to_le_bytes());
-    } else {
-        out.push(0xC2);
-        out.extend_from_slice(&v.to_le_bytes());
-    }
-}
-
-/// `Some(v)` when `s` is exactly the decimal text of a 32-bit integer (no sign on 0, no
-/// leading zeros or '+'), so that reading it back gives the same bytes.
-pub(crate) fn integer_encoding(s: &[u8]) -> Option<i32> {
-    if s.is_empty() || s.len() > 11 {
-        return None;
-    }
-    let text = std::str::from_utf8(s).ok()?;
-    let v: i32 = text.parse().ok()?;
-    (v.to_string().as_bytes() == s).then_some(v)
 }

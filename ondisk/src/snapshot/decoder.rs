@@ -6,11 +6,12 @@
 //! The first error is sticky: every later call returns it again.
 
 use super::{
-    get_varint, kind, Compression, FileStats, Item, Record, RecordValue, SnapshotHeader,
-    END_PAYLOAD_LEN, FILE_HEADER_LEN, FLAG_CLIENT_FLAGS, FLAG_EXPIRE, FRAME_HEADER_LEN, MAGIC,
-    MAX_BLOCK_LEN, TAG_BLOCK, TAG_END, VERSION,
+    get_varint, kind, Compression, FileStats, Item, ObjectRecord, Record, RecordValue,
+    SnapshotHeader, END_PAYLOAD_LEN, FILE_HEADER_LEN, FLAG_CLIENT_FLAGS, FLAG_EXPIRE,
+    FRAME_HEADER_LEN, MAGIC, MAX_BLOCK_LEN, TAG_BLOCK, TAG_END, VERSION,
 };
 use crate::error::FormatError;
+use crate::rdb::codec::{skip_value, RdbCursor};
 use bytes::{Buf, Bytes, BytesMut};
 
 /// Where the decoder is inside the record stream.
@@ -50,6 +51,7 @@ pub struct SnapshotDecoder {
     record: RecordState,
     records: u64,
     keys: u64,
+    objects: u64,
     raw_bytes: u64,
     blocks: u64,
     skipped_unknown: u64,
@@ -78,6 +80,7 @@ impl SnapshotDecoder {
             record: RecordState::between_records(),
             records: 0,
             keys: 0,
+            objects: 0,
             raw_bytes: 0,
             blocks: 0,
             skipped_unknown: 0,
@@ -187,8 +190,8 @@ impl SnapshotDecoder {
                 return Ok(None);
             }
             if !self.block.is_empty() {
-                if let Some(rec) = self.parse_records()? {
-                    return Ok(Some(Item::Record(rec)));
+                if let Some(item) = self.parse_records()? {
+                    return Ok(Some(item));
                 }
                 continue;
             }
@@ -390,6 +393,7 @@ impl SnapshotDecoder {
         self.end = Some(FileStats {
             records,
             keys,
+            objects: self.objects,
             raw_bytes,
             blocks: self.blocks,
             bytes: self.offset,
@@ -399,7 +403,7 @@ impl SnapshotDecoder {
     }
 
     /// Advances through `block`; returns a record once one is complete.
-    fn parse_records(&mut self) -> Result<Option<Record>, FormatError> {
+    fn parse_records(&mut self) -> Result<Option<Item>, FormatError> {
         while !self.block.is_empty() {
             match &mut self.record {
                 RecordState::Head { buf, len } => {
@@ -423,7 +427,7 @@ impl SnapshotDecoder {
                         }
                     };
                     let kind = buf[0];
-                    if kind == kind::STRING || kind == kind::TOMBSTONE {
+                    if matches!(kind, kind::STRING | kind::TOMBSTONE | kind::OBJECT) {
                         self.record = RecordState::Body {
                             kind,
                             left: body_len,
@@ -479,47 +483,58 @@ impl SnapshotDecoder {
         self.record = RecordState::between_records();
     }
 
-    fn complete_record(&mut self, kind: u8, body: Bytes) -> Result<Record, FormatError> {
+    fn complete_record(&mut self, kind: u8, body: Bytes) -> Result<Item, FormatError> {
         self.record = RecordState::between_records();
         self.records += 1;
-        let rec = parse_body(kind, body).map_err(|what| {
+        let item = parse_body(kind, body).map_err(|what| {
             FormatError::corrupt(self.frame_offset, format!("record in block: {what}"))
         })?;
-        if matches!(rec.value, RecordValue::String(_)) {
-            self.keys += 1;
+        match &item {
+            Item::Record(Record {
+                value: RecordValue::String(_),
+                ..
+            }) => self.keys += 1,
+            Item::Object(_) => self.objects += 1,
+            _ => {}
         }
-        Ok(rec)
+        Ok(item)
     }
 }
 
 /// Parses a record body of a known kind; the error says what is wrong.
-fn parse_body(kind: u8, body: Bytes) -> Result<Record, &'static str> {
+fn parse_body(kind: u8, body: Bytes) -> Result<Item, String> {
     let mut pos = 0usize;
     let db = take_varint(&body, &mut pos)?;
     let db = u16::try_from(db).map_err(|_| "db number out of range")?;
     if kind == kind::TOMBSTONE {
-        return Ok(Record {
+        return Ok(Item::Record(Record {
             db,
             key: body.slice(pos..),
             expire_at_ms: None,
             client_flags: 0,
             value: RecordValue::Tombstone,
-        });
+        }));
     }
-    let flags = *body.get(pos).ok_or("string record too short")?;
+    let what = if kind == kind::OBJECT {
+        "object"
+    } else {
+        "string"
+    };
+    let too_short = || format!("{what} record too short");
+    let flags = *body.get(pos).ok_or_else(too_short)?;
     pos += 1;
     if flags & !(FLAG_EXPIRE | FLAG_CLIENT_FLAGS) != 0 {
-        return Err("unknown string record flags");
+        return Err(format!("unknown {what} record flags"));
     }
     let expire_at_ms = if flags & FLAG_EXPIRE != 0 {
-        let b = body.get(pos..pos + 8).ok_or("string record too short")?;
+        let b = body.get(pos..pos + 8).ok_or_else(too_short)?;
         pos += 8;
         Some(le_u64(b))
     } else {
         None
     };
     let client_flags = if flags & FLAG_CLIENT_FLAGS != 0 {
-        let b = body.get(pos..pos + 4).ok_or("string record too short")?;
+        let b = body.get(pos..pos + 4).ok_or_else(too_short)?;
         pos += 4;
         le_u32(b)
     } else {
@@ -531,13 +546,42 @@ fn parse_body(kind: u8, body: Bytes) -> Result<Record, &'static str> {
         .and_then(|l| pos.checked_add(l))
         .filter(|&end| end <= body.len())
         .ok_or("key longer than the record")?;
-    Ok(Record {
+    let key = body.slice(pos..key_end);
+    if kind == kind::STRING {
+        return Ok(Item::Record(Record {
+            db,
+            key,
+            expire_at_ms,
+            client_flags,
+            value: RecordValue::String(body.slice(key_end..)),
+        }));
+    }
+    let rdb_type = *body
+        .get(key_end)
+        .ok_or("object record without its RDB type")?;
+    let value = body.slice(key_end + 1..);
+    check_rdb_value(rdb_type, &value)?;
+    Ok(Item::Object(ObjectRecord {
         db,
-        key: body.slice(pos..key_end),
+        key,
         expire_at_ms,
         client_flags,
-        value: RecordValue::String(body.slice(key_end..)),
-    })
+        rdb_type,
+        value,
+    }))
+}
+
+/// Walks an Object record's value as its RDB type says: it must span the value exactly.
+fn check_rdb_value(rdb_type: u8, value: &[u8]) -> Result<(), String> {
+    let mut cursor = RdbCursor::new(value);
+    skip_value(&mut cursor, rdb_type)
+        .and_then(|()| cursor.finish())
+        .map_err(|e| {
+            format!(
+                "object of RDB type {rdb_type}: {} {} at byte {} of its value",
+                e.kind, e.detail, e.offset
+            )
+        })
 }
 
 fn take_varint(body: &[u8], pos: &mut usize) -> Result<u64, &'static str> {

@@ -5,7 +5,7 @@
 //! holds one raw block plus whatever output the caller has not taken yet.
 
 use super::{
-    put_varint, varint_len, Compression, FileStats, SnapshotHeader, DEFAULT_BLOCK_SIZE,
+    put_varint, varint_len, Compression, FileStats, KeyHead, SnapshotHeader, DEFAULT_BLOCK_SIZE,
     END_PAYLOAD_LEN, FILE_HEADER_LEN, FLAG_CLIENT_FLAGS, FLAG_EXPIRE, FRAME_HEADER_LEN, MAGIC,
     MAX_BLOCK_LEN, TAG_BLOCK, TAG_END, VERSION,
 };
@@ -18,7 +18,8 @@ const ZSTD_LEVEL: i32 = 3;
 /// and call [`finish`](Self::finish) once.
 ///
 /// # Panics
-/// Streaming a value with [`begin_string`](Self::begin_string) is a promise to deliver exactly
+/// Streaming a value with [`begin_string`](Self::begin_string) or
+/// [`begin_object`](Self::begin_object) is a promise to deliver exactly
 /// `value_len` bytes through [`value_chunk`](Self::value_chunk) before the next record or
 /// `finish`; breaking it is a bug in the caller and panics rather than writing a corrupt file.
 pub struct SnapshotEncoder {
@@ -87,44 +88,73 @@ impl SnapshotEncoder {
         expire_at_ms: Option<u64>,
         client_flags: u32,
     ) {
+        let head = KeyHead {
+            db,
+            key,
+            expire_at_ms,
+            client_flags,
+        };
+        self.begin_keyed(super::kind::STRING, &head, &[], value_len);
+        self.stats.keys += 1;
+    }
+
+    /// Writes a whole Object record: a key of any data type, `value` being its RDB encoding
+    /// for `rdb_type` (as [`rdb::codec`](crate::rdb::codec) writes it).
+    pub fn write_object(&mut self, head: &KeyHead<'_>, rdb_type: u8, value: &[u8]) {
+        self.begin_object(head, rdb_type, value.len() as u64);
+        self.value_chunk(value);
+    }
+
+    /// Starts an Object record whose RDB-encoded value follows in
+    /// [`value_chunk`](Self::value_chunk) calls totalling `value_len` bytes.
+    pub fn begin_object(&mut self, head: &KeyHead<'_>, rdb_type: u8, value_len: u64) {
+        self.begin_keyed(super::kind::OBJECT, head, &[rdb_type], value_len);
+        self.stats.objects += 1;
+    }
+
+    /// Starts a record whose body is a key head, `after_key`, then a value of `value_len`
+    /// bytes that [`value_chunk`](Self::value_chunk) delivers.
+    fn begin_keyed(&mut self, kind: u8, head: &KeyHead<'_>, after_key: &[u8], value_len: u64) {
         self.assert_no_open_value();
         let mut flags = 0u8;
         let mut fixed = 0u64;
-        if expire_at_ms.is_some() {
+        if head.expire_at_ms.is_some() {
             flags |= FLAG_EXPIRE;
             fixed += 8;
         }
-        if client_flags != 0 {
+        if head.client_flags != 0 {
             flags |= FLAG_CLIENT_FLAGS;
             fixed += 4;
         }
-        let key_len = key.len() as u64;
-        let body_len = varint_len(u64::from(db)) as u64
+        let key_len = head.key.len() as u64;
+        let body_len = varint_len(u64::from(head.db)) as u64
             + 1
             + fixed
             + varint_len(key_len) as u64
             + key_len
+            + after_key.len() as u64
             + value_len;
-        let mut head = Vec::with_capacity(40);
-        head.push(super::kind::STRING);
-        put_varint(&mut head, body_len);
-        put_varint(&mut head, u64::from(db));
-        head.push(flags);
-        if let Some(at) = expire_at_ms {
-            head.extend_from_slice(&at.to_le_bytes());
+        let mut prefix = Vec::with_capacity(40);
+        prefix.push(kind);
+        put_varint(&mut prefix, body_len);
+        put_varint(&mut prefix, u64::from(head.db));
+        prefix.push(flags);
+        if let Some(at) = head.expire_at_ms {
+            prefix.extend_from_slice(&at.to_le_bytes());
         }
-        if client_flags != 0 {
-            head.extend_from_slice(&client_flags.to_le_bytes());
+        if head.client_flags != 0 {
+            prefix.extend_from_slice(&head.client_flags.to_le_bytes());
         }
-        put_varint(&mut head, key_len);
-        self.push_raw(&head);
-        self.push_raw(key);
+        put_varint(&mut prefix, key_len);
+        self.push_raw(&prefix);
+        self.push_raw(head.key);
+        self.push_raw(after_key);
         self.stats.records += 1;
-        self.stats.keys += 1;
         self.value_left = value_len;
     }
 
-    /// Appends part of the value announced by [`begin_string`](Self::begin_string).
+    /// Appends part of the value announced by [`begin_string`](Self::begin_string) or
+    /// [`begin_object`](Self::begin_object).
     pub fn value_chunk(&mut self, chunk: &[u8]) {
         let len = chunk.len() as u64;
         assert!(

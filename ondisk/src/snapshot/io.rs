@@ -3,7 +3,8 @@
 //! The server does not use these: it drives the codecs with its own async files.
 
 use super::{
-    FileStats, Item, Record, SnapshotDecoder, SnapshotEncoder, SnapshotHeader, DEFAULT_BLOCK_SIZE,
+    FileStats, Item, KeyHead, Record, SnapshotDecoder, SnapshotEncoder, SnapshotHeader,
+    DEFAULT_BLOCK_SIZE,
 };
 use crate::error::FormatError;
 use std::io::{self, Read, Write};
@@ -57,6 +58,28 @@ impl<W: Write> SnapshotWriter<W> {
         self.drain()
     }
 
+    /// See [`SnapshotEncoder::write_object`].
+    pub fn write_object(
+        &mut self,
+        head: &KeyHead<'_>,
+        rdb_type: u8,
+        value: &[u8],
+    ) -> io::Result<()> {
+        self.enc.write_object(head, rdb_type, value);
+        self.drain()
+    }
+
+    /// See [`SnapshotEncoder::begin_object`].
+    pub fn begin_object(
+        &mut self,
+        head: &KeyHead<'_>,
+        rdb_type: u8,
+        value_len: u64,
+    ) -> io::Result<()> {
+        self.enc.begin_object(head, rdb_type, value_len);
+        self.drain()
+    }
+
     pub fn value_chunk(&mut self, chunk: &[u8]) -> io::Result<()> {
         self.enc.value_chunk(chunk);
         self.drain()
@@ -97,6 +120,8 @@ pub struct SnapshotReader<R: Read> {
     buf: Vec<u8>,
     eof: bool,
     stats: Option<FileStats>,
+    /// Object records that `next_record` passed over.
+    objects_passed: u64,
 }
 
 impl<R: Read> SnapshotReader<R> {
@@ -122,6 +147,7 @@ impl<R: Read> SnapshotReader<R> {
             buf,
             eof,
             stats: None,
+            objects_passed: 0,
         })
     }
 
@@ -129,13 +155,30 @@ impl<R: Read> SnapshotReader<R> {
         &self.header
     }
 
-    /// The next record; `Ok(None)` once the end frame was read and checked and the input ended
-    /// right after it. A file that ends early is a `Truncated` error.
+    /// The next String or Tombstone record; `Ok(None)` once the end frame was read and checked
+    /// and the input ended right after it. A file that ends early is a `Truncated` error.
+    ///
+    /// Object records are passed over and counted in
+    /// [`skipped_unknown`](Self::skipped_unknown), as records this caller cannot take: read
+    /// them with [`next_item`](Self::next_item).
     pub fn next_record(&mut self) -> Result<Option<Record>, FormatError> {
         loop {
-            match self.dec.next()? {
+            match self.next_item()? {
                 Some(Item::Record(r)) => return Ok(Some(r)),
+                Some(_) => self.objects_passed += 1,
+                None => return Ok(None),
+            }
+        }
+    }
+
+    /// The next record of any known kind: `Item::Record` or `Item::Object`, never `Item::End`
+    /// (the end frame is checked and its totals kept for [`stats`](Self::stats)). `Ok(None)`
+    /// as for [`next_record`](Self::next_record).
+    pub fn next_item(&mut self) -> Result<Option<Item>, FormatError> {
+        loop {
+            match self.dec.next()? {
                 Some(Item::End(stats)) => self.stats = Some(stats),
+                Some(item) => return Ok(Some(item)),
                 None if self.eof => {
                     self.dec.finish()?;
                     return Ok(None);
@@ -150,9 +193,10 @@ impl<R: Read> SnapshotReader<R> {
         self.stats.as_ref()
     }
 
-    /// Records of unknown kinds skipped so far.
+    /// Records skipped so far: of kinds this build does not know, and Object records that
+    /// [`next_record`](Self::next_record) passed over.
     pub fn skipped_unknown(&self) -> u64 {
-        self.dec.skipped_unknown()
+        self.dec.skipped_unknown() + self.objects_passed
     }
 }
 

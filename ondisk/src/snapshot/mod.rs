@@ -33,7 +33,8 @@
 //!
 //! end_frame = frame_header with tag b"SEND", codec 0, stored_len = raw_len = 28, and payload
 //!   0  records      u64  records in the file, unknown kinds included
-//!   8  keys         u64  live keys (String records)
+//!   8  keys         u64  String records (not Object ones, so that readers that predate
+//!                        kind 8 and skip it still find the count they expect)
 //!  16  raw_bytes    u64  length of the record stream (all block payloads, decompressed)
 //!  24  file_crc     u32  CRC32 of every file byte before the end frame
 //! ```
@@ -49,17 +50,26 @@
 //! ```text
 //! record  = kind u8, body_len varint (LEB128, at most 10 bytes), body[body_len]
 //!
-//! kind 1  String     db varint (<= 65535), flags u8 (bit 0: has expire, bit 1: has client
-//!                    flags, other bits 0), [expire_at_ms u64 if bit 0: absolute unix ms],
-//!                    [client_flags u32 if bit 1], key_len varint, key, value = rest of body
+//! kind 1  String     key_head, value = rest of body
 //! kind 2  Tombstone  db varint, key = rest of body ("this key was deleted"; written by
 //!                    incremental snapshots, dropped by the compactor)
+//! kind 8  Object     key_head, rdb_type u8, value = rest of body: the value in Redis' RDB
+//!                    encoding for rdb_type (`rdb::codec`), the same bytes DUMP and RDB files
+//!                    carry, so every data type uses this one kind
+//!
+//! key_head = db varint (<= 65535), flags u8 (bit 0: has expire, bit 1: has client flags,
+//!            other bits 0), [expire_at_ms u64 if bit 0: absolute unix ms],
+//!            [client_flags u32 if bit 1], key_len varint, key
 //! ```
 //!
-//! Planned kinds: 3 list, 4 hash, 5 set, 6 zset, 7 stream; 8..=127 further data types;
-//! 128..=255 metadata records. Kind 0 is never valid, so zeroed bytes are caught. `body_len`
-//! lets an older reader skip kinds it does not know; it counts them
-//! ([`SnapshotDecoder::skipped_unknown`]).
+//! Flag bit 2 is reserved for a memcached CAS value (a u64 after client flags, in both kinds);
+//! until `Record` carries one, a reader refuses it. Kinds 3..=7 were once planned per data type
+//! and are never written: kind 8 carries every type. 9..=127 are free for further records of
+//! keys, 128..=255 for metadata records. Kind 0 is never valid, so zeroed bytes are caught.
+//! `body_len` lets an older reader skip kinds it does not know; it counts them
+//! ([`SnapshotDecoder::skipped_unknown`]), which is why kind 8 needed no new file version. An
+//! Object record's value must span the rest of its body exactly as its RDB type says; one that
+//! does not is a `Corrupt` error at its frame.
 
 mod decoder;
 mod encoder;
@@ -96,12 +106,15 @@ pub(crate) const TAG_END: &[u8; 4] = b"SEND";
 pub mod kind {
     pub const STRING: u8 = 1;
     pub const TOMBSTONE: u8 = 2;
-    // Planned, not written yet:
+    // Once planned per data type, never written (OBJECT carries every type); a reader skips
+    // them as unknown.
     pub const LIST: u8 = 3;
     pub const HASH: u8 = 4;
     pub const SET: u8 = 5;
     pub const ZSET: u8 = 6;
     pub const STREAM: u8 = 7;
+    /// A key of any data type, its value in RDB encoding.
+    pub const OBJECT: u8 = 8;
 }
 
 pub(crate) const FLAG_EXPIRE: u8 = 1;
@@ -183,8 +196,10 @@ pub struct SnapshotHeader {
 pub struct FileStats {
     /// Records in the file, tombstones and unknown kinds included.
     pub records: u64,
-    /// Live keys (String records).
+    /// String records (the end frame's `keys`).
     pub keys: u64,
+    /// Object records. Not stored in the end frame: counted by the encoder and the decoder.
+    pub objects: u64,
     /// Length of the decompressed record stream.
     pub raw_bytes: u64,
     /// Data blocks (the end frame not included).
@@ -214,10 +229,40 @@ pub enum RecordValue {
     Tombstone,
 }
 
+/// What an encoder needs to know of a key besides its value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeyHead<'a> {
+    pub db: u16,
+    pub key: &'a [u8],
+    /// Absolute unix milliseconds; `None` for keys without a TTL.
+    pub expire_at_ms: Option<u64>,
+    /// Opaque per-key flags set by clients (memcached-style); 0 when unset.
+    pub client_flags: u32,
+}
+
+/// One decoded Object record: a key of any data type. `key` and `value` share one allocation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectRecord {
+    pub db: u16,
+    pub key: Bytes,
+    /// Absolute unix milliseconds; `None` for keys without a TTL.
+    pub expire_at_ms: Option<u64>,
+    /// Opaque per-key flags set by clients (memcached-style); 0 when unset.
+    pub client_flags: u32,
+    /// The RDB type of the value ([`rdb::types`](crate::rdb::types)).
+    pub rdb_type: u8,
+    /// The value in RDB encoding for `rdb_type`: read it with [`rdb::codec`](crate::rdb::codec)
+    /// through an [`RdbCursor`](crate::rdb::RdbCursor). The decoder has checked that it spans
+    /// exactly these bytes.
+    pub value: Bytes,
+}
+
 /// What [`SnapshotDecoder::next`] yields.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Item {
     Record(Record),
+    /// A key of a data type other than string (kind 8).
+    Object(ObjectRecord),
     /// The end frame was read and every check passed.
     End(FileStats),
 }

@@ -115,6 +115,7 @@ fn decode(
     loop {
         match dec.next()? {
             Some(Item::Record(r)) => recs.push(r),
+            Some(Item::Object(o)) => panic!("no Object records here: {o:?}"),
             Some(Item::End(s)) => stats = Some(s),
             None if fed < file.len() => {
                 let n = chunk.min(file.len() - fed);
@@ -284,7 +285,7 @@ fn decode_lossy(file: &[u8]) -> (Vec<Record>, Result<(), FormatError>) {
     loop {
         match dec.next() {
             Ok(Some(Item::Record(r))) => recs.push(r),
-            Ok(Some(Item::End(_))) => {}
+            Ok(Some(Item::Object(_) | Item::End(_))) => {}
             Ok(None) => return (recs, dec.finish()),
             Err(e) => return (recs, Err(e)),
         }
@@ -381,6 +382,7 @@ fn unknown_record_kinds_are_skipped_and_counted() {
     while let Some(item) = dec.next().unwrap() {
         match item {
             Item::Record(r) => keys.push(r.key),
+            Item::Object(o) => panic!("no Object records here: {o:?}"),
             Item::End(s) => end = Some(s),
         }
     }
@@ -651,5 +653,293 @@ proptest! {
         let (_, got, end) = decode(&file, 97).unwrap();
         prop_assert_eq!(got, recs);
         prop_assert_eq!(end, stats);
+    }
+}
+
+/// Object records of a few RDB types, with and without expiry and client flags, their values
+/// written by the RDB codec.
+fn sample_objects() -> Vec<ObjectRecord> {
+    use crate::rdb::codec::{write_len, write_string, StringCompression};
+    use crate::rdb::types;
+    let object = |db, key: &[u8], expire, flags, rdb_type, value: Vec<u8>| ObjectRecord {
+        db,
+        key: Bytes::copy_from_slice(key),
+        expire_at_ms: expire,
+        client_flags: flags,
+        rdb_type,
+        value: Bytes::from(value),
+    };
+    let mut list = Vec::new();
+    write_len(&mut list, 3);
+    for item in [&b"a"[..], b"12345", &[b'x'; 500]] {
+        write_string(&mut list, item, StringCompression::Lzf);
+    }
+    let mut hash = Vec::new();
+    write_len(&mut hash, 2);
+    for field in [&b"f1"[..], b"v1", b"f2", &vec![b'v'; 3000]] {
+        write_string(&mut hash, field, StringCompression::Off);
+    }
+    let mut zset = Vec::new();
+    write_len(&mut zset, 1);
+    write_string(&mut zset, b"member", StringCompression::Off);
+    zset.extend_from_slice(&2.5f64.to_le_bytes());
+    let mut listpack = Vec::new();
+    write_string(&mut listpack, b"an opaque listpack", StringCompression::Off);
+    vec![
+        object(0, b"list", None, 0, types::LIST, list),
+        object(3, b"hash", Some(1_800_000_000_000), 0, types::HASH, hash),
+        object(9, b"zset", None, 77, types::ZSET_2, zset),
+        object(
+            u16::MAX,
+            b"lp",
+            Some(5),
+            u32::MAX,
+            types::HASH_LISTPACK,
+            listpack,
+        ),
+        object(1, b"", None, 0, types::SET, vec![0]),
+    ]
+}
+
+/// Strings, tombstones and objects interleaved; returns the file and what was written.
+fn encode_with_objects(h: SnapshotHeader, block_size: usize) -> (Vec<u8>, FileStats, Vec<Item>) {
+    let mut enc = SnapshotEncoder::with_block_size(h, block_size);
+    let mut items = Vec::new();
+    for (i, o) in sample_objects().into_iter().enumerate() {
+        let s = string(i as u16, format!("s{i}").as_bytes(), b"v", None, 0);
+        enc.write_string(s.db, &s.key, b"v", None, 0);
+        items.push(Item::Record(s));
+        let head = KeyHead {
+            db: o.db,
+            key: &o.key,
+            expire_at_ms: o.expire_at_ms,
+            client_flags: o.client_flags,
+        };
+        if i % 2 == 0 {
+            enc.write_object(&head, o.rdb_type, &o.value);
+        } else {
+            enc.begin_object(&head, o.rdb_type, o.value.len() as u64);
+            for chunk in o.value.chunks(1000) {
+                enc.value_chunk(chunk);
+            }
+        }
+        items.push(Item::Object(o));
+    }
+    enc.write_tombstone(2, b"gone");
+    items.push(Item::Record(tombstone(2, b"gone")));
+    let mut file = Vec::new();
+    while let Some(b) = enc.take_output() {
+        file.extend_from_slice(&b);
+    }
+    let (tail, stats) = enc.finish();
+    file.extend_from_slice(&tail);
+    (file, stats, items)
+}
+
+/// Every item of `file` fed `chunk` bytes at a time, and the end totals.
+fn decode_items(file: &[u8], chunk: usize) -> Result<(Vec<Item>, FileStats), FormatError> {
+    let mut dec = SnapshotDecoder::new();
+    let mut items = Vec::new();
+    let mut fed = 0;
+    loop {
+        match dec.next()? {
+            Some(Item::End(s)) => {
+                dec.finish()?;
+                return Ok((items, s));
+            }
+            Some(item) => items.push(item),
+            None if fed < file.len() => {
+                let n = chunk.min(file.len() - fed);
+                dec.feed(&file[fed..fed + n]);
+                fed += n;
+            }
+            None => {
+                dec.finish()?;
+                unreachable!("finish() passes only after the end frame");
+            }
+        }
+    }
+}
+
+#[test]
+fn object_records_round_trip() {
+    for c in [Compression::None, Compression::Lz4, Compression::Zstd] {
+        for block in [7, 4096, DEFAULT_BLOCK_SIZE] {
+            let (file, stats, items) = encode_with_objects(header(c), block);
+            for chunk in [1, 333, 1 << 20] {
+                let (got, end) = decode_items(&file, chunk).unwrap();
+                assert_eq!(got, items, "{c}, block {block}, chunk {chunk}");
+                assert_eq!(end, stats);
+            }
+            assert_eq!(stats.records, 11);
+            // The end frame's `keys` counts String records only, as readers older than
+            // Object records count them.
+            assert_eq!(stats.keys, 5);
+            assert_eq!(stats.objects, 5);
+        }
+    }
+}
+
+#[test]
+fn object_values_decode_with_the_rdb_codec() {
+    use crate::rdb::codec::{read_len, read_string, RdbCursor};
+    let (file, _, _) = encode_with_objects(header(Compression::Lz4), 100);
+    let (items, _) = decode_items(&file, 1 << 20).unwrap();
+    let Some(Item::Object(list)) = items.iter().find(|i| matches!(i, Item::Object(_))) else {
+        panic!("no object decoded");
+    };
+    assert_eq!(list.rdb_type, crate::rdb::types::LIST);
+    let mut c = RdbCursor::new(&list.value);
+    assert_eq!(read_len(&mut c).unwrap(), 3);
+    assert_eq!(read_string(&mut c).unwrap(), b"a");
+    assert_eq!(read_string(&mut c).unwrap(), b"12345");
+    assert_eq!(read_string(&mut c).unwrap(), vec![b'x'; 500]);
+    c.finish().unwrap();
+}
+
+#[test]
+fn reader_hands_objects_to_next_item_and_counts_them_in_next_record() {
+    let (file, stats, items) = encode_with_objects(header(Compression::Zstd), 4096);
+    let mut r = SnapshotReader::new(&file[..]).unwrap();
+    let mut got = Vec::new();
+    while let Some(item) = r.next_item().unwrap() {
+        got.push(item);
+    }
+    assert_eq!(got, items);
+    assert_eq!(r.stats(), Some(&stats));
+    assert_eq!(r.skipped_unknown(), 0);
+
+    // A caller that takes only strings and tombstones is told what it did not get.
+    let mut r = SnapshotReader::new(&file[..]).unwrap();
+    let mut records = Vec::new();
+    while let Some(rec) = r.next_record().unwrap() {
+        records.push(Item::Record(rec));
+    }
+    let want: Vec<Item> = items
+        .into_iter()
+        .filter(|i| matches!(i, Item::Record(_)))
+        .collect();
+    assert_eq!(records, want);
+    assert_eq!(r.skipped_unknown(), 5);
+    assert_eq!(r.stats(), Some(&stats));
+}
+
+#[test]
+fn writer_writes_object_records() {
+    let o = &sample_objects()[1];
+    let head = KeyHead {
+        db: o.db,
+        key: &o.key,
+        expire_at_ms: o.expire_at_ms,
+        client_flags: o.client_flags,
+    };
+    let mut w = SnapshotWriter::new(Vec::new(), header(Compression::None));
+    w.write_object(&head, o.rdb_type, &o.value).unwrap();
+    w.begin_object(&head, o.rdb_type, o.value.len() as u64)
+        .unwrap();
+    w.value_chunk(&o.value).unwrap();
+    let (file, stats) = w.finish_into_inner().unwrap();
+    assert_eq!(stats.objects, 2);
+    let (got, _) = decode_items(&file, 1 << 20).unwrap();
+    assert_eq!(got, vec![Item::Object(o.clone()), Item::Object(o.clone())]);
+}
+
+#[test]
+fn cuts_of_an_object_file_are_truncated_at_the_cut() {
+    let (file, _, items) = encode_with_objects(header(Compression::Lz4), 50);
+    // Every byte of the first few frames, then a stride: each cut decodes the whole prefix.
+    let cuts = (0..1000).chain((1000..file.len()).step_by(7));
+    for cut in cuts {
+        let mut dec = SnapshotDecoder::new();
+        dec.feed(&file[..cut]);
+        let mut got = Vec::new();
+        let err = loop {
+            match dec.next() {
+                Ok(Some(item)) => got.push(item),
+                Ok(None) => break dec.finish().expect_err("a cut file must not decode"),
+                Err(e) => break e,
+            }
+        };
+        assert_eq!(err.kind, ErrorKind::Truncated, "cut {cut}: {err}");
+        assert_eq!(err.offset, cut as u64);
+        assert_eq!(got[..], items[..got.len()]);
+    }
+}
+
+#[test]
+fn malformed_object_records_are_corrupt_at_their_frame() {
+    use crate::rdb::types;
+    // db 0, flags 0, key "k", then what follows.
+    let with = |tail: &[u8]| {
+        let mut body = vec![0, 0, 1, b'k'];
+        body.extend_from_slice(tail);
+        body
+    };
+    let cases: Vec<(Vec<u8>, &str)> = vec![
+        (vec![0], "object record too short"),
+        (vec![0, 0x04, 1, b'k', 0, 0], "unknown object record flags"),
+        (vec![0, 1, 1, 2], "object record too short"),
+        (vec![0, 2, 1], "object record too short"),
+        (vec![0, 0, 9, b'k'], "key longer than the record"),
+        (with(&[]), "without its RDB type"),
+        (with(&[6, 0]), "cannot skip type 6"),
+        (with(&[8, 0]), "cannot skip type 8"),
+        (with(&[26, 0]), "cannot skip type 26"),
+        (with(&[types::LIST, 3, 1, b'a']), "data ends"),
+        (with(&[types::LIST, 1, 1, b'a', 0]), "1 bytes after its end"),
+        (with(&[types::LIST, 1, 0xC4]), "unknown string encoding 4"),
+        (with(&[types::HASH, 0x82]), "bad length encoding"),
+        (
+            with(&[
+                types::LIST,
+                0x81,
+                0xff,
+                0xff,
+                0xff,
+                0xff,
+                0xff,
+                0xff,
+                0xff,
+                0xff,
+            ]),
+            "data ends",
+        ),
+    ];
+    for (body, want) in cases {
+        let mut enc = SnapshotEncoder::new(header(Compression::None));
+        enc.write_raw_record(kind::OBJECT, &body);
+        let (file, _) = enc.finish();
+        let err = decode_items(&file, 1 << 20).unwrap_err();
+        assert_eq!(err.kind, ErrorKind::Corrupt, "body {body:?}: {err}");
+        assert_eq!(err.offset, FILE_HEADER_LEN as u64, "body {body:?}: {err}");
+        assert!(err.to_string().contains(want), "body {body:?}: {err}");
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    #[test]
+    fn arbitrary_object_values_never_panic(
+        rdb_type in 0u8..30,
+        value in proptest::collection::vec(any::<u8>(), 0..200),
+    ) {
+        let head = KeyHead { db: 1, key: b"k", expire_at_ms: Some(9), client_flags: 3 };
+        let mut enc = SnapshotEncoder::new(header(Compression::None));
+        enc.write_object(&head, rdb_type, &value);
+        let (file, _) = enc.finish();
+        match decode_items(&file, 64) {
+            Ok((items, _)) => {
+                let Some(Item::Object(o)) = items.first() else {
+                    panic!("no object in {items:?}");
+                };
+                prop_assert_eq!(o.rdb_type, rdb_type);
+                prop_assert_eq!(&o.value[..], &value[..]);
+            }
+            Err(e) => {
+                prop_assert_eq!(e.kind, ErrorKind::Corrupt);
+                prop_assert_eq!(e.offset, FILE_HEADER_LEN as u64);
+            }
+        }
     }
 }
