@@ -18,14 +18,23 @@ use crate::config::{Flags, Settings};
 use crate::net::socket::{accept_loop, Socket};
 use crate::runtime::{spawn, Bell, Poller};
 use crate::server::core::Job;
+use crate::server::error::{ErrorKind, Result, ServerError};
 use crate::server::{human_bytes, load, snapshot, Core, Global, Msg};
+
+fn config_error(message: impl Into<String>) -> ServerError {
+    ServerError::new(ErrorKind::Config, message)
+}
+
+fn io_error(message: impl Into<String>) -> ServerError {
+    ServerError::new(ErrorKind::Io, message)
+}
 
 /// Bytes of io_uring-registered buffers per core (glommio's default is 10 MiB).
 const IO_MEMORY: usize = 1 << 20;
 
 /// Starts every core and blocks until the server stops. Errors are start-up failures.
-pub fn run(flags: &Flags) -> Result<(), String> {
-    let tiered = crate::config::TierSettings::from_flags(flags)?;
+pub fn run(flags: &Flags) -> Result<()> {
+    let tiered = crate::config::TierSettings::from_flags(flags).map_err(config_error)?;
     let settings = Arc::new(Settings::with_tiering(flags, tiered));
     let threads = settings.threads;
     let addr: SocketAddr = format!("{}:{}", flags.bind, flags.port)
@@ -38,9 +47,9 @@ pub fn run(flags: &Flags) -> Result<(), String> {
                 .and_then(|mut a| a.next())
                 .ok_or(())
         })
-        .map_err(|_| format!("--bind: cannot resolve '{}'", flags.bind))?;
+        .map_err(|_| config_error(format!("--bind: cannot resolve '{}'", flags.bind)))?;
     let listener =
-        listen(addr).map_err(|e| format!("--port/--bind: cannot listen on {addr}: {e}"))?;
+        listen(addr).map_err(|e| io_error(format!("--port/--bind: cannot listen on {addr}: {e}")))?;
 
     let mut senders = Vec::with_capacity(threads);
     let mut receivers = Vec::with_capacity(threads);
@@ -51,8 +60,8 @@ pub fn run(flags: &Flags) -> Result<(), String> {
     }
     let bells = (0..threads)
         .map(|_| Bell::new())
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("cannot create the cores' eventfds: {e}"))?;
+        .collect::<std::io::Result<Vec<_>>>()
+        .map_err(|e| io_error(format!("cannot create the cores' eventfds: {e}")))?;
     let global = Arc::new(Global::new(settings.clone(), senders, bells));
     global.rss_overhead.store(
         crate::memory::rss_bytes().saturating_sub(crate::memory::used_memory()),
@@ -90,7 +99,7 @@ pub fn run(flags: &Flags) -> Result<(), String> {
         let snapshot = snapshot.clone();
         let fd = listener
             .try_clone()
-            .map_err(|e| format!("cannot share the listening socket: {e}"))?
+            .map_err(|e| io_error(format!("cannot share the listening socket: {e}")))?
             .into_raw_fd();
         let placement = match cpus.get(id % cpus.len().max(1)) {
             Some(&cpu) => Placement::Fixed(cpu),
@@ -101,14 +110,14 @@ pub fn run(flags: &Flags) -> Result<(), String> {
             // Registered I/O buffers count against maxmemory; the network path needs few.
             .io_memory(IO_MEMORY)
             .spawn(move || async move { core_main(id, global, rx, fd, ready, snapshot).await })
-            .map_err(|e| format!("cannot start executor {id}: {e}"))?;
+            .map_err(|e| io_error(format!("cannot start executor {id}: {e}")))?;
         handles.push(h);
     }
     for h in handles {
         match h.join() {
             Ok(Ok(())) => {}
             Ok(Err(e)) => return Err(e),
-            Err(e) => return Err(format!("executor failed: {e}")),
+            Err(e) => return Err(io_error(format!("executor failed: {e}"))),
         }
     }
     Ok(())
@@ -122,7 +131,7 @@ async fn core_main(
     listen_fd: RawFd,
     ready: Arc<std::sync::Barrier>,
     snapshot: Option<load::Shared>,
-) -> Result<(), String> {
+) -> Result<()> {
     let core = crate::server::start_core(id, global.clone(), rx).await;
     // Start-up only: every core waits here once, before serving anything.
     ready.wait();
@@ -200,10 +209,10 @@ fn listen(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
 /// SIGTERM and SIGINT save a snapshot (unless `--dbfilename` is empty) and end the process
 /// after removing the tier files (the SSD tier is ephemeral, nothing in it survives a restart).
 /// A second signal exits at once.
-fn install_exit_handler(global: Arc<Global>) -> Result<(), String> {
+fn install_exit_handler(global: Arc<Global>) -> Result<()> {
     use signal_hook::consts::{SIGINT, SIGTERM};
     let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT])
-        .map_err(|e| format!("cannot install signal handlers: {e}"))?;
+        .map_err(|e| io_error(format!("cannot install signal handlers: {e}")))?;
     std::thread::Builder::new()
         .name("strata-signals".into())
         .spawn(move || {
@@ -232,7 +241,7 @@ fn install_exit_handler(global: Arc<Global>) -> Result<(), String> {
                 std::process::exit(0);
             }
         })
-        .map_err(|e| format!("cannot start the signal thread: {e}"))?;
+        .map_err(|e| io_error(format!("cannot start the signal thread: {e}")))?;
     Ok(())
 }
 

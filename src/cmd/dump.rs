@@ -8,7 +8,7 @@
 use bytes::Bytes;
 use ondisk::rdb::{decode_dump_string, encode_dump_string, DumpError};
 
-use super::args::{err, int_arg, is, ERR_SYNTAX};
+use super::args::{err, int_arg, ArgCursor};
 use super::Ctx;
 use crate::protocol::Reply;
 use crate::shard::entry::MAX_IDLE;
@@ -45,18 +45,16 @@ pub fn restore(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     let key = &args[1];
     let (mut replace, mut absttl) = (false, false);
     let (mut idle, mut freq): (Option<i64>, Option<i64>) = (None, None);
-    let mut j = 4;
-    while j < args.len() {
-        let opt = &args[j];
-        let has_value = j + 1 < args.len();
-        if is(opt, "replace") {
+    let mut opts = ArgCursor::new(args, 4);
+    loop {
+        if opts.eat("replace") {
             replace = true;
-        } else if is(opt, "absttl") {
+        } else if opts.eat("absttl") {
             absttl = true;
-        } else if is(opt, "idletime") && has_value && freq.is_none() {
-            // IDLETIME and FREQ exclude each other; the second one falls through to a syntax
+        } else if let Some(v) = freq.is_none().then(|| opts.eat_with_value("idletime")).flatten() {
+            // IDLETIME and FREQ exclude each other; the second one is left over, a syntax
             // error, as in Redis.
-            let v = match int_arg(&args[j + 1]) {
+            let v = match int_arg(v) {
                 Ok(v) => v,
                 Err(e) => return e,
             };
@@ -64,9 +62,8 @@ pub fn restore(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
                 return err(ERR_IDLETIME);
             }
             idle = Some(v);
-            j += 1;
-        } else if is(opt, "freq") && has_value && idle.is_none() {
-            let v = match int_arg(&args[j + 1]) {
+        } else if let Some(v) = idle.is_none().then(|| opts.eat_with_value("freq")).flatten() {
+            let v = match int_arg(v) {
                 Ok(v) => v,
                 Err(e) => return e,
             };
@@ -74,11 +71,12 @@ pub fn restore(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
                 return err(ERR_FREQ);
             }
             freq = Some(v);
-            j += 1;
         } else {
-            return err(ERR_SYNTAX);
+            break;
         }
-        j += 1;
+    }
+    if let Err(e) = opts.finish() {
+        return e;
     }
 
     // Redis' order of checks: options, existing key, TTL, then the payload.
@@ -129,6 +127,7 @@ pub fn restore(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cmd::args::ERR_SYNTAX;
     use crate::config::{Flags, Settings};
     use crate::shard::Shard;
     use clap::Parser;

@@ -3,7 +3,8 @@
 //!
 //! A read that comes back shorter than the room it was given has drained the socket: the next
 //! read waits for the poller's readiness report instead of asking the kernel first (a second
-//! `recv` would only answer EAGAIN). Never blocks the core: every system call is non-blocking.
+//! `recv` would only answer EAGAIN), unless the peer has hung up (that is reported once, maybe
+//! together with the data already read). Never blocks the core: every call is non-blocking.
 
 use std::cell::Cell;
 use std::io;
@@ -45,7 +46,9 @@ impl Socket {
         if buf.capacity() - buf.len() < min_room {
             buf.reserve(min_room);
         }
-        if self.drained.get() {
+        // A hang-up may have come with the data the last read took: then no later edge
+        // will report it, and only a read can see it.
+        if self.drained.get() && !self.poller.peer_closed(self.token) {
             self.poller.readable(self.token).await;
         }
         loop {

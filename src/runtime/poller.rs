@@ -133,6 +133,8 @@ struct Slot {
     in_use: bool,
     readable: bool,
     writable: bool,
+    /// The peer hung up or the socket failed: sticky, since no later edge will say so again.
+    closed: bool,
     read_waker: Option<Waker>,
     write_waker: Option<Waker>,
 }
@@ -267,6 +269,15 @@ impl Poller {
     /// Resolves once the socket has been reported readable (consuming that report).
     pub async fn readable(&self, token: usize) {
         self.ready(token, Dir::Read).await
+    }
+
+    /// True once the peer hung up or the socket failed (reported at any time since it was
+    /// registered): reads must go on until they see it, whatever the readiness reports.
+    pub fn peer_closed(&self, token: usize) -> bool {
+        self.slots
+            .borrow()
+            .get(token)
+            .is_none_or(|s| !s.in_use || s.closed)
     }
 
     /// Resolves once the socket has been reported writable (consuming that report).
@@ -459,6 +470,9 @@ impl Poller {
                     };
                     let bits = ev.events as libc::c_int;
                     let broken = libc::EPOLLHUP | libc::EPOLLERR;
+                    if bits & (libc::EPOLLRDHUP | broken) != 0 {
+                        s.closed = true;
+                    }
                     if bits & (libc::EPOLLIN | libc::EPOLLRDHUP | broken) != 0 {
                         s.readable = true;
                         if let Some(w) = s.read_waker.take() {

@@ -28,6 +28,7 @@ use ondisk::summary::{summary_file_name, Summary};
 use tracing::{info, warn};
 
 use super::core::Core;
+use super::error::{ErrorKind, Result, ServerError};
 use crate::shard::{now_ms, shard_of, KeyMeta, Shard, Value};
 
 /// The snapshot chosen at start-up.
@@ -75,7 +76,7 @@ fn matches_pattern(pattern: &str, name: &str) -> bool {
 
 /// Finds the snapshot to load; Ok(None) when there is none. A summary that cannot be read is
 /// an error naming it.
-pub fn find(dir: &str, dbfilename: &str) -> Result<Option<Plan>, String> {
+pub fn find(dir: &str, dbfilename: &str) -> Result<Option<Plan>> {
     if dbfilename.is_empty() {
         return Ok(None);
     }
@@ -107,9 +108,13 @@ pub fn find(dir: &str, dbfilename: &str) -> Result<Option<Plan>, String> {
         .filter(|n| matches_pattern(&summary_pattern, n))
     {
         let path = dir.join(n);
-        let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let summary = Summary::decode(&bytes)
-            .map_err(|e| format!("snapshot summary {}: {e}", path.display()))?;
+        let bytes = std::fs::read(&path).map_err(|e| ServerError::io("read", &path, &e))?;
+        let summary = Summary::decode(&bytes).map_err(|e| {
+            ServerError::new(
+                ErrorKind::Corrupt,
+                format!("snapshot summary {}: {e}", path.display()),
+            )
+        })?;
         if best
             .as_ref()
             .is_none_or(|(t, _, _)| summary.created_ms > *t)
@@ -184,7 +189,7 @@ pub struct Progress {
     keys: AtomicU64,
     expired: AtomicU64,
     skipped: AtomicU64,
-    failed: std::sync::Mutex<Option<String>>,
+    failed: std::sync::Mutex<Option<ServerError>>,
 }
 
 impl Progress {
@@ -333,7 +338,7 @@ impl<'a> Router<'a> {
         }
     }
 
-    async fn push(&mut self, rec: Rec) -> Result<(), String> {
+    async fn push(&mut self, rec: Rec) -> Result<()> {
         if rec.expire_at != 0 && rec.expire_at <= self.now {
             self.progress.expired.fetch_add(1, Ordering::Relaxed);
             return Ok(());
@@ -364,14 +369,14 @@ impl<'a> Router<'a> {
         Ok(())
     }
 
-    async fn flush(&mut self) -> Result<(), String> {
+    async fn flush(&mut self) -> Result<()> {
         for s in 0..self.groups.len() {
             self.send(s).await?;
         }
         Ok(())
     }
 
-    async fn send(&mut self, s: usize) -> Result<(), String> {
+    async fn send(&mut self, s: usize) -> Result<()> {
         let (recs, _) = std::mem::take(&mut self.groups[s]);
         if recs.is_empty() {
             return Ok(());
@@ -386,7 +391,7 @@ impl<'a> Router<'a> {
         self.core
             .on_shard(s, move |sh| insert(sh, recs, goal))
             .await
-            .ok_or("server is shutting down")?;
+            .ok_or_else(ServerError::shutting_down)?;
         self.progress.keys.fetch_add(n, Ordering::Relaxed);
         wait_for_memory(self.core).await
     }
@@ -415,7 +420,7 @@ fn insert(sh: &mut Shard, recs: Vec<Rec>, goal: u64) {
 
 /// Keeps the load within maxmemory: with tiering, waits while the offloader moves values to
 /// SSD; without, a snapshot that does not fit is an error.
-async fn wait_for_memory(core: &Rc<Core>) -> Result<(), String> {
+async fn wait_for_memory(core: &Rc<Core>) -> Result<()> {
     let settings = &core.global.settings;
     let max = settings.maxmemory();
     if max == 0 {
@@ -428,11 +433,11 @@ async fn wait_for_memory(core: &Rc<Core>) -> Result<(), String> {
     }
     if settings.tiered.is_none() {
         if used() > max {
-            return Err(format!(
+            return Err(ServerError::new(ErrorKind::OutOfMemory, format!(
                 "the snapshot does not fit in --maxmemory {} ({} used); start with a larger --maxmemory or with SSD tiering (--tiered_prefix)",
                 super::human_bytes(max),
                 super::human_bytes(used())
-            ));
+            )));
         }
         return Ok(());
     }
@@ -450,10 +455,10 @@ async fn wait_for_memory(core: &Rc<Core>) -> Result<(), String> {
             .is_some_and(|t| t.is_full());
         // In cache mode a full tier is relieved by eviction (the heartbeat), so it waits too.
         if (full && !settings.cache_mode) || waited > Duration::from_secs(60) {
-            return Err(format!(
+            return Err(ServerError::new(ErrorKind::OutOfMemory, format!(
                 "the snapshot does not fit in --maxmemory {} plus the SSD tier (--tiered_max_file_size)",
                 super::human_bytes(max)
-            ));
+            )));
         }
         glommio::timer::sleep(Duration::from_millis(1)).await;
         waited += Duration::from_millis(1);
@@ -469,22 +474,22 @@ async fn load_strata(
     path: &Path,
     expect: Option<(u64, u32)>,
     progress: &Progress,
-) -> Result<(), String> {
+) -> Result<()> {
     let name = path.display().to_string();
-    let file = std::fs::File::open(path).map_err(|e| format!("snapshot file {name}: {e}"))?;
+    let file = std::fs::File::open(path).map_err(|e| ServerError::io("open", path, &e))?;
+    let damaged = |e: ondisk::FormatError| {
+        ServerError::new(ErrorKind::Corrupt, format!("snapshot file {name}: {e}"))
+    };
     let counted = Counting {
         inner: std::io::BufReader::with_capacity(READ_CHUNK, file),
         progress,
     };
     let mut reader =
-        SnapshotReader::new(counted).map_err(|e| format!("snapshot file {name}: {e}"))?;
+        SnapshotReader::new(counted).map_err(damaged)?;
     let mut router = Router::new(core, progress);
     let mut n = 0u64;
     let result = async {
-        while let Some(r) = reader
-            .next_record()
-            .map_err(|e| format!("snapshot file {name}: {e}"))?
-        {
+        while let Some(r) = reader.next_record().map_err(damaged)? {
             match r.value {
                 RecordValue::String(v) => {
                     router
@@ -526,10 +531,10 @@ async fn load_strata(
         }
         if let (Some(stats), Some((bytes, crc))) = (reader.stats(), expect) {
             if stats.bytes != bytes || stats.crc32 != crc {
-                return Err(format!(
+                return Err(ServerError::new(ErrorKind::Corrupt, format!(
                     "snapshot file {name} does not match its summary (size {} vs {bytes}, crc {:08x} vs {crc:08x})",
                     stats.bytes, stats.crc32
-                ));
+                )));
             }
         }
         Ok(())
@@ -542,19 +547,21 @@ async fn load_strata(
     result
 }
 
-async fn load_rdb(core: &Rc<Core>, path: &Path, progress: &Progress) -> Result<(), String> {
+async fn load_rdb(core: &Rc<Core>, path: &Path, progress: &Progress) -> Result<()> {
     let name = path.display().to_string();
-    let file = std::fs::File::open(path).map_err(|e| format!("RDB file {name}: {e}"))?;
+    let file = std::fs::File::open(path).map_err(|e| ServerError::io("open", path, &e))?;
+    let damaged =
+        |e: ondisk::FormatError| ServerError::new(ErrorKind::Corrupt, format!("RDB file {name}: {e}"));
     let counted = Counting {
         inner: std::io::BufReader::with_capacity(READ_CHUNK, file),
         progress,
     };
-    let mut reader = RdbReader::new(counted).map_err(|e| format!("RDB file {name}: {e}"))?;
+    let mut reader = RdbReader::new(counted).map_err(damaged)?;
     let mut router = Router::new(core, progress);
     let mut skipped_types: std::collections::BTreeMap<u8, u64> = Default::default();
     let mut n = 0u64;
     let result = async {
-        while let Some(item) = reader.next().map_err(|e| format!("RDB file {name}: {e}"))? {
+        while let Some(item) = reader.next().map_err(damaged)? {
             match item {
                 RdbItem::String {
                     db,

@@ -23,6 +23,7 @@
 pub mod admin;
 pub mod core;
 pub mod dispatch;
+pub mod error;
 pub mod eviction;
 pub mod exec;
 pub mod load;

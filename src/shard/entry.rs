@@ -591,6 +591,16 @@ impl Entry {
         self.object_type().map_or(STRING_TYPE, ObjectType::name)
     }
 
+    /// For a collection, writes its RDB encoding (DUMP, RDB export, snapshot records) and
+    /// returns its RDB type; None for a string, which the string codecs write.
+    pub fn encode_rdb(&self, out: &mut Vec<u8>) -> Option<u8> {
+        match self.value() {
+            ValueRef::Packed(kind, bytes) => Some(kind.encode_rdb(bytes, out)),
+            ValueRef::Object(o) => Some(o.encode_rdb(out)),
+            ValueRef::Str(_) | ValueRef::External(_) => None,
+        }
+    }
+
     /// What OBJECT ENCODING reports. Strings as Redis would encode them (an offloaded value is
     /// at least 64 bytes and not an integer: "raw").
     pub fn encoding(&self) -> &'static str {

@@ -103,6 +103,21 @@ impl PackedKind {
     }
 }
 
+impl PackedKind {
+    /// Writes the RDB encoding of a packed block of this kind (the bytes as they are, as Redis
+    /// writes them; a list's listpack as a quicklist of one packed node) and returns its RDB
+    /// type code.
+    pub fn encode_rdb(self, bytes: &[u8], out: &mut Vec<u8>) -> u8 {
+        if self.ty == ObjectType::List {
+            // QUICKLIST_2: node count, then per node its container kind (2 = packed) and bytes.
+            ondisk::rdb::write_len(out, 1);
+            ondisk::rdb::write_len(out, 2);
+        }
+        ondisk::rdb::write_plain_string(out, bytes);
+        self.rdb_type()
+    }
+}
+
 /// A small collection as one packed block, as commands build it before storing it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Packed {
@@ -258,6 +273,16 @@ mod tests {
             encoding: PackedEncoding::Intset,
         };
         assert_eq!(intset.rdb_type(), 11);
+        let mut out = Vec::new();
+        assert_eq!(intset.encode_rdb(b"abc", &mut out), 11);
+        assert_eq!(out, b"\x03abc");
+        let list = PackedKind {
+            ty: ObjectType::List,
+            encoding: PackedEncoding::Listpack,
+        };
+        out.clear();
+        assert_eq!(list.encode_rdb(b"xy", &mut out), 18);
+        assert_eq!(out, b"\x01\x02\x02xy");
     }
 
     #[test]

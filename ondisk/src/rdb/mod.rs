@@ -37,8 +37,8 @@ mod reader;
 mod writer;
 
 pub use codec::{
-    decode_dump_string, dump_payload, encode_dump_string, Crc64, DumpError, DumpPayload, RdbCursor,
-    RdbInput, StringCompression, DUMP_RDB_VERSION,
+    decode_dump_string, dump_payload, encode_dump_string, write_len, write_plain_string, Crc64,
+    DumpError, DumpPayload, RdbCursor, RdbInput, StringCompression, DUMP_RDB_VERSION,
 };
 pub use lzf::{lzf_compress, lzf_decompress, LzfError};
 pub use reader::RdbReader;

@@ -164,7 +164,24 @@ impl RdbEncoder {
         self.out.freeze()
     }
 
+    /// Writes one key of any type: `value` is already its RDB encoding for `rdb_type` (the
+    /// codec's writers make it), copied as it is.
+    pub fn write_object(
+        &mut self,
+        key: &[u8],
+        rdb_type: u8,
+        value: &[u8],
+        expire_at_ms: Option<u64>,
+    ) {
+        self.typed_head(key, rdb_type, expire_at_ms);
+        self.emit(value);
+    }
+
     fn key_head(&mut self, key: &[u8], expire_at_ms: Option<u64>) {
+        self.typed_head(key, types::STRING, expire_at_ms);
+    }
+
+    fn typed_head(&mut self, key: &[u8], rdb_type: u8, expire_at_ms: Option<u64>) {
         self.assert_no_open_value();
         if self.db.is_none() {
             self.select_db(0);
@@ -175,7 +192,7 @@ impl RdbEncoder {
             let at = i64::try_from(at).unwrap_or(i64::MAX);
             b.extend_from_slice(&at.to_le_bytes());
         }
-        b.push(types::STRING);
+        b.push(rdb_type);
         write_plain_string(&mut b, key);
         self.emit(&b);
         self.keys += 1;

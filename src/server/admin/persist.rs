@@ -40,7 +40,7 @@ pub async fn save(Call { core, args, .. }: Call<'_>) -> Reply {
     }
     match snapshot::save(core, format, name).await {
         Ok(_) => Reply::Ok,
-        Err(e) => Reply::Error(e),
+        Err(e) => e.reply(),
     }
 }
 
@@ -55,12 +55,12 @@ pub async fn bgsave(Call { core, args, .. }: Call<'_>) -> Reply {
         if schedule {
             return Reply::Status("Background saving scheduled");
         }
-        return err(snapshot::IN_PROGRESS);
+        return snapshot::in_progress_error().reply();
     }
     // Answered once the point in time is set: later writes are not in the snapshot.
     match snapshot::bgsave(core).await {
         Ok(Ok(())) => Reply::Status("Background saving started"),
-        Ok(Err(e)) => Reply::Error(e),
+        Ok(Err(e)) => e.reply(),
         Err(_) => err("ERR server is shutting down"),
     }
 }

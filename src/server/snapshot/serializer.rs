@@ -1,0 +1,300 @@
+//! One shard's part of a save, on the shard's own core: walks its tables a few buckets per
+//! step between client commands, takes the entries writes copied aside, reads offloaded values
+//! back from the tier file, and encodes everything (Strata records or an RDB fragment) into its
+//! file as it goes.
+//!
+//! Never: blocks the core for more than one step, or holds more than one step's entries (plus
+//! the writers' copies) in memory; a large value is encoded in chunks with writes between.
+
+use std::path::PathBuf;
+use std::rc::Rc;
+
+use bytes::Bytes;
+use ondisk::rdb::RdbEncoder;
+use ondisk::snapshot::{KeyHead, SnapshotEncoder, SnapshotHeader};
+use tracing::{info, warn};
+
+use super::sink::{FileWriter, Throttle};
+use super::Format;
+use crate::server::core::Core;
+use crate::server::error::{ErrorKind, Result, ServerError};
+use crate::shard::{Element, Entry, ValueRef};
+
+/// Buckets one serializer step walks per db.
+const STEP_BUCKETS: usize = 8;
+/// Encoded bytes a serializer lets pile up before it writes them out.
+const ENCODED_IN_MEMORY: usize = 512 << 10;
+/// Offloaded values read at once by a serializer.
+const READS_IN_FLIGHT: usize = 64;
+/// Values at least this long are encoded in chunks, the file written between chunks.
+pub(super) const CHUNK: usize = 1 << 20;
+
+/// What a shard's serializer writes, and where.
+#[derive(Clone)]
+pub(super) struct ShardJob {
+    pub(super) tmp: PathBuf,
+    pub(super) format: Format,
+    pub(super) header: SnapshotHeader,
+    /// Bytes per second for this shard; 0 = no cap.
+    pub(super) throttle: u64,
+    pub(super) started_ms: u64,
+}
+
+/// What a shard's serializer wrote.
+pub(super) struct ShardOutput {
+    pub(super) keys: u64,
+    pub(super) bytes: u64,
+    pub(super) crc32: u32,
+    pub(super) records: u64,
+    pub(super) unreadable: u64,
+}
+
+/// The encoder of one shard's file.
+enum Encoder {
+    Strata(Box<SnapshotEncoder>),
+    Rdb(Box<RdbEncoder>),
+}
+
+impl Encoder {
+    fn pending(&self) -> usize {
+        match self {
+            Encoder::Strata(e) => e.pending_bytes(),
+            Encoder::Rdb(e) => e.pending_bytes(),
+        }
+    }
+
+    fn take(&mut self) -> Option<Bytes> {
+        match self {
+            Encoder::Strata(e) => e.take_output(),
+            Encoder::Rdb(e) => e.take_output(),
+        }
+    }
+}
+
+/// Writes a shard's file while walking its tables; always ends the shard's snapshot.
+pub(super) async fn serialize_shard(core: Rc<Core>, job: ShardJob) -> Result<ShardOutput> {
+    let result = write_shard(&core, &job).await;
+    core.shard.borrow_mut().snapshot_end();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&job.tmp);
+    }
+    result
+}
+
+async fn write_shard(core: &Rc<Core>, job: &ShardJob) -> Result<ShardOutput> {
+    let mut w = FileWriter::create(&job.tmp).await?;
+    let mut enc = match job.format {
+        Format::Strata => Encoder::Strata(Box::new(SnapshotEncoder::new(job.header.clone()))),
+        Format::Rdb => Encoder::Rdb(Box::new(RdbEncoder::fragment())),
+    };
+    let throttle = Throttle::new(job.throttle);
+    let mut out = ShardOutput {
+        keys: 0,
+        bytes: 0,
+        crc32: 0,
+        records: 0,
+        unreadable: 0,
+    };
+    let mut batch: Vec<(usize, Element<Entry>)> = Vec::new();
+    let total = core.shard.borrow().key_count().max(1);
+    let mut handed = 0usize;
+    let mut next_log = 10;
+    loop {
+        let done = core
+            .shard
+            .borrow_mut()
+            .snapshot_step(STEP_BUCKETS, &mut batch);
+        handed += batch.len();
+        let mut reads = Vec::new();
+        for (db, el) in batch.drain(..) {
+            let (key, e, at, flags) = (el.key, el.value, el.expire_at, el.meta.client_flags);
+            if at != 0 && at <= job.started_ms {
+                continue;
+            }
+            let expire = (at != 0).then_some(at);
+            match e.value() {
+                ValueRef::Str(v) => {
+                    put_value(
+                        &mut enc,
+                        &mut w,
+                        &throttle,
+                        &mut out,
+                        db,
+                        key.as_bytes(),
+                        v,
+                        expire,
+                        flags,
+                    )
+                    .await?;
+                }
+                ValueRef::External(_) => {
+                    if let Some(p) = e.external(key.len()) {
+                        reads.push((db, key, p, expire, flags));
+                    }
+                }
+                ValueRef::Packed(..) | ValueRef::Object(_) => {
+                    let mut body = Vec::new();
+                    if let Some(rdb_type) = e.encode_rdb(&mut body) {
+                        let head = (db, key.as_bytes(), expire, flags);
+                        put_object(&mut enc, &mut out, head, rdb_type, &body);
+                    }
+                }
+            }
+            // Written as it goes: a large batch (a write burst's copies) never sits in the
+            // encoder whole.
+            if enc.pending() >= ENCODED_IN_MEMORY {
+                drain(&mut enc, &mut w, &throttle, &mut out).await?;
+            }
+        }
+        if !reads.is_empty() {
+            let tier = core.shard.borrow().tier.clone();
+            let Some(tier) = tier else {
+                return Err(ServerError::new(
+                    ErrorKind::Corrupt,
+                    "offloaded values without a tier file",
+                ));
+            };
+            // A bounded number of reads at a time: a write burst can capture thousands of
+            // offloaded entries, and their values must not all come to RAM at once.
+            for group in reads.chunks(READS_IN_FLIGHT) {
+                let values = futures::future::join_all(
+                    group
+                        .iter()
+                        .map(|(_, k, p, _, _)| tier.read(*p, k.as_bytes())),
+                )
+                .await;
+                for ((db, key, _, expire, flags), v) in group.iter().zip(values) {
+                    match v {
+                        Ok(v) => {
+                            put_value(
+                                &mut enc,
+                                &mut w,
+                                &throttle,
+                                &mut out,
+                                *db,
+                                key.as_bytes(),
+                                &v,
+                                *expire,
+                                *flags,
+                            )
+                            .await?;
+                        }
+                        Err(e) => {
+                            warn!("snapshot: cannot read the value of {key:?} from the tier file: {e}");
+                            out.unreadable += 1;
+                        }
+                    }
+                }
+                drain(&mut enc, &mut w, &throttle, &mut out).await?;
+            }
+        }
+        drain(&mut enc, &mut w, &throttle, &mut out).await?;
+        let pct = out.keys * 100 / total as u64;
+        if pct >= next_log && total > 100_000 {
+            info!(
+                shard = job.header.shard_index,
+                "snapshot {pct}% ({} keys)", out.keys
+            );
+            next_log = pct / 10 * 10 + 10;
+        }
+        if done {
+            break;
+        }
+        futures_lite::future::yield_now().await;
+    }
+    let expected = core.shard.borrow().snap_keys_at_begin;
+    if handed != expected {
+        warn!(
+            shard = job.header.shard_index,
+            "snapshot walked {handed} entries but the shard held {expected} when the save began"
+        );
+    }
+    let tail = match enc {
+        Encoder::Strata(e) => {
+            let (tail, stats) = e.finish();
+            out.crc32 = stats.crc32;
+            out.records = stats.records;
+            tail
+        }
+        Encoder::Rdb(e) => e.finish(),
+    };
+    w.write(&tail).await?;
+    out.bytes += tail.len() as u64;
+    w.close().await?;
+    Ok(out)
+}
+
+/// Encodes one string value, in chunks for long ones so the file is written as it goes. RDB
+/// has no place for memcached's client flags; Strata snapshots keep them.
+#[allow(clippy::too_many_arguments)]
+async fn put_value(
+    enc: &mut Encoder,
+    w: &mut FileWriter,
+    throttle: &Throttle,
+    out: &mut ShardOutput,
+    db: usize,
+    key: &[u8],
+    value: &[u8],
+    expire: Option<u64>,
+    client_flags: u32,
+) -> Result<()> {
+    match enc {
+        Encoder::Strata(e) if value.len() > CHUNK => {
+            e.begin_string(db as u16, key, value.len() as u64, expire, client_flags);
+            for chunk in value.chunks(CHUNK) {
+                if let Encoder::Strata(e) = enc {
+                    e.value_chunk(chunk);
+                }
+                drain(enc, w, throttle, out).await?;
+            }
+        }
+        Encoder::Strata(e) => e.write_string(db as u16, key, value, expire, client_flags),
+        Encoder::Rdb(e) => {
+            e.select_db(db as u32);
+            e.write_string(key, value, expire);
+        }
+    }
+    out.keys += 1;
+    Ok(())
+}
+
+/// Writes what the encoder has ready.
+async fn drain(
+    enc: &mut Encoder,
+    w: &mut FileWriter,
+    throttle: &Throttle,
+    out: &mut ShardOutput,
+) -> Result<()> {
+    while let Some(b) = enc.take() {
+        w.write(&b).await?;
+        out.bytes += b.len() as u64;
+        throttle.account(b.len() as u64).await;
+    }
+    Ok(())
+}
+
+/// Encodes one typed value (a collection) as a Strata object record or an RDB object.
+fn put_object(
+    enc: &mut Encoder,
+    out: &mut ShardOutput,
+    (db, key, expire, client_flags): (usize, &[u8], Option<u64>, u32),
+    rdb_type: u8,
+    body: &[u8],
+) {
+    match enc {
+        Encoder::Strata(e) => {
+            let head = KeyHead {
+                db: db as u16,
+                key,
+                expire_at_ms: expire,
+                client_flags,
+            };
+            e.write_object(&head, rdb_type, body);
+        }
+        Encoder::Rdb(e) => {
+            e.select_db(db as u32);
+            e.write_object(key, rdb_type, body, expire);
+        }
+    }
+    out.keys += 1;
+}
