@@ -23,13 +23,14 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use ondisk::rdb::{RdbItem, RdbReader};
-use ondisk::snapshot::{RecordValue, SnapshotReader};
+use ondisk::snapshot::{Item, RecordValue, SnapshotReader};
 use ondisk::summary::{summary_file_name, Summary};
 use tracing::{info, warn};
 
 use super::core::Core;
 use super::error::{ErrorKind, Result, ServerError};
-use crate::shard::{now_ms, shard_of, KeyMeta, Shard, Value};
+use crate::shard::object::packed_from_rdb;
+use crate::shard::{now_ms, shard_of, KeyMeta, Packed, Shard, Value};
 
 /// The snapshot chosen at start-up.
 #[derive(Debug)]
@@ -310,10 +311,25 @@ pub async fn run(core: &Rc<Core>, plan: &Plan, progress: &Progress) {
 struct Rec {
     db: usize,
     key: Bytes,
-    value: Bytes,
+    value: RecValue,
     expire_at: u64,
     /// Memcached's client flags (0 = none).
     client_flags: u32,
+}
+
+/// A record's value: a string's bytes, or a collection already decoded.
+enum RecValue {
+    Str(Bytes),
+    Packed(Packed),
+}
+
+impl RecValue {
+    fn len(&self) -> usize {
+        match self {
+            RecValue::Str(b) => b.len(),
+            RecValue::Packed(p) => p.bytes.len(),
+        }
+    }
 }
 
 /// Records grouped by owning shard, sent when a group grows large.
@@ -407,7 +423,11 @@ fn insert(sh: &mut Shard, recs: Vec<Rec>, goal: u64) {
                 |_| crate::memory::used_memory() <= goal,
             );
         }
-        sh.store(r.db, &r.key, Value::str(&r.value), r.expire_at);
+        let value = match r.value {
+            RecValue::Str(b) => Value::str(&b),
+            RecValue::Packed(p) => Value::Packed(p),
+        };
+        sh.store(r.db, &r.key, value, r.expire_at);
         if r.client_flags != 0 {
             let meta = KeyMeta {
                 client_flags: r.client_flags,
@@ -489,14 +509,38 @@ async fn load_strata(
     let mut router = Router::new(core, progress);
     let mut n = 0u64;
     let result = async {
-        while let Some(r) = reader.next_record().map_err(damaged)? {
+        while let Some(item) = reader.next_item().map_err(damaged)? {
+            let r = match item {
+                Item::Record(r) => r,
+                Item::Object(o) => {
+                    match packed_from_rdb(o.rdb_type, &o.value) {
+                        Ok(p) => {
+                            router
+                                .push(Rec {
+                                    db: o.db as usize,
+                                    key: o.key,
+                                    value: RecValue::Packed(p),
+                                    expire_at: o.expire_at_ms.unwrap_or(0),
+                                    client_flags: o.client_flags,
+                                })
+                                .await?
+                        }
+                        Err(e) => {
+                            warn!("snapshot file {name}: skipping key {:?}: {e}", o.key);
+                            progress.skipped.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                    continue;
+                }
+                Item::End(_) => continue,
+            };
             match r.value {
                 RecordValue::String(v) => {
                     router
                         .push(Rec {
                             db: r.db as usize,
                             key: r.key,
-                            value: v,
+                            value: RecValue::Str(v),
                             expire_at: r.expire_at_ms.unwrap_or(0),
                             client_flags: r.client_flags,
                         })
@@ -573,7 +617,7 @@ async fn load_rdb(core: &Rc<Core>, path: &Path, progress: &Progress) -> Result<(
                         .push(Rec {
                             db: db as usize,
                             key,
-                            value,
+                            value: RecValue::Str(value),
                             expire_at: expire_at_ms.unwrap_or(0),
                             client_flags: 0,
                         })
