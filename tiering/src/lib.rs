@@ -9,7 +9,7 @@
 //!   - `space`: which pages hold what, deferred and held frees, [`SpaceHold`];
 //!   - `write`: batched writes, small values packed into bins of pages;
 //!   - `read`: value reads, one I/O shared per page, within a byte budget;
-//!   - `error`: [`TierError`].
+//!   - `error`: [`TierError`], ENOSPC told by its code.
 //! - [`uring`]: the tier's own io_uring for reads.
 //!
 //! The engine is single-threaded per shard (glommio, thread per core) and never blocks: every
