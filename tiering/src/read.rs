@@ -420,21 +420,27 @@ mod tests {
                 .collect();
             let (_, ptrs) = write_all(&st, &keys, &vals).await;
             assert!(ptrs[..8].iter().all(|p| p.page == ptrs[0].page));
-            // Three readers of one page; the one whose poll started the I/O goes first.
+            // Three readers of one page; the one whose poll started the I/O goes first. The
+            // reads stay queued until all three have polled: a read the disk served before its
+            // first poll would leave nothing to drop midway.
+            st.set_batching(true);
             let mut first = Box::pin(st.read(ptrs[0], &keys[0]));
             assert!(futures::poll!(first.as_mut()).is_pending());
             let mut a = Box::pin(st.read(ptrs[1], &keys[1]));
             let mut b = Box::pin(st.read(ptrs[2], &keys[2]));
             assert!(futures::poll!(a.as_mut()).is_pending());
             assert!(futures::poll!(b.as_mut()).is_pending());
+            st.set_batching(false);
             drop(first);
             assert_eq!(a.await.unwrap(), vals[1]);
             assert_eq!(b.await.unwrap(), vals[2]);
             let s = st.stats();
             assert_eq!((s.reads, s.coalesced_reads, s.pending_reads), (1, 2, 0));
             // Alone, a small read and an extent read dropped midway leave nothing behind.
+            st.set_batching(true);
             assert!(st.read(ptrs[3], &keys[3]).now_or_never().is_none());
             assert!(st.read(ptrs[8], &keys[8]).now_or_never().is_none());
+            st.set_batching(false);
             assert!(st.reads.inflight.borrow().is_empty());
             assert_eq!(st.stats().pending_reads, 0);
             // ...and hold no frees back: every page comes free at once.
@@ -467,9 +473,15 @@ mod tests {
             let vals: Vec<Vec<u8>> = (0..20).map(|i| noise(i as u64 + 1, 20_000)).collect();
             let (_, ptrs) = write_all(&st, &keys, &vals).await;
             assert!(ptrs.iter().all(|p| p.pages() == 5));
-            let got =
-                futures::future::join_all(ptrs.iter().zip(&keys).map(|(p, k)| st.read(*p, k)))
-                    .await;
+            // Every read asks for its share before any reaches the disk (batching holds them
+            // queued): one served before the next asked would leave that one room.
+            st.set_batching(true);
+            let mut reads = std::pin::pin!(futures::future::join_all(
+                ptrs.iter().zip(&keys).map(|(p, k)| st.read(*p, k))
+            ));
+            let _ = futures::poll!(reads.as_mut());
+            st.set_batching(false);
+            let got = reads.await;
             for (g, v) in got.into_iter().zip(&vals) {
                 assert_eq!(&g.unwrap(), v);
             }
