@@ -4,16 +4,27 @@
 //! - [`alloc`]: page-granular space allocation in the file.
 //! - [`codec`]: optional compression of each value on its way to disk (zstd, lz4).
 //! - [`page`]: on-disk layouts (shared small-value pages, extents), each checksummed.
-//! - [`store`]: the per-shard file, batched writes, coalesced reads, deferred frees.
+//! - [`store`]: the per-shard file ([`TierStore`]) and its counters, made of:
+//!   - `pointer`: [`DiskPtr`], where a value lives, packed in 64 bits in RAM;
+//!   - `space`: which pages hold what, deferred and held frees, [`SpaceHold`];
+//!   - `write`: batched writes, small values packed into bins of pages;
+//!   - `read`: value reads, one I/O shared per page, within a byte budget;
+//!   - `error`: [`TierError`], ENOSPC told by its code.
+//! - [`uring`]: the tier's own io_uring for reads.
 //!
 //! The engine is single-threaded per shard (glommio, thread per core) and never blocks: every
 //! disk access is an awaited io_uring operation on an O_DIRECT file.
 
 pub mod alloc;
 pub mod codec;
+mod error;
 pub mod page;
+mod pointer;
+mod read;
+mod space;
 pub mod store;
 pub mod uring;
+mod write;
 
 pub use codec::Codec;
 pub use store::{DiskPtr, SpaceHold, StoredItem, TierError, TierStats, TierStore};
