@@ -48,8 +48,8 @@ pub fn run(flags: &Flags) -> Result<()> {
                 .ok_or(())
         })
         .map_err(|_| config_error(format!("--bind: cannot resolve '{}'", flags.bind)))?;
-    let listener =
-        listen(addr).map_err(|e| io_error(format!("--port/--bind: cannot listen on {addr}: {e}")))?;
+    let listener = listen(addr)
+        .map_err(|e| io_error(format!("--port/--bind: cannot listen on {addr}: {e}")))?;
 
     let mut senders = Vec::with_capacity(threads);
     let mut receivers = Vec::with_capacity(threads);

@@ -51,7 +51,11 @@ pub fn restore(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
             replace = true;
         } else if opts.eat("absttl") {
             absttl = true;
-        } else if let Some(v) = freq.is_none().then(|| opts.eat_with_value("idletime")).flatten() {
+        } else if let Some(v) = freq
+            .is_none()
+            .then(|| opts.eat_with_value("idletime"))
+            .flatten()
+        {
             // IDLETIME and FREQ exclude each other; the second one is left over, a syntax
             // error, as in Redis.
             let v = match int_arg(v) {
@@ -62,7 +66,11 @@ pub fn restore(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
                 return err(ERR_IDLETIME);
             }
             idle = Some(v);
-        } else if let Some(v) = idle.is_none().then(|| opts.eat_with_value("freq")).flatten() {
+        } else if let Some(v) = idle
+            .is_none()
+            .then(|| opts.eat_with_value("freq"))
+            .flatten()
+        {
             let v = match int_arg(v) {
                 Ok(v) => v,
                 Err(e) => return e,

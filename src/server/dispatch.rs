@@ -307,12 +307,7 @@ async fn wait_for_room(core: &Core, reqs: &[Request]) {
     }
     let writes = reqs.iter().any(Request::denyoom);
     // A full tier file cannot take more: then waiting would only slow the writer down.
-    let full = core
-        .shard
-        .borrow()
-        .tier
-        .as_ref()
-        .is_some_and(|t| t.is_full());
+    let full = core.shard.borrow().tier_full();
     if !writes || full {
         return;
     }

@@ -101,16 +101,27 @@ mod tests {
     fn a_full_disk_is_known_by_its_code_not_its_words() {
         let p = Path::new("/x");
         let full = std::io::Error::from_raw_os_error(libc::ENOSPC);
-        assert_eq!(ServerError::io("write", p, &full).kind(), ErrorKind::NoSpace);
+        assert_eq!(
+            ServerError::io("write", p, &full).kind(),
+            ErrorKind::NoSpace
+        );
         let quota = std::io::Error::from_raw_os_error(libc::EDQUOT);
-        assert_eq!(ServerError::io("write", p, &quota).kind(), ErrorKind::NoSpace);
+        assert_eq!(
+            ServerError::io("write", p, &quota).kind(),
+            ErrorKind::NoSpace
+        );
         // Words alone do not make it one.
         let lookalike = std::io::Error::other("No space left on device");
-        assert_eq!(ServerError::io("write", p, &lookalike).kind(), ErrorKind::Io);
-        let g: glommio::GlommioError<()> = glommio::GlommioError::IoError(
-            std::io::Error::from_raw_os_error(libc::ENOSPC),
+        assert_eq!(
+            ServerError::io("write", p, &lookalike).kind(),
+            ErrorKind::Io
         );
-        assert_eq!(ServerError::glommio("write", p, g).kind(), ErrorKind::NoSpace);
+        let g: glommio::GlommioError<()> =
+            glommio::GlommioError::IoError(std::io::Error::from_raw_os_error(libc::ENOSPC));
+        assert_eq!(
+            ServerError::glommio("write", p, g).kind(),
+            ErrorKind::NoSpace
+        );
         let e = ServerError::new(ErrorKind::Busy, "Background save already in progress");
         assert_eq!(
             e.reply(),

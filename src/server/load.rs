@@ -317,6 +317,22 @@ struct Rec {
     client_flags: u32,
 }
 
+impl Rec {
+    /// A record from its (db, key, expiry, client flags) and value.
+    fn new(
+        (db, key, expire, client_flags): (u16, Bytes, Option<u64>, u32),
+        value: RecValue,
+    ) -> Rec {
+        Rec {
+            db: db as usize,
+            key,
+            value,
+            expire_at: expire.unwrap_or(0),
+            client_flags,
+        }
+    }
+}
+
 /// A record's value: a string's bytes, or a collection already decoded.
 enum RecValue {
     Str(Bytes),
@@ -467,12 +483,7 @@ async fn wait_for_memory(core: &Rc<Core>) -> Result<()> {
     let room = super::eviction::write_room(&core.global, max);
     let mut waited = Duration::ZERO;
     while used() > room {
-        let full = core
-            .shard
-            .borrow()
-            .tier
-            .as_ref()
-            .is_some_and(|t| t.is_full());
+        let full = core.shard.borrow().tier_full();
         // In cache mode a full tier is relieved by eviction (the heartbeat), so it waits too.
         if (full && !settings.cache_mode) || waited > Duration::from_secs(60) {
             return Err(ServerError::new(ErrorKind::OutOfMemory, format!(
@@ -504,8 +515,7 @@ async fn load_strata(
         inner: std::io::BufReader::with_capacity(READ_CHUNK, file),
         progress,
     };
-    let mut reader =
-        SnapshotReader::new(counted).map_err(damaged)?;
+    let mut reader = SnapshotReader::new(counted).map_err(damaged)?;
     let mut router = Router::new(core, progress);
     let mut n = 0u64;
     let result = async {
@@ -515,15 +525,8 @@ async fn load_strata(
                 Item::Object(o) => {
                     match packed_from_rdb(o.rdb_type, &o.value) {
                         Ok(p) => {
-                            router
-                                .push(Rec {
-                                    db: o.db as usize,
-                                    key: o.key,
-                                    value: RecValue::Packed(p),
-                                    expire_at: o.expire_at_ms.unwrap_or(0),
-                                    client_flags: o.client_flags,
-                                })
-                                .await?
+                            let head = (o.db, o.key, o.expire_at_ms, o.client_flags);
+                            router.push(Rec::new(head, RecValue::Packed(p))).await?
                         }
                         Err(e) => {
                             warn!("snapshot file {name}: skipping key {:?}: {e}", o.key);
@@ -536,15 +539,8 @@ async fn load_strata(
             };
             match r.value {
                 RecordValue::String(v) => {
-                    router
-                        .push(Rec {
-                            db: r.db as usize,
-                            key: r.key,
-                            value: RecValue::Str(v),
-                            expire_at: r.expire_at_ms.unwrap_or(0),
-                            client_flags: r.client_flags,
-                        })
-                        .await?
+                    let head = (r.db, r.key, r.expire_at_ms, r.client_flags);
+                    router.push(Rec::new(head, RecValue::Str(v))).await?
                 }
                 RecordValue::Tombstone => {
                     router.flush().await?;
@@ -594,8 +590,9 @@ async fn load_strata(
 async fn load_rdb(core: &Rc<Core>, path: &Path, progress: &Progress) -> Result<()> {
     let name = path.display().to_string();
     let file = std::fs::File::open(path).map_err(|e| ServerError::io("open", path, &e))?;
-    let damaged =
-        |e: ondisk::FormatError| ServerError::new(ErrorKind::Corrupt, format!("RDB file {name}: {e}"));
+    let damaged = |e: ondisk::FormatError| {
+        ServerError::new(ErrorKind::Corrupt, format!("RDB file {name}: {e}"))
+    };
     let counted = Counting {
         inner: std::io::BufReader::with_capacity(READ_CHUNK, file),
         progress,

@@ -184,7 +184,17 @@ macro_rules! awaits {
     };
 }
 
-use Exec::{Cross, Keyed, Split};
+/// A keyed command's function and its cross-shard `async fn(core, spec, db, args) -> Reply`
+/// as an [`Exec::Cross`].
+macro_rules! cross {
+    ($f:path, $across:path) => {
+        Exec::Cross($f, |core, spec, db, args| {
+            Box::pin($across(core, spec, db, args))
+        })
+    };
+}
+
+use Exec::{Keyed, Split};
 
 const W: u32 = WRITE;
 const R: u32 = READONLY;
@@ -206,7 +216,7 @@ pub static TABLE: &[Spec] = &[
     spec!("getex", -2, W | F | V, 1, 1, 1, Keyed(string::getex), "string", "6.2.0", "Returns the string value of a key after setting its expiration time."),
     spec!("mget", -2, R | F | V, 1, -1, 1, Split(string::mget, 1, Merge::Concat), "string", "1.0.0", "Atomically returns the string values of one or more keys."),
     spec!("mset", -3, W | M, 1, -1, 2, Split(string::mset, 2, Merge::AtomicOk), "string", "1.0.1", "Atomically creates or modifies the string values of one or more keys."),
-    spec!("msetnx", -3, W | M, 1, -1, 2, Cross(string::msetnx, txn::msetnx), "string", "1.0.1", "Atomically modifies the string values of one or more keys only when all keys don't exist."),
+    spec!("msetnx", -3, W | M, 1, -1, 2, cross!(string::msetnx, txn::msetnx), "string", "1.0.1", "Atomically modifies the string values of one or more keys only when all keys don't exist."),
     spec!("append", 3, W | M | F | V, 1, 1, 1, Keyed(string::append), "string", "2.0.0", "Appends a string to the value of a key. Creates the key if it doesn't exist."),
     spec!("strlen", 2, R | F, 1, 1, 1, Keyed(string::strlen), "string", "2.2.0", "Returns the length of a string value."),
     spec!("incr", 2, W | M | F | V, 1, 1, 1, Keyed(string::incr), "string", "1.0.0", "Increments the integer value of a key by one. Uses 0 as initial value if the key doesn't exist."),
@@ -217,7 +227,7 @@ pub static TABLE: &[Spec] = &[
     spec!("getrange", 4, R | V, 1, 1, 1, Keyed(string::getrange), "string", "2.4.0", "Returns a substring of the string stored at a key."),
     spec!("substr", 4, R | V, 1, 1, 1, Keyed(string::getrange), "string", "1.0.0", "Returns a substring from a string value."),
     spec!("setrange", 4, W | M | V, 1, 1, 1, Keyed(string::setrange), "string", "2.2.0", "Overwrites a part of a string value with another by an offset. Creates the key if it doesn't exist."),
-    spec!("lcs", -3, R | V, 1, 2, 1, Cross(string::lcs, txn::lcs), "string", "7.0.0", "Finds the longest common substring."),
+    spec!("lcs", -3, R | V, 1, 2, 1, cross!(string::lcs, txn::lcs), "string", "7.0.0", "Finds the longest common substring."),
     // keys
     spec!("del", -2, W, 1, -1, 1, Split(keys::del, 1, Merge::Sum), "generic", "1.0.0", "Deletes one or more keys."),
     spec!("unlink", -2, W | F, 1, -1, 1, Split(keys::del, 1, Merge::Sum), "generic", "4.0.0", "Asynchronously deletes one or more keys."),
@@ -233,9 +243,9 @@ pub static TABLE: &[Spec] = &[
     spec!("ttl", 2, R | F, 1, 1, 1, Keyed(keys::ttl), "generic", "1.0.0", "Returns the expiration time in seconds of a key."),
     spec!("pttl", 2, R | F, 1, 1, 1, Keyed(keys::pttl), "generic", "2.6.0", "Returns the expiration time in milliseconds of a key."),
     spec!("persist", 2, W | F, 1, 1, 1, Keyed(keys::persist), "generic", "2.2.0", "Removes the expiration time of a key."),
-    spec!("rename", 3, W | V, 1, 2, 1, Cross(keys::rename, txn::rename), "generic", "1.0.0", "Renames a key and overwrites the destination."),
-    spec!("renamenx", 3, W | F | V, 1, 2, 1, Cross(keys::renamenx, txn::renamenx), "generic", "1.0.0", "Renames a key only when the target key name doesn't exist."),
-    spec!("copy", -3, W | M | V, 1, 2, 1, Cross(keys::copy, txn::copy), "generic", "6.2.0", "Copies the value of a key to a new key."),
+    spec!("rename", 3, W | V, 1, 2, 1, cross!(keys::rename, txn::rename), "generic", "1.0.0", "Renames a key and overwrites the destination."),
+    spec!("renamenx", 3, W | F | V, 1, 2, 1, cross!(keys::renamenx, txn::renamenx), "generic", "1.0.0", "Renames a key only when the target key name doesn't exist."),
+    spec!("copy", -3, W | M | V, 1, 2, 1, cross!(keys::copy, txn::copy), "generic", "6.2.0", "Copies the value of a key to a new key."),
     spec!("move", 3, W | F, 1, 1, 1, Keyed(keys::move_), "generic", "1.0.0", "Moves a key to another database."),
     spec!("object", -2, R, 2, 2, 1, Keyed(keys::object), "generic", "2.2.3", "A container for object introspection commands."),
     spec!("dump", 2, R | V, 1, 1, 1, Keyed(dump::dump), "generic", "2.6.0", "Returns a serialized representation of the value stored at a key."),

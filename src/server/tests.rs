@@ -175,3 +175,81 @@ fn a_session_receives_what_other_cores_post_within_its_output_limit() {
         assert!(core.global.clients.get(id).is_none());
     });
 }
+
+/// A small hash as a packed block (its bytes are opaque to everything but its type's code).
+fn packed_hash() -> crate::shard::Packed {
+    use crate::shard::{ObjectType, PackedEncoding, PackedKind};
+    crate::shard::Packed {
+        kind: PackedKind {
+            ty: ObjectType::Hash,
+            encoding: PackedEncoding::Listpack,
+        },
+        bytes: b"listpack bytes of a small hash"
+            .to_vec()
+            .into_boxed_slice(),
+    }
+}
+
+#[test]
+fn a_typed_value_answers_as_its_type_and_survives_a_save_and_a_load() {
+    use crate::shard::Value;
+    with_server(|core| async move {
+        let at = crate::shard::now_ms() + 3_600_000;
+        core.shard
+            .borrow_mut()
+            .store(0, b"h", Value::Packed(packed_hash()), at);
+        core.shard.borrow_mut().store(0, b"s", Value::str(b"v"), 0);
+        let mut s = session(&core);
+        let batch = vec![
+            req(&["TYPE", "h"]),
+            req(&["OBJECT", "ENCODING", "h"]),
+            req(&["GET", "h"]),
+            req(&["STRLEN", "h"]),
+            req(&["MGET", "h", "s"]),
+            req(&["EXISTS", "h"]),
+            req(&["SCAN", "0", "TYPE", "hash"]),
+            req(&["COPY", "h", "h2"]),
+            req(&["TYPE", "h2"]),
+            req(&["SAVE"]),
+        ];
+        let wrongtype = || {
+            Reply::Error("WRONGTYPE Operation against a key holding the wrong kind of value".into())
+        };
+        let replies = dispatch(&core, &mut s, batch).await.into_vec();
+        assert_eq!(
+            replies,
+            vec![
+                Reply::Status("hash"),
+                Reply::bulk_str("listpack"),
+                wrongtype(),
+                wrongtype(),
+                Reply::Array(vec![Reply::Nil, Reply::bulk_str("v")]),
+                Reply::Int(1),
+                Reply::Array(vec![
+                    Reply::bulk_str("0"),
+                    Reply::Array(vec![Reply::bulk_str("h")])
+                ]),
+                Reply::Int(1),
+                Reply::Status("hash"),
+                Reply::Ok,
+            ]
+        );
+        // Loaded back into an emptied keyspace: the same bytes, type and expiry.
+        let r = dispatch(&core, &mut s, vec![req(&["FLUSHALL"])]).await;
+        assert_eq!(r.into_vec(), vec![Reply::Ok]);
+        let dir = core.global.settings.dir();
+        let plan = super::load::find(&dir, "dump")
+            .expect("readable")
+            .expect("a snapshot");
+        let progress = super::load::Progress::new(&plan);
+        super::load::run(&core, &plan, &progress).await;
+        let mut shard = core.shard.borrow_mut();
+        let (e, expire_at) = shard
+            .lookup_mut_ttl(0, b"h", crate::shard::now_ms())
+            .expect("loaded");
+        assert_eq!(e.to_value(1), Value::Packed(packed_hash()));
+        assert_eq!(expire_at, at);
+        assert!(shard.contains(0, b"h2", 0));
+        assert_eq!(shard.key_count(), 3);
+    });
+}

@@ -13,7 +13,6 @@ use std::rc::Rc;
 use bytes::Bytes;
 use futures::channel::oneshot;
 
-use futures::future::LocalBoxFuture;
 use futures::FutureExt;
 
 use super::core::{spawning_job, AsyncWork, Core, Job, Msg};
@@ -154,16 +153,7 @@ pub async fn run_parts(
 }
 
 /// MSETNX across shards: all or nothing.
-pub fn msetnx<'a>(
-    core: &'a Rc<Core>,
-    spec: &'static Spec,
-    db: usize,
-    args: &'a [Bytes],
-) -> LocalBoxFuture<'a, Reply> {
-    msetnx_across(core, spec, db, args).boxed_local()
-}
-
-async fn msetnx_across(core: &Rc<Core>, spec: &'static Spec, db: usize, args: &[Bytes]) -> Reply {
+pub async fn msetnx(core: &Rc<Core>, spec: &'static Spec, db: usize, args: &[Bytes]) -> Reply {
     let parts = split_pairs(args, 2, core.global.shards());
     let Some(txn) = Txn::begin(core, parts.iter().map(|p| p.0).collect()).await else {
         return shutting_down();
@@ -195,23 +185,13 @@ async fn msetnx_across(core: &Rc<Core>, spec: &'static Spec, db: usize, args: &[
 }
 
 /// RENAME with source and destination on different shards.
-pub fn rename<'a>(
-    core: &'a Rc<Core>,
-    _: &'static Spec,
-    db: usize,
-    args: &'a [Bytes],
-) -> LocalBoxFuture<'a, Reply> {
-    rename_across(core, db, args, false).boxed_local()
+pub async fn rename(core: &Rc<Core>, _: &'static Spec, db: usize, args: &[Bytes]) -> Reply {
+    rename_across(core, db, args, false).await
 }
 
 /// RENAMENX with source and destination on different shards.
-pub fn renamenx<'a>(
-    core: &'a Rc<Core>,
-    _: &'static Spec,
-    db: usize,
-    args: &'a [Bytes],
-) -> LocalBoxFuture<'a, Reply> {
-    rename_across(core, db, args, true).boxed_local()
+pub async fn renamenx(core: &Rc<Core>, _: &'static Spec, db: usize, args: &[Bytes]) -> Reply {
+    rename_across(core, db, args, true).await
 }
 
 async fn rename_across(core: &Rc<Core>, db: usize, args: &[Bytes], nx: bool) -> Reply {
@@ -272,16 +252,7 @@ async fn rename_across(core: &Rc<Core>, db: usize, args: &[Bytes], nx: bool) -> 
 }
 
 /// COPY with source and destination on different shards.
-pub fn copy<'a>(
-    core: &'a Rc<Core>,
-    _: &'static Spec,
-    db: usize,
-    args: &'a [Bytes],
-) -> LocalBoxFuture<'a, Reply> {
-    copy_across(core, db, args).boxed_local()
-}
-
-async fn copy_across(core: &Rc<Core>, db: usize, args: &[Bytes]) -> Reply {
+pub async fn copy(core: &Rc<Core>, _: &'static Spec, db: usize, args: &[Bytes]) -> Reply {
     let n = core.global.shards();
     let (src, dst) = (args[1].clone(), args[2].clone());
     let (ss, ds) = (shard_of(&src, n), shard_of(&dst, n));
@@ -338,16 +309,7 @@ async fn copy_across(core: &Rc<Core>, db: usize, args: &[Bytes]) -> Reply {
 }
 
 /// LCS with the two keys on different shards: read both values, compute here.
-pub fn lcs<'a>(
-    core: &'a Rc<Core>,
-    _: &'static Spec,
-    db: usize,
-    args: &'a [Bytes],
-) -> LocalBoxFuture<'a, Reply> {
-    lcs_across(core, db, args).boxed_local()
-}
-
-async fn lcs_across(core: &Rc<Core>, db: usize, args: &[Bytes]) -> Reply {
+pub async fn lcs(core: &Rc<Core>, _: &'static Spec, db: usize, args: &[Bytes]) -> Reply {
     let opts = match string::lcs_opts(args) {
         Ok(o) => o,
         Err(e) => return e,

@@ -763,8 +763,14 @@ pub const LFU_INIT: u32 = 5;
 const LFU_LINEAR: u32 = 8;
 
 impl crate::shard::dashtable::Weigh for Entry {
+    /// What a snapshot's copy of the entry holds of its own: a large object's capture shares
+    /// its nodes, so only its node pointers count (a node a later write copies is that
+    /// write's allocation).
     fn weight(&self) -> usize {
-        self.heap_bytes()
+        match self.value() {
+            ValueRef::Object(o) => 16 + o.capture_bytes(),
+            _ => self.heap_bytes(),
+        }
     }
 }
 

@@ -350,6 +350,11 @@ impl Shard {
         }
     }
 
+    /// True when this shard's tier file can take no more (false without tiering).
+    pub fn tier_full(&self) -> bool {
+        self.tier.as_ref().is_some_and(|t| t.is_full())
+    }
+
     /// Returns a disk pointer's space to the tier file.
     pub fn free_disk(&mut self, p: DiskPtr) {
         self.stats.external_values = self.stats.external_values.saturating_sub(1);
@@ -709,6 +714,51 @@ mod tests {
         s.swap_dbs(0, 1);
         assert_ne!(s.disk_epoch(), e2);
         assert_eq!(s.peek_external(1, b"c"), Some(p));
+    }
+
+    #[test]
+    fn a_write_during_a_save_copies_one_node_of_a_large_object_not_the_object() {
+        use object::test_object::ChunkedList;
+        let mut s = shard();
+        s.store(
+            0,
+            b"l",
+            Value::Object(Box::new(ChunkedList::with(100_000))),
+            0,
+        );
+        let before = s.peek_repr(0, b"l").unwrap().heap_bytes();
+        assert!(before > 800_000, "{before}");
+        s.snapshot_begin();
+        // A write before the walk reaches the key: the snapshot captures the object first.
+        fn list(e: &mut Entry) -> &mut ChunkedList {
+            let o = e.object_mut().expect("an object");
+            o.as_any_mut().downcast_mut().expect("a ChunkedList")
+        }
+        list(s.lookup_mut(0, b"l", 0).unwrap()).set(50_000, 7);
+        // What was copied aside is a few pointers, not the elements.
+        assert!(
+            s.snapshot_backlog() < before / 50,
+            "{} bytes captured",
+            s.snapshot_backlog()
+        );
+        let mut out = Vec::new();
+        while !s.snapshot_step(64, &mut out) {}
+        s.snapshot_end();
+        assert_eq!(out.len(), 1);
+        let (_, captured) = out.pop().unwrap();
+        let mut captured = captured.value;
+        let live = list(s.peek_repr(0, b"l").unwrap()).chunks.clone();
+        let old = list(&mut captured);
+        assert_eq!(old.values()[50_000], 50_000);
+        assert_eq!(live.len(), old.chunks.len());
+        let shared = live
+            .iter()
+            .zip(&old.chunks)
+            .filter(|(a, b)| std::sync::Arc::ptr_eq(a, b))
+            .count();
+        assert_eq!(shared, live.len() - 1, "only the written node was copied");
+        assert_eq!(s.peek_repr(0, b"l").unwrap().type_name(), "list");
+        assert_eq!(s.peek_repr(0, b"l").unwrap().encoding(), "quicklist");
     }
 
     #[test]

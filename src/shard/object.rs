@@ -178,6 +178,10 @@ pub trait TypedObject: Send + 'static {
     /// Changing either copy afterwards copies only the node that changes.
     fn capture(&self) -> Box<dyn TypedObject>;
 
+    /// Heap bytes a [`TypedObject::capture`] adds of its own (its node pointers: the shared
+    /// nodes are counted once, in the object), what a save's backlog counts for it.
+    fn capture_bytes(&self) -> usize;
+
     /// The RDB type code and the value's RDB encoding (DUMP, RDB export, snapshot records).
     fn encode_rdb(&self, out: &mut Vec<u8>) -> u8;
 
@@ -265,6 +269,10 @@ pub(crate) mod test_object {
             })
         }
 
+        fn capture_bytes(&self) -> usize {
+            std::mem::size_of::<Self>() + self.chunks.len() * 8
+        }
+
         fn encode_rdb(&self, out: &mut Vec<u8>) -> u8 {
             for v in self.values() {
                 out.extend_from_slice(&v.to_le_bytes());
@@ -321,7 +329,10 @@ mod tests {
         assert_eq!((back.kind, &back.bytes[..]), (list, &b"xy"[..]));
         let mut out = Vec::new();
         intset.encode_rdb(b"abc", &mut out);
-        assert_eq!(&packed_from_rdb(11, &out).expect("intset").bytes[..], b"abc");
+        assert_eq!(
+            &packed_from_rdb(11, &out).expect("intset").bytes[..],
+            b"abc"
+        );
         // Refused, never misread: leftovers, a cut body, types not kept yet.
         out.push(0);
         assert!(packed_from_rdb(11, &out).is_err());

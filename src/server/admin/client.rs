@@ -10,13 +10,12 @@ use crate::server::core::Core;
 use crate::server::session::{ClientInfo, Session};
 use crate::server::table::Call;
 
-pub fn client(
-    Call {
+pub fn client(call: Call<'_>) -> Reply {
+    let Call {
         core,
         session,
         args,
-    }: Call<'_>,
-) -> Reply {
+    } = call;
     let sub = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
     let arity = |n: usize| {
         if args.len() != n {

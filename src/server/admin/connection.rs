@@ -24,13 +24,12 @@ pub fn quit(Call { session, .. }: Call<'_>) -> Reply {
     Reply::Ok
 }
 
-pub fn select(
-    Call {
+pub fn select(call: Call<'_>) -> Reply {
+    let Call {
         core,
         session,
         args,
-    }: Call<'_>,
-) -> Reply {
+    } = call;
     let Some(n) = parse_i64(&args[1]) else {
         return err(ERR_NOT_INT);
     };
@@ -53,13 +52,12 @@ fn check_password(core: &Core, user: &[u8], pass: &[u8]) -> Result<(), Reply> {
     }
 }
 
-pub fn auth(
-    Call {
+pub fn auth(call: Call<'_>) -> Reply {
+    let Call {
         core,
         session,
         args,
-    }: Call<'_>,
-) -> Reply {
+    } = call;
     let (user, pass): (&[u8], &[u8]) = match args.len() {
         2 => {
             if core.global.settings.requirepass().is_empty() {
@@ -79,13 +77,12 @@ pub fn auth(
     }
 }
 
-pub fn hello(
-    Call {
+pub fn hello(call: Call<'_>) -> Reply {
+    let Call {
         core,
         session,
         args,
-    }: Call<'_>,
-) -> Reply {
+    } = call;
     let mut proto = if session.resp3 { 3 } else { 2 };
     let mut opts = ArgCursor::new(&args, 1);
     if let Some(v) = opts.next_arg() {

@@ -20,13 +20,12 @@ pub fn time(_: Call<'_>) -> Reply {
     ])
 }
 
-pub async fn debug(
-    Call {
+pub async fn debug(call: Call<'_>) -> Reply {
+    let Call {
         core,
         session,
         args,
-    }: Call<'_>,
-) -> Reply {
+    } = call;
     let sub = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
     match sub.as_str() {
         "populate" if (3..=5).contains(&args.len()) => {
@@ -127,13 +126,12 @@ pub async fn debug(
     }
 }
 
-pub async fn memory(
-    Call {
+pub async fn memory(call: Call<'_>) -> Reply {
+    let Call {
         core,
         session,
         args,
-    }: Call<'_>,
-) -> Reply {
+    } = call;
     let db = session.db;
     let sub = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
     match sub.as_str() {

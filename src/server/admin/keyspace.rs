@@ -24,14 +24,12 @@ pub async fn flushall(call: Call<'_>) -> Reply {
     flush(call, true).await
 }
 
-async fn flush(
-    Call {
+async fn flush(call: Call<'_>, all: bool) -> Reply {
+    let Call {
         core,
         session,
         args,
-    }: Call<'_>,
-    all: bool,
-) -> Reply {
+    } = call;
     let mut opts = ArgCursor::new(&args, 1);
     let _ = opts.eat("ASYNC") || opts.eat("SYNC");
     if let Err(e) = opts.finish() {
@@ -73,13 +71,12 @@ pub async fn swapdb(Call { core, args, .. }: Call<'_>) -> Reply {
     Reply::Ok
 }
 
-pub async fn keys(
-    Call {
+pub async fn keys(call: Call<'_>) -> Reply {
+    let Call {
         core,
         session,
         args,
-    }: Call<'_>,
-) -> Reply {
+    } = call;
     let db = session.db;
     let pattern = args[1].clone();
     let limit = core
@@ -132,13 +129,12 @@ fn parse_cursor(b: &[u8]) -> Option<u64> {
 /// Bits of a SCAN cursor below the shard index.
 const SCAN_SHARD_SHIFT: u32 = 38;
 
-pub async fn scan(
-    Call {
+pub async fn scan(call: Call<'_>) -> Reply {
+    let Call {
         core,
         session,
         args,
-    }: Call<'_>,
-) -> Reply {
+    } = call;
     let db = session.db;
     let Some(mut cursor) = parse_cursor(&args[1]) else {
         return err("ERR invalid cursor");

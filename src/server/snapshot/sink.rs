@@ -229,4 +229,3 @@ pub(super) async fn sync_dir(dir: &Path) -> Result<()> {
     let _ = d.close().await;
     r
 }
-
