@@ -1,5 +1,5 @@
 //! Generic key commands: DEL, EXISTS, TYPE, the EXPIRE family, TTLs, RENAME, COPY, MOVE, OBJECT.
-//! Keyspace-wide ones (KEYS, SCAN, DBSIZE, FLUSHDB, ...) fan out from `cmd::server`.
+//! Keyspace-wide ones (KEYS, SCAN, DBSIZE, FLUSHDB, ...) fan out from `server::admin::keyspace`.
 
 use bytes::Bytes;
 
