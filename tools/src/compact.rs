@@ -80,9 +80,10 @@ enum Command {
 
     /// Rewrite a snapshot without expired keys and tombstones, optionally re-sharded.
     ///
-    /// Live keys are copied exactly (value, TTL, client flags) into the file
-    /// shard_of(key, N) names. Writing to the input's own directory and name replaces the
-    /// snapshot atomically: new shard files first, the summary last, then the old files go.
+    /// Live keys, strings and other types alike, are copied exactly (value, TTL, client flags)
+    /// into the file shard_of(key, N) names. Writing to the input's own directory and name
+    /// replaces the snapshot atomically: new shard files first, the summary last, then the old
+    /// files go.
     #[command(after_help = EXIT_CODES)]
     Compact {
         /// The input's summary file (DIR/NAME-summary.strata).
@@ -107,8 +108,10 @@ enum Command {
 
     /// Export a snapshot as one Redis RDB file (expired and tombstoned keys left out).
     ///
-    /// The default RDB version, 10, loads in redis-server 7.0 and newer. Client flags have no
-    /// place in RDB and are dropped with a warning.
+    /// The default RDB version, 10, loads in redis-server 7.0 and newer. Keys of types other
+    /// than string keep their stored RDB encoding; one whose type is newer than the version is
+    /// reported with a warning. Client flags have no place in RDB and are dropped with a
+    /// warning.
     #[command(after_help = EXIT_CODES)]
     ToRdb {
         #[command(flatten)]

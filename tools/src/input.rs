@@ -3,7 +3,8 @@
 //! Every subcommand that reads a snapshot goes through [`ShardScan`], so every one of them checks
 //! the same things `verify` does (header, every block CRC, the end frame, and agreement with the
 //! summary) and refuses to build output from a damaged input. [`for_each_live`] adds the
-//! compactor's view: expired keys and tombstoned keys left out.
+//! compactor's view: expired keys and tombstoned keys left out. Strings and objects (keys of
+//! any other type) are keys alike here: expiry and tombstones treat them the same way.
 //!
 //! Never holds more than one record plus the decoder's block buffer, except the tombstones of
 //! the file being read (a `HashMap` of their keys), which incremental snapshots keep few.
@@ -12,7 +13,9 @@ use crate::error::Failure;
 use crate::progress::{Counted, Progress};
 use bytes::Bytes;
 use ondisk::snapshot::{END_PAYLOAD_LEN, FRAME_HEADER_LEN};
-use ondisk::{FileStats, Record, RecordValue, SnapshotReader, Summary, SummaryFile};
+use ondisk::{
+    FileStats, Item, ObjectRecord, Record, RecordValue, SnapshotReader, Summary, SummaryFile,
+};
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
@@ -92,6 +95,49 @@ impl SnapshotInput {
     }
 }
 
+/// One record of a shard file's stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Entry {
+    /// A string key or a tombstone.
+    Record(Record),
+    /// A key of any other data type, its value in RDB encoding.
+    Object(ObjectRecord),
+}
+
+impl Entry {
+    pub fn db(&self) -> u16 {
+        match self {
+            Entry::Record(r) => r.db,
+            Entry::Object(o) => o.db,
+        }
+    }
+
+    pub fn key(&self) -> &Bytes {
+        match self {
+            Entry::Record(r) => &r.key,
+            Entry::Object(o) => &o.key,
+        }
+    }
+
+    pub fn expire_at_ms(&self) -> Option<u64> {
+        match self {
+            Entry::Record(r) => r.expire_at_ms,
+            Entry::Object(o) => o.expire_at_ms,
+        }
+    }
+
+    pub fn client_flags(&self) -> u32 {
+        match self {
+            Entry::Record(r) => r.client_flags,
+            Entry::Object(o) => o.client_flags,
+        }
+    }
+
+    pub fn is_tombstone(&self) -> bool {
+        matches!(self, Entry::Record(r) if r.value == RecordValue::Tombstone)
+    }
+}
+
 /// One shard file read from start to end, checked against the summary at the end.
 ///
 /// Errors carry no file name: the caller adds it (`verify` prints it in its own column).
@@ -145,14 +191,17 @@ impl<'a> ShardScan<'a> {
         })
     }
 
-    /// The next record (tombstones included); `Ok(None)` once the end frame was checked and
-    /// the file's size, CRC and record count matched the summary.
-    pub fn next(&mut self) -> Result<Option<Record>, Failure> {
+    /// The next record of a known kind (tombstones and objects included); `Ok(None)` once the
+    /// end frame was checked and the file's size, CRC and record count matched the summary.
+    pub fn next(&mut self) -> Result<Option<Entry>, Failure> {
         if self.stats.is_some() {
             return Ok(None);
         }
-        match self.reader.next_record() {
-            Ok(Some(r)) => Ok(Some(r)),
+        match self.reader.next_item() {
+            Ok(Some(Item::Record(r))) => Ok(Some(Entry::Record(r))),
+            Ok(Some(Item::Object(o))) => Ok(Some(Entry::Object(o))),
+            // `next_item` keeps the end frame to itself; its totals come with `Ok(None)`.
+            Ok(Some(Item::End(_))) => self.next(),
             Ok(None) => {
                 let Some(stats) = self.reader.stats().copied() else {
                     return Err(Failure::Corrupt("ended without an end frame".into()));
@@ -170,7 +219,7 @@ impl<'a> ShardScan<'a> {
         self.stats.as_ref()
     }
 
-    /// Records of kinds this build does not know, skipped so far.
+    /// Records of kinds this build does not know, skipped so far (objects are known).
     pub fn skipped_unknown(&self) -> u64 {
         self.reader.skipped_unknown()
     }
@@ -206,8 +255,10 @@ impl<'a> ShardScan<'a> {
 /// What [`for_each_live`] left out and kept.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct LiveCounts {
-    /// Keys handed on.
+    /// Keys handed on, objects included.
     pub kept: u64,
+    /// Objects among the keys handed on.
+    pub objects: u64,
     /// Keys whose expiry time had passed.
     pub expired: u64,
     /// Keys deleted by a later tombstone in the same file.
@@ -216,17 +267,19 @@ pub struct LiveCounts {
     pub tombstones: u64,
 }
 
-/// Calls `keep` with every string record of `input` that is neither expired at `now_ms` nor
-/// deleted by a tombstone later in the same file, file after file in summary order.
+/// Calls `keep` with every key of `input`, string or object, that is neither expired at `now_ms`
+/// nor deleted by a tombstone later in the same file, file after file in summary order, each
+/// file in its own order. Never hands on a tombstone.
 ///
-/// A file whose end frame counts no records besides strings is read once; any other is read
-/// twice, the first pass collecting its tombstones. Any damage, or a record of a kind this build
-/// does not know (which it could not carry over), stops the walk with an error naming the file.
+/// A file whose end frame counts no records besides strings is read once; any other (one with
+/// tombstones or objects) is read twice, the first pass collecting its tombstones. Any damage,
+/// or a record of a kind this build does not know (which it could not carry over), stops the
+/// walk with an error naming the file.
 pub fn for_each_live(
     input: &SnapshotInput,
     now_ms: u64,
     progress: &Progress,
-    mut keep: impl FnMut(&Record) -> Result<(), Failure>,
+    mut keep: impl FnMut(&Entry) -> Result<(), Failure>,
 ) -> Result<LiveCounts, Failure> {
     let mut counts = LiveCounts::default();
     for index in 0..input.summary.files.len() {
@@ -235,25 +288,28 @@ pub fn for_each_live(
         let mut scan =
             ShardScan::open(input, index, progress).map_err(|e| e.context(path.display()))?;
         let mut at = 0u64;
-        while let Some(rec) = scan.next().map_err(|e| e.context(path.display()))? {
+        while let Some(entry) = scan.next().map_err(|e| e.context(path.display()))? {
             at += 1;
-            if rec.value == RecordValue::Tombstone {
+            if entry.is_tombstone() {
                 counts.tombstones += 1;
                 continue;
             }
             if deleted
-                .get(&(rec.db, rec.key.clone()))
+                .get(&(entry.db(), entry.key().clone()))
                 .is_some_and(|&t| t > at)
             {
                 counts.tombstoned += 1;
                 continue;
             }
-            if is_expired(rec.expire_at_ms, now_ms) {
+            if is_expired(entry.expire_at_ms(), now_ms) {
                 counts.expired += 1;
                 continue;
             }
-            keep(&rec)?;
+            keep(&entry)?;
             counts.kept += 1;
+            if matches!(entry, Entry::Object(_)) {
+                counts.objects += 1;
+            }
         }
         let unknown = scan.skipped_unknown();
         if unknown > 0 {
@@ -272,8 +328,9 @@ pub fn is_expired(expire_at_ms: Option<u64>, now_ms: u64) -> bool {
     expire_at_ms.is_some_and(|t| t <= now_ms)
 }
 
-/// The tombstones of file `index`: (db, key) → position of the last one (1-based record
-/// count), so a record is deleted when a tombstone comes after it.
+/// The tombstones of file `index`: (db, key) → position of the last one (1-based count of
+/// [`ShardScan::next`]'s records, objects included), so a record is deleted when a tombstone
+/// comes after it.
 fn tombstones(
     input: &SnapshotInput,
     index: usize,
@@ -286,18 +343,21 @@ fn tombstones(
     progress.add_total(input.summary.files[index].bytes);
     let mut scan = ShardScan::open(input, index, progress)?;
     let mut at = 0u64;
-    while let Some(rec) = scan.next()? {
+    while let Some(entry) = scan.next()? {
         at += 1;
-        if rec.value == RecordValue::Tombstone {
-            map.insert((rec.db, rec.key), at);
+        if let Entry::Record(r) = entry {
+            if r.value == RecordValue::Tombstone {
+                map.insert((r.db, r.key), at);
+            }
         }
     }
     Ok(map)
 }
 
-/// Records other than strings (tombstones, unknown kinds) that the file's end frame counts,
-/// when the end frame's own checksums hold; `None` when that cannot be told cheaply (the full
-/// read then finds out, and reports any damage).
+/// Records other than strings (tombstones, objects, unknown kinds: the end frame has no count
+/// of tombstones alone) that the file's end frame counts, when the end frame's own checksums
+/// hold; `None` when that cannot be told cheaply (the full read then finds out, and reports any
+/// damage).
 ///
 /// Trusting it is safe: the full read checks the end frame's counts against the records it
 /// actually finds, so a file that lied would fail before its output is committed.

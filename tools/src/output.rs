@@ -11,13 +11,14 @@
 //! Never: overwrites an existing shard file; leaves `*.tmp` files behind on an error.
 
 use crate::error::Failure;
+use crate::input::Entry;
 use ondisk::{
     shard_file_name, shard_of, summary_file_name, Compression, Record, RecordValue, SnapshotHeader,
     SnapshotWriter, Summary, SummaryFile,
 };
 use std::collections::HashSet;
 use std::fs::File;
-use std::io::Write;
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 /// Where and how a new snapshot is written.
@@ -118,13 +119,23 @@ impl SnapshotOutput {
         self.dir.join(summary_file_name(&self.name))
     }
 
-    /// Writes a string record, exactly as it is, to the shard that owns its key. Tombstones are
-    /// never written: an output snapshot is always a full one.
-    pub fn write(&mut self, rec: &Record) -> Result<(), Failure> {
-        let RecordValue::String(value) = &rec.value else {
-            return Ok(());
-        };
-        self.write_string(rec.db, &rec.key, value, rec.expire_at_ms, rec.client_flags)
+    /// Writes a string or object record, exactly as it is (value, expiry, client flags; an
+    /// object's RDB type and encoding), to the shard that owns its key. Tombstones are never
+    /// written: an output snapshot is always a full one.
+    pub fn write(&mut self, entry: &Entry) -> Result<(), Failure> {
+        match entry {
+            Entry::Record(Record {
+                db,
+                key,
+                expire_at_ms,
+                client_flags,
+                value: RecordValue::String(value),
+            }) => self.write_string(*db, key, value, *expire_at_ms, *client_flags),
+            Entry::Record(_) => Ok(()),
+            Entry::Object(o) => {
+                self.write_to_owner(&o.key, |w| w.write_object(&o.head(), o.rdb_type, &o.value))
+            }
+        }
     }
 
     pub fn write_string(
@@ -135,12 +146,22 @@ impl SnapshotOutput {
         expire_at_ms: Option<u64>,
         client_flags: u32,
     ) -> Result<(), Failure> {
+        self.write_to_owner(key, |w| {
+            w.write_string(db, key, value, expire_at_ms, client_flags)
+        })
+    }
+
+    /// Runs `write` on the shard file that owns `key` (by [`shard_of`]).
+    fn write_to_owner(
+        &mut self,
+        key: &[u8],
+        write: impl FnOnce(&mut SnapshotWriter<File>) -> io::Result<()>,
+    ) -> Result<(), Failure> {
         let shard = shard_of(key, self.writers.len());
         let Some(w) = self.writers.get_mut(shard) else {
             return Err(Failure::Io("no output shard file open".into()));
         };
-        w.write_string(db, key, value, expire_at_ms, client_flags)
-            .map_err(|e| Failure::io("cannot write", &self.written[shard], &e))
+        write(w).map_err(|e| Failure::io("cannot write", &self.written[shard], &e))
     }
 
     /// Finishes and fsyncs every shard file, renames them, writes the summary (the commit),

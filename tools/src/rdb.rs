@@ -1,16 +1,19 @@
 //! `to-rdb` and `from-rdb`: moving data between Strata snapshots and Redis RDB files.
 //!
 //! Both directions stream: one key at a time through `ondisk`'s RDB reader and writer, and
-//! both leave out keys already expired. What one side can hold and the other cannot is
-//! reported, never silently lost: client flags (RDB has none) on export, keys of types Strata
-//! does not hold yet on import (counted per type; a warning, not an error).
+//! both leave out keys already expired. Objects (a snapshot's keys of types other than string)
+//! are exported as they are stored: their RDB type and encoding are already RDB's. What one
+//! side can hold and the other cannot is reported, never silently lost: client flags (RDB has
+//! none) and object types newer than the chosen RDB version on export, keys of types other than
+//! string on import (the RDB reader consumes their values without handing them on, so they
+//! cannot become objects; counted per type, a warning, not an error).
 
 use crate::error::{Failure, EXIT_OK};
-use crate::input::{for_each_live, is_expired, SnapshotInput};
+use crate::input::{for_each_live, is_expired, Entry, SnapshotInput};
 use crate::output::{check_name, now_ms, AtomicFile, SnapshotOutput, SnapshotSpec};
 use crate::progress::Progress;
-use ondisk::rdb::types;
-use ondisk::{Compression, RdbItem, RdbReader, RdbWriter, RecordValue};
+use ondisk::rdb::{types, RDB_MIN_EXPORT_VERSION};
+use ondisk::{Compression, RdbItem, RdbReader, RdbWriter, Record, RecordValue};
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::path::Path;
@@ -25,18 +28,34 @@ pub fn to_rdb(summary: &Path, out: &Path, version: u32, now: u64) -> Result<u8, 
     let progress = Progress::new("to-rdb", input.total_bytes());
     let mut with_flags = 0u64;
     let mut max_db = 0u32;
+    // Objects whose RDB type `version` predates, by type name.
+    let mut too_new: BTreeMap<&'static str, u64> = BTreeMap::new();
+    let mut needs_version = version;
     let write_err = |e: std::io::Error| Failure::io("cannot write", guard.tmp_path(), &e);
-    let counts = for_each_live(&input, now, &progress, |rec| {
-        let RecordValue::String(value) = &rec.value else {
-            return Ok(());
-        };
-        if rec.client_flags != 0 {
+    let counts = for_each_live(&input, now, &progress, |entry| {
+        if entry.client_flags() != 0 {
             with_flags += 1;
         }
-        max_db = max_db.max(u32::from(rec.db));
-        w.select_db(u32::from(rec.db)).map_err(write_err)?;
-        w.write_string(&rec.key, value, rec.expire_at_ms)
-            .map_err(write_err)
+        max_db = max_db.max(u32::from(entry.db()));
+        w.select_db(u32::from(entry.db())).map_err(write_err)?;
+        match entry {
+            Entry::Record(Record {
+                key,
+                expire_at_ms,
+                value: RecordValue::String(value),
+                ..
+            }) => w.write_string(key, value, *expire_at_ms),
+            Entry::Record(_) => Ok(()),
+            Entry::Object(o) => {
+                let first = first_rdb_version(o.rdb_type);
+                if first > version {
+                    *too_new.entry(types::name(o.rdb_type)).or_default() += 1;
+                    needs_version = needs_version.max(first);
+                }
+                w.write_object(&o.key, o.rdb_type, &o.value, o.expire_at_ms)
+            }
+        }
+        .map_err(write_err)
     })?;
     let file = w.finish().map_err(write_err)?;
     let bytes = file.metadata().map(|m| m.len()).unwrap_or(0);
@@ -49,8 +68,18 @@ pub fn to_rdb(summary: &Path, out: &Path, version: u32, now: u64) -> Result<u8, 
         counts.kept
     );
     report!("kept: {}", counts.kept);
+    report!("objects kept: {}", counts.objects);
     report!("expired dropped: {}", counts.expired);
     report!("tombstoned dropped: {}", counts.tombstoned);
+    if !too_new.is_empty() {
+        crate::warn(&format!(
+            "{} object(s) of RDB types that version {version} predates ({}): only a redis-server \
+             that reads RDB version {needs_version} or newer loads them \
+             (`--rdb-version {needs_version}` labels the file so)",
+            too_new.values().sum::<u64>(),
+            per_type(&too_new)
+        ));
+    }
     if with_flags > 0 {
         crate::warn(&format!(
             "{with_flags} key(s) had client flags, which RDB cannot hold; they were exported without"
@@ -129,11 +158,7 @@ pub fn from_rdb(opts: &FromRdbOptions<'_>) -> Result<u8, Failure> {
 
     let bytes: u64 = done.summary.files.iter().map(|f| f.bytes).sum();
     let skipped_total: u64 = skipped.values().sum();
-    let per_type = skipped
-        .iter()
-        .map(|(t, n)| format!("{t} {n}"))
-        .collect::<Vec<_>>()
-        .join(", ");
+    let per_type = per_type(&skipped);
     report!(
         "output: {} ({} files, {}, {bytes} bytes)",
         done.summary_path.display(),
@@ -163,4 +188,33 @@ pub fn from_rdb(opts: &FromRdbOptions<'_>) -> Result<u8, Failure> {
         ));
     }
     Ok(EXIT_OK)
+}
+
+/// `list 2, set 1`: counts per type name.
+fn per_type(counts: &BTreeMap<&'static str, u64>) -> String {
+    counts
+        .iter()
+        .map(|(t, n)| format!("{t} {n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The first RDB version that has `rdb_type` (Redis' `rdb.h`): a redis-server that writes an
+/// older version refuses the type when it loads a file. Types not listed are older than the
+/// oldest version exported (7).
+fn first_rdb_version(rdb_type: u8) -> u32 {
+    match rdb_type {
+        types::ZSET_2 | types::MODULE_PRE_GA | types::MODULE_2 => 8,
+        types::STREAM_LISTPACKS => 9,
+        types::HASH_LISTPACK
+        | types::ZSET_LISTPACK
+        | types::LIST_QUICKLIST_2
+        | types::STREAM_LISTPACKS_2 => 10,
+        types::SET_LISTPACK | types::STREAM_LISTPACKS_3 => 11,
+        types::HASH_METADATA_PRE_GA
+        | types::HASH_LISTPACK_EX_PRE_GA
+        | types::HASH_METADATA
+        | types::HASH_LISTPACK_EX => 12,
+        _ => RDB_MIN_EXPORT_VERSION,
+    }
 }

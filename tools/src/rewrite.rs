@@ -1,11 +1,12 @@
 //! `compact`: rewrites a snapshot without its dead records, optionally re-sharded and
 //! recompressed.
 //!
-//! Live string records are copied exactly (db, key, value, expiry, client flags); expired keys,
-//! tombstones and the keys they delete are left out. Keys go to the output file
-//! `ondisk::shard_of(key, N)` names, so the server can load the result with N threads without
-//! moving a key. Output follows [`crate::output`]'s commit rule, so compacting in place swaps
-//! the snapshot atomically.
+//! Live keys, strings and objects alike, are copied exactly (db, key, value, expiry, client
+//! flags; an object's RDB type and encoded value byte for byte); expired keys, tombstones and
+//! the keys they delete are left out. Keys go to the output file `ondisk::shard_of(key, N)`
+//! names, so the server can load the result with N threads without moving a key. Output
+//! follows [`crate::output`]'s commit rule, so compacting in place swaps the snapshot
+//! atomically.
 
 use crate::error::{Failure, EXIT_OK};
 use crate::input::{for_each_live, SnapshotInput};
@@ -87,6 +88,7 @@ pub fn run(opts: &CompactOptions<'_>) -> Result<u8, Failure> {
         if in_place { ", in place" } else { "" }
     );
     report!("kept: {}", counts.kept);
+    report!("objects kept: {}", counts.objects);
     report!("expired dropped: {}", counts.expired);
     report!("tombstoned dropped: {}", counts.tombstoned);
     report!("tombstones removed: {}", counts.tombstones);

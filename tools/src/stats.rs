@@ -1,14 +1,17 @@
 //! `stats`: what a snapshot holds, in one streaming pass over its records.
 //!
 //! Counts records as stored (expired keys are counted under "expired", tombstones on their own
-//! line; `compact` is what removes them). Memory is fixed: histograms are arrays of power-of-two
-//! buckets, the per-db table has at most 65536 rows, and the largest values are a heap of ten
-//! with key names cut to [`KEY_SHOWN`] bytes.
+//! line; `compact` is what removes them). Objects (keys of types other than string) are keys
+//! like strings, counted per type by their RDB type's name, their values at their RDB-encoded
+//! size. Memory is fixed: histograms are arrays of power-of-two buckets, the per-db table has at
+//! most 65536 rows, the per-type table a row per RDB type name, and the largest values are a
+//! heap of ten with key names cut to [`KEY_SHOWN`] bytes.
 
 use crate::error::{Failure, EXIT_OK};
-use crate::input::{ShardScan, SnapshotInput};
+use crate::input::{Entry, ShardScan, SnapshotInput};
 use crate::progress::Progress;
-use ondisk::RecordValue;
+use ondisk::rdb::types;
+use ondisk::{Record, RecordValue};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
 use std::path::Path;
@@ -26,7 +29,11 @@ const TTL_LABELS: [&str; 7] = ["none", "expired", "<1m", "<1h", "<1d", "<7d", "m
 #[derive(Default)]
 struct Tally {
     records: u64,
+    /// Strings and objects.
     keys: u64,
+    objects: u64,
+    /// Keys per type name: "string", then objects by their RDB type's ("hash", "list", ...).
+    per_type: BTreeMap<&'static str, u64>,
     tombstones: u64,
     unknown: u64,
     per_db: BTreeMap<u16, u64>,
@@ -111,27 +118,39 @@ pub fn run(summary: &Path, now_ms: u64) -> Result<u8, Failure> {
         let path = input.file_path(index);
         let ctx = |e: Failure| e.context(path.display());
         let mut scan = ShardScan::open(&input, index, &progress).map_err(ctx)?;
-        while let Some(rec) = scan.next().map_err(ctx)? {
+        while let Some(entry) = scan.next().map_err(ctx)? {
             t.records += 1;
-            let RecordValue::String(value) = &rec.value else {
-                t.tombstones += 1;
-                continue;
+            let (type_name, value) = match &entry {
+                Entry::Record(Record {
+                    value: RecordValue::String(value),
+                    ..
+                }) => ("string", value),
+                Entry::Record(_) => {
+                    t.tombstones += 1;
+                    continue;
+                }
+                Entry::Object(o) => {
+                    t.objects += 1;
+                    (types::name(o.rdb_type), &o.value)
+                }
             };
+            *t.per_type.entry(type_name).or_default() += 1;
+            let (db, key) = (entry.db(), entry.key());
             t.keys += 1;
-            *t.per_db.entry(rec.db).or_default() += 1;
-            let (klen, vlen) = (rec.key.len() as u64, value.len() as u64);
+            *t.per_db.entry(db).or_default() += 1;
+            let (klen, vlen) = (key.len() as u64, value.len() as u64);
             t.key_sizes.add(klen);
             t.value_sizes.add(vlen);
             t.key_bytes += klen;
             t.value_bytes += vlen;
-            t.ttl[ttl_class(rec.expire_at_ms, now_ms)] += 1;
+            t.ttl[ttl_class(entry.expire_at_ms(), now_ms)] += 1;
             let smallest = t.largest.peek().map(|Reverse(e)| e.size);
             if t.largest.len() < TOP || smallest.is_some_and(|s| vlen > s) {
                 t.largest.push(Reverse(Large {
                     size: vlen,
-                    db: rec.db,
-                    key: rec.key[..rec.key.len().min(KEY_SHOWN)].to_vec(),
-                    key_len: rec.key.len(),
+                    db,
+                    key: key[..key.len().min(KEY_SHOWN)].to_vec(),
+                    key_len: key.len(),
                 }));
                 if t.largest.len() > TOP {
                     t.largest.pop();
@@ -162,6 +181,7 @@ fn print_report(input: &SnapshotInput, t: &Tally) {
     );
     report!("records: {}", t.records);
     report!("keys: {}", t.keys);
+    report!("objects: {}", t.objects);
     report!("tombstones: {}", t.tombstones);
     if t.unknown > 0 {
         report!("unknown kinds: {}", t.unknown);
@@ -171,7 +191,13 @@ fn print_report(input: &SnapshotInput, t: &Tally) {
         report!("  db {db}: {n}");
     }
     report!("keys per type:");
-    report!("  string: {}", t.keys);
+    report!(
+        "  string: {}",
+        t.per_type.get("string").copied().unwrap_or(0)
+    );
+    for (name, n) in t.per_type.iter().filter(|(name, _)| **name != "string") {
+        report!("  {name}: {n}");
+    }
     report!("value sizes (bytes):");
     for (label, n) in t.value_sizes.rows() {
         report!("  {label}: {n}");

@@ -2,11 +2,14 @@
 //!
 //! Each file is checked on its own (header, every block's CRCs, the record stream, the end
 //! frame, then size, CRC32 and record count against the summary), so one damaged file does not
-//! hide the state of the others. Reads only; never writes a byte.
+//! hide the state of the others. Keys are strings and objects (keys of other types, which get
+//! their own count); tombstones and unknown kinds are records but not keys. Reads only; never
+//! writes a byte.
 
 use crate::error::{Failure, EXIT_CORRUPT, EXIT_IO, EXIT_OK};
 use crate::input::{ShardScan, SnapshotInput};
 use crate::progress::Progress;
+use ondisk::FileStats;
 use std::path::Path;
 
 /// Runs the check and prints the report; returns the exit status.
@@ -29,21 +32,29 @@ pub fn run(summary_path: &Path) -> Result<u8, Failure> {
     );
     let progress = Progress::new("verify", input.total_bytes());
     let mut lines = Vec::with_capacity(s.files.len());
-    let mut keys = 0u64;
+    let (mut keys, mut objects) = (0u64, 0u64);
     let mut first_problem: Option<(String, Failure)> = None;
     let mut bad = 0usize;
     for (index, f) in s.files.iter().enumerate() {
         match check_file(&input, index, &progress) {
-            Ok((records, file_keys, bytes, unknown)) => {
+            Ok((stats, unknown)) => {
+                let file_keys = stats.keys + stats.objects;
                 keys += file_keys;
+                objects += stats.objects;
+                // Shown only when there are some, so older snapshots' lines keep their shape.
+                let object_column = if stats.objects > 0 {
+                    format!("  objects {}", stats.objects)
+                } else {
+                    String::new()
+                };
                 let note = if unknown > 0 {
                     format!(" ({unknown} record(s) of unknown kinds)")
                 } else {
                     String::new()
                 };
                 lines.push(format!(
-                    "  {}  records {records}  keys {file_keys}  bytes {bytes}  OK{note}",
-                    f.name
+                    "  {}  records {}  keys {file_keys}{object_column}  bytes {}  OK{note}",
+                    f.name, stats.records, stats.bytes
                 ));
             }
             Err(e) => {
@@ -65,7 +76,12 @@ pub fn run(summary_path: &Path) -> Result<u8, Failure> {
         report!("{l}");
     }
     let Some((name, e)) = first_problem else {
-        report!("OK: {} files, {keys} keys", s.files.len());
+        let of_which = if objects > 0 {
+            format!(" ({objects} objects)")
+        } else {
+            String::new()
+        };
+        report!("OK: {} files, {keys} keys{of_which}", s.files.len());
         return Ok(EXIT_OK);
     };
     report!(
@@ -85,21 +101,16 @@ fn final_word(e: &Failure) -> &'static str {
     }
 }
 
-/// Reads file `index` to its end: (records, keys, bytes, unknown-kind records).
+/// Reads file `index` to its end: its verified totals and its records of unknown kinds.
 fn check_file(
     input: &SnapshotInput,
     index: usize,
     progress: &Progress,
-) -> Result<(u64, u64, u64, u64), Failure> {
+) -> Result<(FileStats, u64), Failure> {
     let mut scan = ShardScan::open(input, index, progress)?;
     while scan.next()?.is_some() {}
     let Some(stats) = scan.stats() else {
         return Err(Failure::Corrupt("ended without an end frame".into()));
     };
-    Ok((
-        stats.records,
-        stats.keys,
-        stats.bytes,
-        scan.skipped_unknown(),
-    ))
+    Ok((*stats, scan.skipped_unknown()))
 }

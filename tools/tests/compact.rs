@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use ondisk::{shard_of, Compression, Record};
+use ondisk::{shard_of, Compression, Item, Record};
 use std::path::{Path, PathBuf};
 
 fn compact(summary: &Path, out_dir: &Path, extra: &[&str]) -> Run {
@@ -379,4 +379,205 @@ fn an_output_directory_that_cannot_be_created_is_an_io_error() {
     let r = compact(&summary, &blocker, &[]);
     assert_eq!(r.code, 3, "{r:?}");
     assert_eq!(list(input.path()).len(), 3);
+}
+
+// ---- objects (keys of types other than string) ----
+
+/// Strings and objects interleaved over two files, each key in the file `shard_of(key, 2)`
+/// names, with tombstones deleting some of each and one tombstone in the wrong file.
+fn files_with_objects() -> Vec<Vec<Item>> {
+    let strings = varied_records(600).into_iter().map(Item::Record);
+    let objects = varied_objects(300);
+    let mut files = vec![Vec::new(), Vec::new()];
+    let mut objects = objects.into_iter();
+    for s in strings {
+        for item in [Some(s), objects.next()].into_iter().flatten() {
+            files[shard_of(item_key(&item).1, 2)].push(item);
+        }
+    }
+    for item in objects {
+        files[shard_of(item_key(&item).1, 2)].push(item);
+    }
+    for file in &mut files {
+        let doomed: Vec<Item> = file
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| i % 10 == 3)
+            .map(|(_, item)| {
+                let (db, key) = item_key(item);
+                Item::Record(tombstone(db, key))
+            })
+            .collect();
+        file.extend(doomed);
+    }
+    // A tombstone in another file than its key's deletes nothing, for objects as for strings.
+    let (db, key) = item_key(&files[0][1]);
+    let stray = Item::Record(tombstone(db, key));
+    files[1].push(stray);
+    files
+}
+
+/// The objects of a read-back snapshot sit in the files `shard_of(key, N)` names.
+fn assert_objects_on_their_shards(back: &ReadBack) {
+    let n = back.items.len();
+    for (i, items) in back.items.iter().enumerate() {
+        for item in items {
+            assert_eq!(shard_of(item_key(item).1, n), i, "{item:?}");
+        }
+    }
+}
+
+#[test]
+fn objects_are_kept_byte_for_byte_on_their_shard_and_expired_ones_dropped() {
+    let input = tempfile::tempdir().unwrap();
+    let files = files_with_objects();
+    let summary = write_items(input.path(), "dump", 0xa0, &files, Compression::Lz4);
+    let (strings, objects) = live_models(&files);
+    let keyed = files
+        .iter()
+        .flatten()
+        .filter(|i| !matches!(i, Item::Record(r) if r.value == ondisk::RecordValue::Tombstone))
+        .count();
+    // Every case the rule knows is here: live, expired and tombstoned objects.
+    assert!(
+        objects.len() > 100 && objects.len() < 301,
+        "{}",
+        objects.len()
+    );
+    let unexpired = files
+        .iter()
+        .flatten()
+        .filter(|i| matches!(i, Item::Object(o) if o.expire_at_ms.is_none_or(|t| t > NOW)))
+        .count();
+    assert!(unexpired > objects.len(), "no object was tombstoned");
+    assert!(objects.contains_key(&(1, b"big-list".to_vec())));
+    assert!(objects.values().any(|o| o.2.is_some() && o.3 != 0));
+
+    for shards in ["2", "3", "1"] {
+        let out = tempfile::tempdir().unwrap();
+        let r = compact(&summary, out.path(), &["--shards", shards]);
+        assert_eq!(r.code, 0, "{r:?}");
+        assert_eq!(r.stderr, "");
+        assert_eq!(r.field("kept"), (strings.len() + objects.len()).to_string());
+        assert_eq!(r.field("objects kept"), objects.len().to_string());
+        let dropped: usize = ["expired dropped", "tombstoned dropped"]
+            .iter()
+            .map(|f| r.field(f).parse::<usize>().unwrap())
+            .sum();
+        assert_eq!(strings.len() + objects.len() + dropped, keyed);
+
+        let out_summary = out.path().join("dump-summary.strata");
+        let back = read_back(&out_summary);
+        assert_eq!(back.summary.shard_count.to_string(), shards);
+        assert_eq!(back.model(), strings);
+        assert_eq!(back.objects(), objects);
+        assert_objects_on_their_shards(&back);
+        let r = run_ok([Path::new("verify"), &out_summary]);
+        assert!(
+            r.last_line()
+                .ends_with(&format!(" keys ({} objects)", objects.len())),
+            "{r:?}"
+        );
+    }
+}
+
+#[test]
+fn compacting_objects_in_place_keeps_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = files_with_objects();
+    let summary = write_items(dir.path(), "dump", 0xb0, &files, Compression::Zstd);
+    let (strings, objects) = live_models(&files);
+    for extra in [&["--shards", "4"][..], &["--compression", "none"][..]] {
+        let r = compact(&summary, dir.path(), extra);
+        assert_eq!(r.code, 0, "{r:?}");
+        assert!(r.field("output").ends_with(", in place"), "{r:?}");
+        let back = read_back(&summary);
+        assert_eq!(back.model(), strings);
+        assert_eq!(back.objects(), objects);
+        assert_objects_on_their_shards(&back);
+    }
+}
+
+/// One key's records in one file: `S` a string, `O` an object, `T` a tombstone. Position `p`'s
+/// value names `p`, so a survivor tells where it came from.
+fn key_history(case: &str, objects: bool) -> Vec<Item> {
+    let key = format!("case:{case}");
+    case.chars()
+        .enumerate()
+        .map(|(p, c)| {
+            let value = format!("p{p}");
+            match c {
+                'O' if objects => object(
+                    0,
+                    key.as_bytes(),
+                    ondisk::rdb::types::LIST,
+                    &rdb_elements(&[value.as_bytes()]),
+                    None,
+                    0,
+                ),
+                'T' => Item::Record(tombstone(0, key.as_bytes())),
+                _ => Item::Record(string(0, key.as_bytes(), value.as_bytes(), None, 0)),
+            }
+        })
+        .collect()
+}
+
+/// Compacts one file holding every case's history (one shard out, so file order is kept) and
+/// returns, per case, the positions that survived, in output order.
+fn survivors(dir: &Path, cases: &[String], objects: bool) -> Vec<(String, Vec<usize>)> {
+    let file: Vec<Item> = cases.iter().flat_map(|c| key_history(c, objects)).collect();
+    let input = dir.join(if objects { "mixed" } else { "strings" });
+    std::fs::create_dir(&input).unwrap();
+    let summary = write_items(&input, "dump", 0xc0, &[file], Compression::None);
+    let r = compact(&summary, &input.join("out"), &["--shards", "1"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let back = read_back(&input.join("out").join("dump-summary.strata"));
+    cases
+        .iter()
+        .map(|case| {
+            let history = key_history(case, objects);
+            let kept = back.items[0]
+                .iter()
+                .filter(|item| item_key(item).1 == format!("case:{case}").as_bytes())
+                .map(|item| history.iter().position(|h| h == item).unwrap())
+                .collect();
+            (case.clone(), kept)
+        })
+        .collect()
+}
+
+#[test]
+fn a_string_and_an_object_of_one_key_resolve_as_two_strings_do() {
+    // Every history of one key up to three records long.
+    let mut cases: Vec<String> = vec![String::new()];
+    for _ in 0..3 {
+        cases = cases
+            .iter()
+            .flat_map(|c| ["S", "O", "T"].map(|k| format!("{c}{k}")))
+            .chain(cases.iter().cloned())
+            .collect();
+    }
+    cases.retain(|c| !c.is_empty());
+    cases.sort();
+    cases.dedup();
+    assert_eq!(cases.len(), 3 + 9 + 27);
+
+    let dir = tempfile::tempdir().unwrap();
+    let as_strings = survivors(dir.path(), &cases, false);
+    let mixed = survivors(dir.path(), &cases, true);
+    assert_eq!(mixed, as_strings);
+
+    // What that rule is: a tombstone deletes every earlier record of its key in its file,
+    // whatever the record's type; records with no tombstone after them all stay (the server
+    // writes a key twice in one file only with a tombstone between).
+    let of = |case: &str| &mixed.iter().find(|(c, _)| c == case).unwrap().1;
+    assert_eq!(of("OT"), &Vec::<usize>::new());
+    assert_eq!(of("OTS"), &vec![2]);
+    assert_eq!(of("STO"), &vec![2]);
+    assert_eq!(of("OTO"), &vec![2]);
+    assert_eq!(of("TO"), &vec![1]);
+    assert_eq!(of("OST"), &Vec::<usize>::new());
+    assert_eq!(of("OS"), &vec![0, 1]);
+    assert_eq!(of("SO"), &vec![0, 1]);
+    assert_eq!(of("SS"), &vec![0, 1]);
 }

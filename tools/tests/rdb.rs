@@ -4,8 +4,8 @@
 mod common;
 
 use common::*;
-use ondisk::rdb::{rdb_header, rdb_trailer, Crc64};
-use ondisk::{Compression, RdbItem, RdbReader};
+use ondisk::rdb::{rdb_header, rdb_trailer, types, Crc64};
+use ondisk::{Compression, Item, RdbItem, RdbReader};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -150,6 +150,80 @@ fn older_rdb_versions_and_bad_versions() {
     // An output directory that does not exist is an I/O error.
     let r = to_rdb(&summary, &dir.path().join("no/such/dir.rdb"), &[]);
     assert_eq!(r.code, 3, "{r:?}");
+}
+
+/// Every item of an RDB file but its AUX fields, in file order.
+fn rdb_keys(path: &Path) -> Vec<RdbItem> {
+    let mut r = RdbReader::new(std::fs::File::open(path).unwrap()).unwrap();
+    let mut items = Vec::new();
+    while let Some(item) = r.next().unwrap() {
+        if !matches!(item, RdbItem::Aux { .. }) {
+            items.push(item);
+        }
+    }
+    items
+}
+
+#[test]
+fn to_rdb_writes_objects_as_keys_of_their_rdb_type() {
+    let dir = tempfile::tempdir().unwrap();
+    let list = rdb_elements(&[b"a", b"b"]);
+    let set = rdb_elements(&[b"m"]);
+    let hash = rdb_hash(&[(b"f", b"v")]);
+    // A set as one listpack: RDB type 20, which RDB version 11 brought.
+    let mut packed = Vec::new();
+    ondisk::rdb::write_plain_string(&mut packed, b"listpack bytes, opaque here");
+    let files = vec![
+        vec![
+            Item::Record(string(0, b"s", b"v", None, 0)),
+            object(0, b"l", types::LIST, &list, Some(NOW + 5000), 0),
+            object(3, b"h", types::HASH, &hash, None, 7),
+            object(0, b"old", types::SET, &set, Some(NOW - 1), 0),
+            object(0, b"gone", types::LIST, &list, None, 0),
+            Item::Record(tombstone(0, b"gone")),
+        ],
+        vec![object(1, b"packed", types::SET_LISTPACK, &packed, None, 0)],
+    ];
+    let summary = write_items(dir.path(), "dump", 0x12, &files, Compression::Lz4);
+    let rdb = dir.path().join("out.rdb");
+    let r = to_rdb(&summary, &rdb, &[]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.field("kept"), "4");
+    assert_eq!(r.field("objects kept"), "3");
+    assert_eq!(r.field("expired dropped"), "1");
+    assert_eq!(r.field("tombstoned dropped"), "1");
+    assert_eq!(
+        r.stderr,
+        "strata-compact: warning: 1 object(s) of RDB types that version 10 predates (set 1): \
+         only a redis-server that reads RDB version 11 or newer loads them \
+         (`--rdb-version 11` labels the file so)\n\
+         strata-compact: warning: 1 key(s) had client flags, which RDB cannot hold; they were \
+         exported without\n"
+    );
+    let skipped = |db: u32, key: &[u8], type_code: u8| RdbItem::Skipped {
+        db,
+        key: bytes::Bytes::copy_from_slice(key),
+        type_code,
+    };
+    let want = vec![
+        RdbItem::String {
+            db: 0,
+            key: bytes::Bytes::from_static(b"s"),
+            value: bytes::Bytes::from_static(b"v"),
+            expire_at_ms: None,
+        },
+        skipped(0, b"l", types::LIST),
+        skipped(3, b"h", types::HASH),
+        skipped(1, b"packed", types::SET_LISTPACK),
+    ];
+    assert_eq!(rdb_keys(&rdb), want);
+
+    // Asked for a version that has every type, the export says nothing about them.
+    let r = to_rdb(&summary, &rdb, &["--rdb-version", "11"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(!r.stderr.contains("predates"), "{r:?}");
+    assert_eq!(&std::fs::read(&rdb).unwrap()[..9], b"REDIS0011");
+    assert_eq!(rdb_keys(&rdb), want);
 }
 
 /// An RDB with strings, an expired string, two lists and a set, made by hand.
@@ -430,4 +504,73 @@ fn redis_server_loads_the_export() {
         Resp::Bulk(Some(b"db five".to_vec()))
     );
     assert!(!matches!(redis.cmd(&[b"PING"]), Resp::Error(_)));
+}
+
+#[test]
+fn redis_server_loads_exported_objects() {
+    let Some(bin) = redis_binary() else {
+        eprintln!("redis-server not found: skipping redis_server_loads_exported_objects");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let now = now_ms();
+    let files = vec![vec![
+        Item::Record(string(0, b"greeting", b"hello", None, 0)),
+        object(
+            0,
+            b"list",
+            types::LIST,
+            &rdb_elements(&[b"a", b"", b"c"]),
+            None,
+            0,
+        ),
+        object(
+            0,
+            b"hash",
+            types::HASH,
+            &rdb_hash(&[(b"f1", b"v1"), (b"f2", b"v2")]),
+            Some(now + 3_600_000),
+            0,
+        ),
+        object(2, b"set", types::SET, &rdb_elements(&[b"x", b"y"]), None, 0),
+        object(
+            0,
+            b"gone",
+            types::SET,
+            &rdb_elements(&[b"z"]),
+            Some(now - 1000),
+            0,
+        ),
+    ]];
+    let summary = write_items(dir.path(), "dump", 0x9a, &files, Compression::Lz4);
+    let r = run_ok([
+        Path::new("to-rdb"),
+        &summary,
+        Path::new("--out"),
+        &dir.path().join("objects.rdb"),
+    ]);
+    assert_eq!(r.field("objects kept"), "3");
+
+    let mut redis = Redis::start(&bin, dir.path(), "objects.rdb");
+    assert_eq!(redis.cmd(&[b"DBSIZE"]), Resp::Int(3));
+    assert_eq!(redis.cmd(&[b"TYPE", b"list"]), Resp::Simple("list".into()));
+    assert_eq!(redis.cmd(&[b"LLEN", b"list"]), Resp::Int(3));
+    assert_eq!(
+        redis.cmd(&[b"LINDEX", b"list", b"2"]),
+        Resp::Bulk(Some(b"c".to_vec()))
+    );
+    assert_eq!(redis.cmd(&[b"TYPE", b"hash"]), Resp::Simple("hash".into()));
+    assert_eq!(
+        redis.cmd(&[b"HGET", b"hash", b"f2"]),
+        Resp::Bulk(Some(b"v2".to_vec()))
+    );
+    match redis.cmd(&[b"PTTL", b"hash"]) {
+        Resp::Int(ms) => assert!(ms > 3_500_000 && ms <= 3_600_000, "{ms}"),
+        other => panic!("PTTL: {other:?}"),
+    }
+    assert_eq!(redis.cmd(&[b"PTTL", b"list"]), Resp::Int(-1));
+    assert_eq!(redis.cmd(&[b"EXISTS", b"gone"]), Resp::Int(0));
+    assert_eq!(redis.cmd(&[b"SELECT", b"2"]), Resp::Simple("OK".into()));
+    assert_eq!(redis.cmd(&[b"SCARD", b"set"]), Resp::Int(2));
+    assert_eq!(redis.cmd(&[b"SISMEMBER", b"set", b"y"]), Resp::Int(1));
 }

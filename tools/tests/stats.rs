@@ -3,7 +3,7 @@
 mod common;
 
 use common::*;
-use ondisk::{Compression, SnapshotReader};
+use ondisk::{Compression, Item, SnapshotReader};
 use std::path::Path;
 
 const MIN: u64 = 60_000;
@@ -57,6 +57,7 @@ fn exact_counts_histograms_ttls_and_largest_values() {
 id: 5a  created_ms: {}  files: 2  compression: lz4
 records: 9
 keys: 8
+objects: 0
 tombstones: 1
 keys per db:
   db 0: 5
@@ -152,6 +153,69 @@ fn only_the_ten_largest_values_are_listed_and_long_keys_are_cut() {
     }
     assert_eq!(listed, want);
     assert_eq!(r.field("keys"), "26");
+}
+
+/// The indented lines under `heading`.
+fn section<'a>(r: &'a Run, heading: &str) -> Vec<&'a str> {
+    r.stdout
+        .lines()
+        .skip_while(|l| *l != heading)
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .collect()
+}
+
+#[test]
+fn objects_are_keys_counted_per_type_at_their_encoded_size() {
+    use ondisk::rdb::types;
+    let dir = tempfile::tempdir().unwrap();
+    let list = rdb_elements(&[b"a", b"b"]);
+    let hash = rdb_hash(&[(b"field", &[b'h'; 300])]);
+    let set = rdb_elements(&[b"m"]);
+    let files = vec![
+        vec![
+            Item::Record(string(0, b"s", b"abc", None, 0)),
+            object(0, b"l", types::LIST, &list, None, 0),
+            object(1, b"hh", types::HASH, &hash, Some(NOW - 1), 0),
+            Item::Record(tombstone(0, b"z")),
+        ],
+        vec![
+            object(0, b"st", types::SET, &set, Some(NOW + 30_000), 3),
+            object(1, b"l2", types::LIST, &list, None, 0),
+        ],
+    ];
+    let summary = write_items(dir.path(), "dump", 0x5b, &files, Compression::Lz4);
+    let r = run_ok([
+        Path::new("stats"),
+        &summary,
+        Path::new("--now-ms"),
+        Path::new(&NOW.to_string()),
+    ]);
+    assert_eq!(r.field("records"), "6");
+    assert_eq!(r.field("keys"), "5");
+    assert_eq!(r.field("objects"), "4");
+    assert_eq!(r.field("tombstones"), "1");
+    assert!(!r.stdout.contains("unknown kinds"), "{r:?}");
+    assert_eq!(section(&r, "keys per db:"), ["  db 0: 3", "  db 1: 2"]);
+    assert_eq!(
+        section(&r, "keys per type:"),
+        ["  string: 1", "  hash: 1", "  list: 2", "  set: 1"]
+    );
+    let ttl = section(&r, "ttl:");
+    assert_eq!(ttl[..3], ["  none: 3", "  expired: 1", "  <1m: 1"]);
+    assert_eq!(
+        section(&r, "largest values:"),
+        [
+            format!("  1. db 1 \"hh\": {}", hash.len()),
+            format!("  2. db 0 \"l\": {}", list.len()),
+            format!("  3. db 1 \"l2\": {}", list.len()),
+            "  4. db 0 \"s\": 3".to_string(),
+            format!("  5. db 0 \"st\": {}", set.len()),
+        ]
+    );
+    let kv = 1 + 3 + 1 + list.len() + 2 + hash.len() + 2 + set.len() + 2 + list.len();
+    assert_eq!(r.field("bytes keys+values"), kv.to_string());
+    assert_eq!(r.stderr, "");
 }
 
 #[test]

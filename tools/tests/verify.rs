@@ -3,7 +3,7 @@
 mod common;
 
 use common::*;
-use ondisk::{summary_file_name, Compression, Summary};
+use ondisk::{summary_file_name, Compression, Item, Summary};
 use std::path::{Path, PathBuf};
 
 /// A 2-file lz4 snapshot called `dump`, id 0xabc: 3 keys in file 0, 2 keys and a tombstone
@@ -61,6 +61,52 @@ fn a_good_snapshot_verifies_with_a_report() {
         Path::new("other"),
     ]);
     assert_eq!(r.last_line(), "OK: 2 files, 5 keys");
+}
+
+#[test]
+fn objects_are_keys_with_their_own_count() {
+    use ondisk::rdb::types;
+    let dir = tempfile::tempdir().unwrap();
+    let files = vec![
+        vec![
+            Item::Record(string(0, b"a", b"alpha", None, 0)),
+            object(0, b"l", types::LIST, &rdb_elements(&[b"x", b"y"]), None, 0),
+            object(
+                2,
+                b"h",
+                types::HASH,
+                &rdb_hash(&[(b"f", b"v")]),
+                Some(NOW + 1),
+                9,
+            ),
+        ],
+        vec![
+            Item::Record(string(0, b"d", b"delta", None, 0)),
+            Item::Record(tombstone(0, b"gone")),
+        ],
+    ];
+    let summary = write_items(dir.path(), "dump", 0xabd, &files, Compression::Lz4);
+    let s = summary_of(&summary);
+    let r = run_ok([Path::new("verify"), &summary]);
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert_eq!(lines.len(), 4, "{}", r.stdout);
+    assert_eq!(
+        lines[1],
+        format!(
+            "  dump-abd-0000.strata  records 3  keys 3  objects 2  bytes {}  OK",
+            s.files[0].bytes
+        )
+    );
+    // A file without objects keeps the line it always had.
+    assert_eq!(
+        lines[2],
+        format!(
+            "  dump-abd-0001.strata  records 2  keys 1  bytes {}  OK",
+            s.files[1].bytes
+        )
+    );
+    assert_eq!(lines[3], "OK: 2 files, 4 keys (2 objects)");
+    assert_eq!(r.stderr, "");
 }
 
 #[test]

@@ -273,6 +273,18 @@ impl<W: Write> RdbWriter<W> {
         self.drain(WRITE_CHUNK)
     }
 
+    /// See [`RdbEncoder::write_object`].
+    pub fn write_object(
+        &mut self,
+        key: &[u8],
+        rdb_type: u8,
+        value: &[u8],
+        expire_at_ms: Option<u64>,
+    ) -> io::Result<()> {
+        self.enc.write_object(key, rdb_type, value, expire_at_ms);
+        self.drain(WRITE_CHUNK)
+    }
+
     pub fn value_chunk(&mut self, chunk: &[u8]) -> io::Result<()> {
         self.enc.value_chunk(chunk);
         self.drain(WRITE_CHUNK)

@@ -257,6 +257,18 @@ pub struct ObjectRecord {
     pub value: Bytes,
 }
 
+impl ObjectRecord {
+    /// Its key head, to write it again as it is ([`SnapshotEncoder::write_object`]).
+    pub fn head(&self) -> KeyHead<'_> {
+        KeyHead {
+            db: self.db,
+            key: &self.key,
+            expire_at_ms: self.expire_at_ms,
+            client_flags: self.client_flags,
+        }
+    }
+}
+
 /// What [`SnapshotDecoder::next`] yields.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Item {

@@ -1,12 +1,13 @@
-//! Shared by the integration tests: building snapshots with `ondisk`'s writers, reading them
-//! back, and running the real `strata-compact` binary.
+//! Shared by the integration tests: building snapshots with `ondisk`'s writers (strings,
+//! tombstones and objects), reading them back, and running the real `strata-compact` binary.
 
 #![allow(dead_code)]
 
 use bytes::Bytes;
+use ondisk::rdb::{write_len, write_plain_string};
 use ondisk::{
-    shard_file_name, shard_of, summary_file_name, Compression, Record, RecordValue, SnapshotHeader,
-    SnapshotReader, SnapshotWriter, Summary, SummaryFile,
+    shard_file_name, shard_of, summary_file_name, Compression, Item, ObjectRecord, Record,
+    RecordValue, SnapshotHeader, SnapshotReader, SnapshotWriter, Summary, SummaryFile,
 };
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
@@ -16,6 +17,9 @@ use std::process::Command;
 
 /// (db, key) -> (value, expire, client flags): what a snapshot holds, order aside.
 pub type Model = BTreeMap<(u16, Vec<u8>), (Vec<u8>, Option<u64>, u32)>;
+
+/// (db, key) -> (RDB type, encoded value, expire, client flags): a snapshot's objects.
+pub type ObjectModel = BTreeMap<(u16, Vec<u8>), (u8, Vec<u8>, Option<u64>, u32)>;
 
 /// A fixed "now" for every test, so expiry is deterministic.
 pub const NOW: u64 = 1_700_000_000_000;
@@ -40,6 +44,46 @@ pub fn tombstone(db: u16, key: &[u8]) -> Record {
     }
 }
 
+/// An object record: a key of type `rdb_type`, `value` its RDB encoding.
+pub fn object(
+    db: u16,
+    key: &[u8],
+    rdb_type: u8,
+    value: &[u8],
+    expire: Option<u64>,
+    flags: u32,
+) -> Item {
+    Item::Object(ObjectRecord {
+        db,
+        key: Bytes::copy_from_slice(key),
+        expire_at_ms: expire,
+        client_flags: flags,
+        rdb_type,
+        value: Bytes::copy_from_slice(value),
+    })
+}
+
+/// The RDB encoding of a plain list or set (types 1 and 2): a count, then the elements.
+pub fn rdb_elements(elements: &[&[u8]]) -> Vec<u8> {
+    let mut out = Vec::new();
+    write_len(&mut out, elements.len() as u64);
+    for e in elements {
+        write_plain_string(&mut out, e);
+    }
+    out
+}
+
+/// The RDB encoding of a plain hash (type 4): a count of pairs, then field, value, ...
+pub fn rdb_hash(pairs: &[(&[u8], &[u8])]) -> Vec<u8> {
+    let mut out = Vec::new();
+    write_len(&mut out, pairs.len() as u64);
+    for (field, value) in pairs {
+        write_plain_string(&mut out, field);
+        write_plain_string(&mut out, value);
+    }
+    out
+}
+
 /// Writes a snapshot whose file i holds exactly `files[i]`, named as the server names them.
 /// Returns the summary's path.
 pub fn write_files(
@@ -47,6 +91,21 @@ pub fn write_files(
     name: &str,
     id: u64,
     files: &[Vec<Record>],
+    compression: Compression,
+) -> PathBuf {
+    let items: Vec<Vec<Item>> = files
+        .iter()
+        .map(|recs| recs.iter().cloned().map(Item::Record).collect())
+        .collect();
+    write_items(dir, name, id, &items, compression)
+}
+
+/// [`write_files`] with objects among the records.
+pub fn write_items(
+    dir: &Path,
+    name: &str,
+    id: u64,
+    files: &[Vec<Item>],
     compression: Compression,
 ) -> PathBuf {
     let stem = format!("{name}-{id:x}");
@@ -63,12 +122,16 @@ pub fn write_files(
         };
         // Small blocks, so even small test snapshots have several.
         let mut w = SnapshotWriter::with_block_size(f, header, 4096);
-        for r in recs {
-            match &r.value {
-                RecordValue::String(v) => w
-                    .write_string(r.db, &r.key, v, r.expire_at_ms, r.client_flags)
-                    .unwrap(),
-                RecordValue::Tombstone => w.write_tombstone(r.db, &r.key).unwrap(),
+        for item in recs {
+            match item {
+                Item::Record(r) => match &r.value {
+                    RecordValue::String(v) => w
+                        .write_string(r.db, &r.key, v, r.expire_at_ms, r.client_flags)
+                        .unwrap(),
+                    RecordValue::Tombstone => w.write_tombstone(r.db, &r.key).unwrap(),
+                },
+                Item::Object(o) => w.write_object(&o.head(), o.rdb_type, &o.value).unwrap(),
+                Item::End(_) => panic!("an end frame is not a record"),
             }
         }
         let (f, stats) = w.finish_into_inner().unwrap();
@@ -109,11 +172,22 @@ pub fn write_sharded(
     write_files(dir, name, id, &files, compression)
 }
 
+/// The db and key of a record or object.
+pub fn item_key(item: &Item) -> (u16, &[u8]) {
+    match item {
+        Item::Record(r) => (r.db, &r.key),
+        Item::Object(o) => (o.db, &o.key),
+        Item::End(_) => panic!("an end frame has no key"),
+    }
+}
+
 /// A snapshot read back with `ondisk` alone, every check made.
 pub struct ReadBack {
     pub summary: Summary,
-    /// Records per file, in file order.
+    /// String and tombstone records per file, in file order.
     pub files: Vec<Vec<Record>>,
+    /// Every record per file, objects included, in file order.
+    pub items: Vec<Vec<Item>>,
 }
 
 impl ReadBack {
@@ -132,12 +206,33 @@ impl ReadBack {
         }
         m
     }
+
+    /// (db, key) -> (type, value, expire, flags) of every object; panics on a key that is also
+    /// a string or another object.
+    pub fn objects(&self) -> ObjectModel {
+        let strings = self.model();
+        let mut m = BTreeMap::new();
+        for item in self.items.iter().flatten() {
+            let Item::Object(o) = item else {
+                continue;
+            };
+            let key = (o.db, o.key.to_vec());
+            assert!(!strings.contains_key(&key), "object and string {o:?}");
+            let old = m.insert(
+                key,
+                (o.rdb_type, o.value.to_vec(), o.expire_at_ms, o.client_flags),
+            );
+            assert!(old.is_none(), "duplicate key {o:?}");
+        }
+        m
+    }
 }
 
 pub fn read_back(summary_path: &Path) -> ReadBack {
     let summary = Summary::decode(&std::fs::read(summary_path).unwrap()).unwrap();
     let dir = summary_path.parent().unwrap();
     let mut files = Vec::new();
+    let mut items = Vec::new();
     for (i, f) in summary.files.iter().enumerate() {
         let mut r = SnapshotReader::new(File::open(dir.join(&f.name)).unwrap()).unwrap();
         assert_eq!(r.header().shard_index, i as u32);
@@ -145,9 +240,14 @@ pub fn read_back(summary_path: &Path) -> ReadBack {
         assert_eq!(r.header().snapshot_id, summary.snapshot_id);
         assert_eq!(r.header().compression, summary.compression);
         let mut recs = Vec::new();
-        while let Some(rec) = r.next_record().unwrap() {
-            recs.push(rec);
+        let mut all = Vec::new();
+        while let Some(item) = r.next_item().unwrap() {
+            if let Item::Record(rec) = &item {
+                recs.push(rec.clone());
+            }
+            all.push(item);
         }
+        assert_eq!(r.skipped_unknown(), 0, "{} holds unknown kinds", f.name);
         let stats = r.stats().unwrap();
         assert_eq!(
             (stats.bytes, stats.crc32, stats.records),
@@ -156,32 +256,61 @@ pub fn read_back(summary_path: &Path) -> ReadBack {
             f.name
         );
         files.push(recs);
+        items.push(all);
     }
-    ReadBack { summary, files }
+    ReadBack {
+        summary,
+        files,
+        items,
+    }
 }
 
 /// The model of what should survive compaction of `recs` at [`NOW`]: strings not expired and
 /// not followed by a tombstone of the same db+key (within one input file).
 pub fn live_model(files: &[Vec<Record>]) -> Model {
-    let mut m = BTreeMap::new();
-    for recs in files {
-        for (i, r) in recs.iter().enumerate() {
-            let RecordValue::String(v) = &r.value else {
-                continue;
+    let items: Vec<Vec<Item>> = files
+        .iter()
+        .map(|recs| recs.iter().cloned().map(Item::Record).collect())
+        .collect();
+    live_models(&items).0
+}
+
+/// [`live_model`] of a snapshot with objects: the strings and the objects that survive, by the
+/// same rule.
+pub fn live_models(files: &[Vec<Item>]) -> (Model, ObjectModel) {
+    let (mut strings, mut objects) = (BTreeMap::new(), BTreeMap::new());
+    for items in files {
+        for (i, item) in items.iter().enumerate() {
+            let deleted = items[i + 1..].iter().any(|t| {
+                matches!(t, Item::Record(r) if r.value == RecordValue::Tombstone)
+                    && item_key(t) == item_key(item)
+            });
+            let expire = match item {
+                Item::Record(r) => r.expire_at_ms,
+                Item::Object(o) => o.expire_at_ms,
+                Item::End(_) => None,
             };
-            let deleted = recs[i + 1..]
-                .iter()
-                .any(|t| t.value == RecordValue::Tombstone && t.db == r.db && t.key == r.key);
-            let expired = r.expire_at_ms.is_some_and(|t| t <= NOW);
-            if !deleted && !expired {
-                m.insert(
-                    (r.db, r.key.to_vec()),
-                    (v.to_vec(), r.expire_at_ms, r.client_flags),
-                );
+            if deleted || expire.is_some_and(|t| t <= NOW) {
+                continue;
+            }
+            match item {
+                Item::Record(r) => {
+                    if let RecordValue::String(v) = &r.value {
+                        strings
+                            .insert((r.db, r.key.to_vec()), (v.to_vec(), expire, r.client_flags));
+                    }
+                }
+                Item::Object(o) => {
+                    objects.insert(
+                        (o.db, o.key.to_vec()),
+                        (o.rdb_type, o.value.to_vec(), expire, o.client_flags),
+                    );
+                }
+                Item::End(_) => {}
             }
         }
     }
-    m
+    (strings, objects)
 }
 
 /// What a run of the binary gave.
@@ -288,4 +417,42 @@ pub fn varied_records(n: u32) -> Vec<Record> {
     recs.push(string(1, b"big", &vec![b'x'; 200_000], None, 3));
     recs.push(string(0, b"bin\x00\xff{tag}", b"\x00\x01\x02", None, 0));
     recs
+}
+
+/// Objects of several types among `varied_records`-like keys: lists, sets and hashes in
+/// several dbs, TTLs (past and future), client flags, hashtag keys, and a multi-block value.
+pub fn varied_objects(n: u32) -> Vec<Item> {
+    use ondisk::rdb::types;
+    let mut items = Vec::new();
+    for i in 0..n {
+        let key = if i % 4 == 0 {
+            format!("obj:{{tag{}}}:{i}", i % 3)
+        } else {
+            format!("obj:{i}")
+        };
+        let db = (i % 3) as u16;
+        let member = format!("m{i}");
+        let (rdb_type, value) = match i % 3 {
+            0 => (types::LIST, rdb_elements(&[b"a", member.as_bytes(), b""])),
+            1 => (types::SET, rdb_elements(&[member.as_bytes()])),
+            _ => (types::HASH, rdb_hash(&[(b"field", member.as_bytes())])),
+        };
+        let expire = match i % 5 {
+            0 => Some(NOW - 1 - u64::from(i)),
+            1 => Some(NOW + 3_600_000 + u64::from(i)),
+            _ => None,
+        };
+        let flags = if i % 7 == 0 { 0xB0B0_0000 + i } else { 0 };
+        items.push(object(db, key.as_bytes(), rdb_type, &value, expire, flags));
+    }
+    let big = vec![b'o'; 150_000];
+    items.push(object(
+        1,
+        b"big-list",
+        types::LIST,
+        &rdb_elements(&[&big, b"tail"]),
+        None,
+        4,
+    ));
+    items
 }
