@@ -27,7 +27,7 @@ fn cache(threads: &str, maxmemory: &str, extra: &[&str]) -> Server {
         maxmemory,
     ];
     args.extend_from_slice(extra);
-    Server::start(&args)
+    Server::start(STRATA, &args)
 }
 
 /// A cache-mode server with tiering (files under `dir`).
@@ -111,7 +111,7 @@ fn cache_mode_never_refuses_writes_and_keeps_rss_within_bound() {
 fn store_mode_answers_oom_and_loses_nothing() {
     // 48 MB: RSS holds ~13 MB beyond what is allocated in a debug build (its code), which
     // must stay under a third of maxmemory for RSS to stay within it (see README "Memory").
-    let s = Server::start(&["--proactor_threads", "1", "--maxmemory", "48mb"]);
+    let s = Server::start(STRATA, &["--proactor_threads", "1", "--maxmemory", "48mb"]);
     let mut c = s.client();
     let rss = rss_sampler(s.pid());
     let mut stored = 0;

@@ -5,7 +5,6 @@
 mod common;
 
 use std::collections::{HashMap, HashSet};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -68,7 +67,7 @@ fn expire_family_and_ttls() {
     let pttl: i64 = q(&mut c, &["PTTL", "k"]);
     assert!((99_000..=100_000).contains(&pttl), "PTTL {pttl}");
     let pexp: i64 = q(&mut c, &["PEXPIRETIME", "k"]);
-    let now = now_ms();
+    let now = now_ms() as i64;
     assert!(
         (now + 98_000..=now + 100_000).contains(&pexp),
         "PEXPIRETIME {pexp} now {now}"
@@ -153,7 +152,7 @@ fn expire_nx_xx_gt_lt() {
     rt(&mut raw, &["PEXPIRE", "k", "20000", "LT"], &i(0));
     rt(&mut raw, &["PEXPIRE", "k", "20000", "GT"], &i(1));
     rt(&mut raw, &["TTL", "k"], &i(20));
-    let at = now_ms() / 1000 + 1000;
+    let at = now_ms() as i64 / 1000 + 1000;
     rt(&mut raw, &["EXPIREAT", "k", &at.to_string(), "NX"], &i(0));
     rt(&mut raw, &["EXPIREAT", "k", &at.to_string(), "XX"], &i(1));
     rt(&mut raw, &["EXPIRETIME", "k"], &i(at));
@@ -595,7 +594,7 @@ fn restore_raw(raw: &mut Raw, args: &[&[u8]], expect: &str) {
     let mut a: Vec<&[u8]> = vec![b"RESTORE"];
     a.extend_from_slice(args);
     raw.send(&cmd(&a));
-    let got = read_reply(raw);
+    let got = raw.reply();
     assert_eq!(String::from_utf8_lossy(&got), expect, "RESTORE reply");
 }
 
@@ -797,63 +796,13 @@ fn restore_payloads_made_by_real_redis() {
     }
 }
 
-/// A redis-server child, killed when dropped.
-struct RealRedis {
-    child: Child,
-    port: u16,
-}
-
-impl Drop for RealRedis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start_real_redis() -> Option<RealRedis> {
-    let port = free_port();
-    let child = Command::new("redis-server")
-        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-        .args(["--save", "", "--appendonly", "no", "--dir", "/tmp"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn();
-    let child = match child {
-        Ok(c) => c,
-        Err(err) => {
-            println!("NOTE: skipping the real redis-server cross-check: cannot start redis-server ({err})");
-            return None;
-        }
-    };
-    let r = RealRedis { child, port };
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        if let Ok(client) = redis::Client::open(format!("redis://127.0.0.1:{port}/")) {
-            if let Ok(mut c) = client.get_connection() {
-                if redis::cmd("PING").query::<String>(&mut c).is_ok() {
-                    return Some(r);
-                }
-            }
-        }
-        if Instant::now() > deadline {
-            println!(
-                "NOTE: skipping the real redis-server cross-check: redis-server did not answer"
-            );
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 #[test]
 fn dump_restore_cross_check_with_real_redis() {
-    let Some(real) = start_real_redis() else {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(real) = RedisServer::start(dir.path(), "dump.rdb", &[]) else {
         return;
     };
-    let mut rc = redis::Client::open(format!("redis://127.0.0.1:{}/", real.port))
-        .unwrap()
-        .get_connection()
-        .unwrap();
+    let mut rc = real.client();
     let s = server();
     let mut c = s.client();
     let values: Vec<Vec<u8>> = vec![

@@ -253,7 +253,7 @@ fn pipelined_commands_on_many_shards_answer_in_order() {
     }
     raw.send(&req);
     for (n, (what, expect)) in want.iter().enumerate() {
-        let got = read_reply(&mut raw);
+        let got = raw.reply();
         assert_eq!(
             String::from_utf8_lossy(&got),
             *expect,

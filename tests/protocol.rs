@@ -5,12 +5,12 @@
 //! the same bytes (where Redis 7.0 and 7.2 differ, the 7.2 text is used and noted).
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use common::*;
 use rand::rngs::SmallRng;
@@ -20,233 +20,16 @@ use rand::{Rng, SeedableRng};
 // Helpers
 // ---------------------------------------------------------------------------------------------
 
-/// A raw connection with a buffered reader that can read whole RESP replies.
-struct Conn {
-    w: TcpStream,
-    r: BufReader<TcpStream>,
-}
-
-impl Conn {
-    fn open(s: &Server) -> Conn {
-        Conn::from_stream(s.raw().s)
-    }
-
-    fn connect(port: u16) -> Conn {
-        let st = TcpStream::connect(("127.0.0.1", port)).expect("connect");
-        st.set_nodelay(true).unwrap();
-        Conn::from_stream(st)
-    }
-
-    fn from_stream(w: TcpStream) -> Conn {
-        w.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-        let r = BufReader::with_capacity(1 << 16, w.try_clone().expect("clone"));
-        Conn { w, r }
-    }
-
-    fn send(&mut self, bytes: &[u8]) {
-        self.w.write_all(bytes).expect("write");
-    }
-
-    /// Reads one complete RESP2/RESP3 reply and returns its exact bytes.
-    fn reply(&mut self) -> Vec<u8> {
-        let mut out = Vec::new();
-        read_value(&mut self.r, &mut out);
-        out
-    }
-
-    /// Sends a multibulk command and returns its reply's bytes.
-    fn call(&mut self, args: &[&[u8]]) -> Vec<u8> {
-        self.send(&cmd(args));
-        self.reply()
-    }
-
-    /// Sends `req` (any bytes) and asserts the next reply is exactly `want`.
-    fn expect(&mut self, req: &[u8], want: &[u8]) {
-        self.send(req);
-        let got = self.reply();
-        assert_bytes(&got, want, &format!("reply to {}", show(req)));
-    }
-
-    /// Sends a multibulk command and asserts its reply is exactly `want`.
-    fn expect_cmd(&mut self, args: &[&[u8]], want: &[u8]) {
-        self.expect(&cmd(args), want);
-    }
-
-    fn read_exact(&mut self, n: usize) -> Vec<u8> {
-        let mut buf = vec![0u8; n];
-        self.r.read_exact(&mut buf).expect("read");
-        buf
-    }
-
-    /// Sends a multibulk command and returns the body of its bulk reply as text.
-    fn call_text(&mut self, args: &[&[u8]]) -> String {
-        String::from_utf8(bulk_of(&self.call(args))).unwrap()
-    }
-
-    /// Reads until the peer closes the connection (a reset counts as closed), waiting at most
-    /// `timeout` for each read; returns what came, and the error if it was not closed.
-    fn read_until_close(&mut self, timeout: Duration) -> (Vec<u8>, Option<std::io::Error>) {
-        self.w.set_read_timeout(Some(timeout)).unwrap();
-        let mut rest = Vec::new();
-        let err = match self.r.read_to_end(&mut rest) {
-            Ok(_) => None,
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => None,
-            Err(e) => Some(e),
-        };
-        (rest, err)
-    }
-
-    /// Asserts the peer closes the connection without sending anything more.
-    fn expect_eof(&mut self, what: &str) {
-        let (rest, err) = self.read_until_close(Duration::from_secs(5));
-        if let Some(e) = err {
-            panic!(
-                "{what}: connection was not closed ({e}); got so far: {}",
-                show(&rest)
-            );
-        }
-        assert!(
-            rest.is_empty(),
-            "{what}: unexpected bytes before close: {}",
-            show(&rest)
-        );
-    }
-}
-
-fn read_line_into(r: &mut BufReader<TcpStream>, out: &mut Vec<u8>) -> Vec<u8> {
-    let mut line = Vec::new();
-    let n = r.read_until(b'\n', &mut line).expect("read reply line");
-    assert!(n > 0, "connection closed while waiting for a reply");
-    assert!(
-        line.ends_with(b"\r\n"),
-        "reply line not terminated by CRLF: {}",
-        show(&line)
-    );
-    out.extend_from_slice(&line);
-    line.truncate(line.len() - 2);
-    line
-}
-
-fn parse_num(b: &[u8]) -> i64 {
-    std::str::from_utf8(b)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("bad length/number in reply: {}", show(b)))
-}
-
-fn read_value(r: &mut BufReader<TcpStream>, out: &mut Vec<u8>) {
-    let line = read_line_into(r, out);
-    assert!(!line.is_empty(), "empty reply line");
-    let rest = &line[1..];
-    match line[0] {
-        b'+' | b'-' | b':' | b'_' | b'#' | b',' | b'(' => {}
-        b'$' | b'!' | b'=' => {
-            let n = parse_num(rest);
-            if n >= 0 {
-                let mut body = vec![0u8; n as usize + 2];
-                r.read_exact(&mut body).expect("read bulk body");
-                assert_eq!(&body[n as usize..], b"\r\n", "bulk not followed by CRLF");
-                out.extend_from_slice(&body);
-            }
-        }
-        b'*' | b'~' | b'>' => {
-            let n = parse_num(rest);
-            for _ in 0..n.max(0) {
-                read_value(r, out);
-            }
-        }
-        b'%' => {
-            let n = parse_num(rest);
-            for _ in 0..2 * n.max(0) {
-                read_value(r, out);
-            }
-        }
-        b'|' => {
-            let n = parse_num(rest);
-            for _ in 0..2 * n.max(0) {
-                read_value(r, out);
-            }
-            read_value(r, out);
-        }
-        other => panic!("unknown reply type {:?} in {}", other as char, show(&line)),
-    }
-}
-
-/// Printable form of bytes for failure messages (truncated when long).
-fn show(b: &[u8]) -> String {
-    let s = b.escape_ascii().to_string();
-    if s.len() > 600 {
-        format!("{}...({} bytes)", &s[..600], b.len())
-    } else {
-        s
-    }
-}
-
-/// Byte-exact comparison whose failure message points at the first difference.
-fn assert_bytes(got: &[u8], want: &[u8], what: &str) {
-    if got == want {
-        return;
-    }
-    let at = got
-        .iter()
-        .zip(want)
-        .position(|(a, b)| a != b)
-        .unwrap_or(got.len().min(want.len()));
-    let from = at.saturating_sub(60);
-    panic!(
-        "{what}: replies differ at byte {at} (got {} bytes, want {})\n  got:  {}\n  want: {}",
-        got.len(),
-        want.len(),
-        show(&got[from..(at + 200).min(got.len())]),
-        show(&want[from..(at + 200).min(want.len())]),
-    );
-}
-
-fn bulk(b: &[u8]) -> Vec<u8> {
-    let mut v = format!("${}\r\n", b.len()).into_bytes();
-    v.extend_from_slice(b);
-    v.extend_from_slice(b"\r\n");
-    v
-}
-
 fn int(n: i64) -> Vec<u8> {
     format!(":{n}\r\n").into_bytes()
-}
-
-/// The integer of a `:N` reply.
-fn int_of(reply: &[u8]) -> i64 {
-    assert!(
-        reply.starts_with(b":") && reply.ends_with(b"\r\n"),
-        "not an integer reply: {}",
-        show(reply)
-    );
-    parse_num(&reply[1..reply.len() - 2])
-}
-
-/// The body of a `$N` (or RESP3 `=N`) reply.
-fn bulk_of(reply: &[u8]) -> Vec<u8> {
-    assert!(
-        reply.starts_with(b"$") || reply.starts_with(b"="),
-        "not a bulk reply: {}",
-        show(reply)
-    );
-    let nl = reply.iter().position(|&b| b == b'\n').unwrap();
-    reply[nl + 1..reply.len() - 2].to_vec()
 }
 
 fn contains(hay: &[u8], needle: &[u8]) -> bool {
     hay.windows(needle.len()).any(|w| w == needle)
 }
 
-fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
-}
-
 /// `used_memory` from INFO memory.
-fn used_memory(c: &mut Conn) -> u64 {
+fn used_memory(c: &mut Raw) -> u64 {
     let text = c.call_text(&[b"INFO", b"memory"]);
     text.lines()
         .find_map(|l| l.strip_prefix("used_memory:"))
@@ -259,13 +42,13 @@ fn used_memory(c: &mut Conn) -> u64 {
 /// Sends `req` on a fresh connection and asserts the server answers exactly `want`, then closes
 /// the connection; meanwhile a connection opened earlier and a new one keep working.
 fn assert_protocol_error(s: &Server, req: &[u8], want: &[u8]) {
-    let mut before = Conn::open(s);
+    let mut before = s.raw();
     before.expect_cmd(&[b"SET", b"pe:k", b"v"], b"+OK\r\n");
 
-    let mut bad = Conn::open(s);
+    let mut bad = s.raw();
     // The server may close before reading everything a large request sent; a write error is
     // then expected and harmless.
-    let _ = bad.w.write_all(req);
+    let _ = bad.stream().write_all(req);
     let (got, err) = bad.read_until_close(Duration::from_secs(5));
     if let Some(e) = err {
         panic!(
@@ -277,24 +60,14 @@ fn assert_protocol_error(s: &Server, req: &[u8], want: &[u8]) {
     assert_bytes(&got, want, &format!("reply to {}", show(req)));
 
     before.expect_cmd(&[b"GET", b"pe:k"], b"$1\r\nv\r\n");
-    let mut after = Conn::open(s);
+    let mut after = s.raw();
     after.expect(b"PING\r\n", b"+PONG\r\n");
-}
-
-/// A `strata` process started directly (not through `Server`), killed on drop.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// A server started with `--requirepass` (`Server::start` waits for `+PONG`, which a
 /// password-protected server does not give before AUTH).
 fn start_with_password(pass: &str) -> Server {
-    let mut s = Server::spawn(&["--proactor_threads", "2", "--requirepass", pass]);
+    let mut s = Server::spawn(STRATA, &["--proactor_threads", "2", "--requirepass", pass]);
     let ready = s.poll_started("strata --requirepass", |port| {
         let mut st = TcpStream::connect(("127.0.0.1", port)).ok()?;
         let _ = st.set_read_timeout(Some(Duration::from_secs(2)));
@@ -312,28 +85,10 @@ fn start_with_password(pass: &str) -> Server {
 
 /// Runs the binary with `args` and waits for it to exit; returns (status code, stdout+stderr).
 fn run_binary(args: &[&str]) -> (Option<i32>, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_strata"))
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn strata");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        if let Some(_status) = child.try_wait().unwrap() {
-            let out = child.wait_with_output().unwrap();
-            let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
-            text.push_str(&String::from_utf8_lossy(&out.stderr));
-            return (out.status.code(), text);
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("strata {args:?} did not exit within 10s");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let out = run_to_exit(STRATA, args);
+    let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.push_str(&String::from_utf8_lossy(&out.stderr));
+    (out.status.code(), text)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -384,12 +139,14 @@ fn multibulk_count_above_one_million_is_refused() {
     for _ in 0..n {
         req.extend_from_slice(b"$1\r\nk\r\n");
     }
-    let mut c = Conn::open(&s);
-    let mut w = c.w.try_clone().unwrap();
+    let mut c = s.raw();
+    let mut w = c.stream().try_clone().unwrap();
     let writer = std::thread::spawn(move || {
         let _ = w.write_all(&req);
     });
-    c.w.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    c.stream()
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
     let got = c.reply();
     let _ = writer.join();
     assert_bytes(&got, b":0\r\n", "DEL with 1048575 keys");
@@ -450,7 +207,7 @@ fn protocol_error_too_big_inline_request() {
     get.extend(std::iter::repeat_n(b'k', 100_000));
     assert_protocol_error(&s, &get, b"-ERR Protocol error: too big inline request\r\n");
     // Just under the limit (no newline yet) is not an error: completing the line works.
-    let mut c = Conn::open(&s);
+    let mut c = s.raw();
     let mut echo = b"ECHO ".to_vec();
     echo.extend(std::iter::repeat_n(b'x', 60_000));
     c.send(&echo);
@@ -504,7 +261,7 @@ fn garbage_client_does_not_disturb_others() {
     };
 
     let mut client = s.client();
-    let mut raw = Conn::open(&s);
+    let mut raw = s.raw();
     let mut rng = SmallRng::seed_from_u64(42);
     let start = Instant::now();
     let mut i = 0u32;
@@ -534,7 +291,7 @@ fn garbage_client_does_not_disturb_others() {
         sent.load(Ordering::Relaxed)
     );
     assert!(s.alive(), "server died under garbage input");
-    let mut fresh = Conn::open(&s);
+    let mut fresh = s.raw();
     fresh.expect(b"PING\r\n", b"+PONG\r\n");
     assert!(s.alive());
 }
@@ -573,9 +330,9 @@ fn raw_pipeline(s: &Server) {
     }
     req.extend(cmd(&[b"GET", b"key:missing"]));
     want.extend_from_slice(b"$-1\r\n");
-    let mut c = Conn::open(s);
+    let mut c = s.raw();
     c.send(&req);
-    let got = c.read_exact(want.len());
+    let got = c.read_n(want.len());
     assert_bytes(&got, &want, "pipelined 1000 SET + 1000 GET");
     c.expect(b"PING\r\n", b"+PONG\r\n");
 }
@@ -666,9 +423,9 @@ fn pipeline_mixed_commands_keep_order_across_shards() {
             counters[2] = 0;
         }
     }
-    let mut c = Conn::open(&s);
+    let mut c = s.raw();
     c.send(&req);
-    let got = c.read_exact(want.len());
+    let got = c.read_n(want.len());
     assert_bytes(&got, &want, "mixed pipeline on 3 shards");
 }
 
@@ -716,7 +473,7 @@ fn pipeline_redis_crate_three_shards() {
 #[test]
 fn inline_commands() {
     let s = server();
-    let mut c = Conn::open(&s);
+    let mut c = s.raw();
     c.expect(b"PING\r\n", b"+PONG\r\n");
     c.expect(b"PING\n", b"+PONG\r\n");
     c.expect(b"ping hello\r\n", b"$5\r\nhello\r\n");
@@ -735,7 +492,7 @@ fn inline_commands() {
     c.expect(b"\r\n\r\nPING\r\n", b"+PONG\r\n");
     // Inline and multibulk mixed in one write.
     c.send(b"PING\r\n*1\r\n$4\r\nPING\r\nECHO x\n*-1\r\n*0\r\nPING\r\n");
-    let got = c.read_exact(b"+PONG\r\n+PONG\r\n$1\r\nx\r\n+PONG\r\n".len());
+    let got = c.read_n(b"+PONG\r\n+PONG\r\n$1\r\nx\r\n+PONG\r\n".len());
     assert_bytes(
         &got,
         b"+PONG\r\n+PONG\r\n$1\r\nx\r\n+PONG\r\n",
@@ -754,7 +511,7 @@ fn inline_commands() {
 #[test]
 fn resp3_hello_switches_encoding() {
     let s = server();
-    let mut c = Conn::open(&s);
+    let mut c = s.raw();
     c.send(&cmd(&[b"HELLO", b"3"]));
     let hello = c.reply();
     assert!(hello.starts_with(b"%7\r\n"), "HELLO 3: {}", show(&hello));
@@ -817,9 +574,11 @@ fn resp3_hello_switches_encoding() {
 #[test]
 fn resp3_pipelined_hello_switches_encoding_per_command() {
     let s = server();
-    let mut c = Conn::open(&s);
+    let mut c = s.raw();
     c.send(b"GET missing\r\nHELLO 3\r\nGET missing\r\nHELLO 2\r\nGET missing\r\n");
-    c.w.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    c.stream()
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
     assert_bytes(&c.reply(), b"$-1\r\n", "GET before HELLO 3");
     let h3 = c.reply();
     assert!(
@@ -849,7 +608,7 @@ fn auth_requirepass() {
     let noauth: &[u8] = b"-NOAUTH Authentication required.\r\n";
     let wrongpass: &[u8] = b"-WRONGPASS invalid username-password pair or user is disabled.\r\n";
 
-    let mut c = Conn::connect(s.port);
+    let mut c = Raw::connect(s.port);
     c.expect_cmd(&[b"GET", b"k"], noauth);
     c.expect_cmd(&[b"SET", b"k", b"v"], noauth);
     c.expect(b"PING\r\n", noauth);
@@ -878,12 +637,12 @@ fn auth_requirepass() {
     c.expect_cmd(&[b"SET", b"k", b"v"], b"+OK\r\n");
     c.expect_cmd(&[b"GET", b"k"], b"$1\r\nv\r\n");
 
-    let mut d = Conn::connect(s.port);
+    let mut d = Raw::connect(s.port);
     d.expect_cmd(&[b"GET", b"k"], noauth);
     d.expect_cmd(&[b"AUTH", b"default", b"secret"], b"+OK\r\n");
     d.expect_cmd(&[b"GET", b"k"], b"$1\r\nv\r\n");
 
-    let mut h = Conn::connect(s.port);
+    let mut h = Raw::connect(s.port);
     h.expect_cmd(&[b"HELLO", b"3", b"AUTH", b"default", b"wrong"], wrongpass);
     h.expect_cmd(&[b"GET", b"k"], noauth);
     let hello = h.call(&[
@@ -925,7 +684,7 @@ fn auth_requirepass() {
 #[test]
 fn auth_without_password_configured() {
     let s = server();
-    let mut c = Conn::open(&s);
+    let mut c = s.raw();
     c.expect_cmd(
         &[b"AUTH", b"x"],
         b"-ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?\r\n",
@@ -960,15 +719,15 @@ fn auth_unauthenticated_request_size_limits() {
         b"-ERR Protocol error: unauthenticated bulk length\r\n",
     );
     // After AUTH the limits are gone.
-    let mut c = Conn::connect(s.port);
+    let mut c = Raw::connect(s.port);
     c.expect_cmd(&[b"AUTH", b"secret"], b"+OK\r\n");
     let big = vec![b'z'; 20_000];
     c.expect_cmd(&[b"ECHO", &big], &bulk(&big));
 }
 
 fn assert_protocol_error_auth(s: &Server, req: &[u8], want: &[u8]) {
-    let mut bad = Conn::connect(s.port);
-    let _ = bad.w.write_all(req);
+    let mut bad = Raw::connect(s.port);
+    let _ = bad.stream().write_all(req);
     let (got, err) = bad.read_until_close(Duration::from_secs(3));
     assert_bytes(
         &got,
@@ -986,7 +745,7 @@ fn assert_protocol_error_auth(s: &Server, req: &[u8], want: &[u8]) {
 fn select_isolates_databases_and_swapdb() {
     let s = server();
     let (ka, kb) = keys_on_different_shards("db", 2);
-    let mut c = Conn::open(&s);
+    let mut c = s.raw();
     c.expect_cmd(&[b"SET", ka.as_bytes(), b"zero-a"], b"+OK\r\n");
     c.expect_cmd(&[b"SET", kb.as_bytes(), b"zero-b"], b"+OK\r\n");
     c.expect_cmd(&[b"SELECT", b"1"], b"+OK\r\n");
@@ -1015,7 +774,7 @@ fn select_isolates_databases_and_swapdb() {
     c.expect_cmd(&[b"GET", ka.as_bytes()], b"$6\r\nzero-a\r\n");
 
     // Another connection stays in db 0 while this one is elsewhere.
-    let mut other = Conn::open(&s);
+    let mut other = s.raw();
     other.expect_cmd(&[b"GET", ka.as_bytes()], b"$6\r\nzero-a\r\n");
 
     c.expect_cmd(&[b"SWAPDB", b"0", b"1"], b"+OK\r\n");
@@ -1041,8 +800,8 @@ fn select_isolates_databases_and_swapdb() {
 
 #[test]
 fn dbnum_flag_limits_select() {
-    let s = Server::start(&["--proactor_threads", "2", "--dbnum", "2"]);
-    let mut c = Conn::open(&s);
+    let s = Server::start(STRATA, &["--proactor_threads", "2", "--dbnum", "2"]);
+    let mut c = s.raw();
     c.expect_cmd(&[b"SELECT", b"1"], b"+OK\r\n");
     c.expect_cmd(&[b"SELECT", b"2"], b"-ERR DB index is out of range\r\n");
     c.expect_cmd(
@@ -1063,7 +822,7 @@ fn dbnum_flag_limits_select() {
 #[test]
 fn unknown_command_and_arity_errors() {
     let s = server();
-    let mut c = Conn::open(&s);
+    let mut c = s.raw();
     c.expect_cmd(
         &[b"foo", b"a", b"b"],
         b"-ERR unknown command 'foo', with args beginning with: 'a' 'b' \r\n",
@@ -1134,7 +893,7 @@ fn unknown_command_and_arity_errors() {
 #[test]
 fn unknown_command_args_are_cut_at_128_chars_in_total() {
     let s = server();
-    let mut c = Conn::open(&s);
+    let mut c = s.raw();
     let a = vec![b'a'; 100];
     let b = vec![b'b'; 100];
     let mut want = b"-ERR unknown command 'FOO', with args beginning with: '".to_vec();
@@ -1158,8 +917,8 @@ fn unknown_command_args_are_cut_at_128_chars_in_total() {
 #[test]
 fn client_id_setname_getname_list_info() {
     let s = server();
-    let mut c = Conn::open(&s);
-    let mut d = Conn::open(&s);
+    let mut c = s.raw();
+    let mut d = s.raw();
     let id = int_of(&c.call(&[b"CLIENT", b"ID"]));
     let id_d = int_of(&d.call(&[b"CLIENT", b"ID"]));
     assert!(id > 0 && id_d > 0 && id != id_d, "ids {id} {id_d}");
@@ -1210,9 +969,9 @@ fn client_id_setname_getname_list_info() {
 #[test]
 fn client_kill_closes_the_target_connection() {
     let s = server();
-    let mut a = Conn::open(&s);
-    let mut b = Conn::open(&s);
-    let mut e = Conn::open(&s);
+    let mut a = s.raw();
+    let mut b = s.raw();
+    let mut e = s.raw();
     let id_a = int_of(&a.call(&[b"CLIENT", b"ID"]));
     let id_b = int_of(&b.call(&[b"CLIENT", b"ID"]));
     a.expect_cmd(
@@ -1297,7 +1056,7 @@ fn command_count_list_info_docs() {
     let all: Vec<redis::Value> = redis::cmd("COMMAND").query(&mut rc).unwrap();
     assert_eq!(all.len(), count as usize, "COMMAND reply length");
 
-    let mut c = Conn::open(&s);
+    let mut c = s.raw();
     let info = c.call(&[b"COMMAND", b"INFO", b"get"]);
     let prefix: &[u8] =
         b"*1\r\n*10\r\n$3\r\nget\r\n:2\r\n*2\r\n+readonly\r\n+fast\r\n:1\r\n:1\r\n:1\r\n";
@@ -1348,7 +1107,7 @@ fn command_count_list_info_docs() {
 #[test]
 fn config_get_set() {
     let s = server();
-    let mut c = Conn::open(&s);
+    let mut c = s.raw();
     c.expect_cmd(
         &[b"CONFIG", b"GET", b"maxmemory"],
         b"*2\r\n$9\r\nmaxmemory\r\n$1\r\n0\r\n",
@@ -1384,7 +1143,7 @@ fn config_get_set() {
 #[test]
 fn info_sections() {
     let s = server();
-    let mut c = Conn::open(&s);
+    let mut c = s.raw();
     for i in 0..37 {
         c.expect_cmd(&[b"SET", format!("info:{i}").as_bytes(), b"v"], b"+OK\r\n");
     }
@@ -1442,10 +1201,10 @@ fn info_sections() {
 #[test]
 fn time_and_lastsave() {
     let s = server();
-    let mut c = Conn::open(&s);
-    let before = unix_now();
+    let mut c = s.raw();
+    let before = now_ms() / 1000;
     let t = c.call(&[b"TIME"]);
-    let after = unix_now();
+    let after = now_ms() / 1000;
     assert!(t.starts_with(b"*2\r\n$"), "TIME: {}", show(&t));
     let text = String::from_utf8(t.clone()).unwrap();
     let parts: Vec<&str> = text.split("\r\n").collect();
@@ -1469,7 +1228,7 @@ fn time_and_lastsave() {
 #[test]
 fn debug_populate() {
     let s = server();
-    let mut c = Conn::open(&s);
+    let mut c = s.raw();
     c.expect_cmd(&[b"SET", b"key:7", b"mine"], b"+OK\r\n");
     c.expect_cmd(&[b"DEBUG", b"POPULATE", b"1000"], b"+OK\r\n");
     c.expect_cmd(&[b"DBSIZE"], b":1000\r\n");
@@ -1498,7 +1257,7 @@ fn debug_populate() {
 #[test]
 fn debug_populate_rejects_bad_count() {
     let s = server();
-    let mut c = Conn::open(&s);
+    let mut c = s.raw();
     for count in [&b"abc"[..], b"-1"] {
         c.expect_cmd(
             &[b"DEBUG", b"POPULATE", count],
@@ -1513,7 +1272,7 @@ fn debug_populate_rejects_bad_count() {
 #[test]
 fn command_info_unknown_command_is_null() {
     let s = server();
-    let mut c = Conn::open(&s);
+    let mut c = s.raw();
     c.expect_cmd(&[b"COMMAND", b"INFO", b"nosuchcmd"], b"*1\r\n$-1\r\n");
     c.call(&[b"HELLO", b"3"]);
     c.expect_cmd(&[b"COMMAND", b"INFO", b"nosuchcmd"], b"*1\r\n_\r\n");
@@ -1522,7 +1281,7 @@ fn command_info_unknown_command_is_null() {
 #[test]
 fn memory_usage() {
     let s = server();
-    let mut c = Conn::open(&s);
+    let mut c = s.raw();
     c.expect_cmd(&[b"SET", b"small", b"v"], b"+OK\r\n");
     c.expect_cmd(&[b"SET", b"big", &vec![b'x'; 10_000]], b"+OK\r\n");
     let small = int_of(&c.call(&[b"MEMORY", b"USAGE", b"small"]));
@@ -1540,7 +1299,7 @@ fn memory_usage() {
 #[test]
 fn echo_ping_quit() {
     let s = server();
-    let mut c = Conn::open(&s);
+    let mut c = s.raw();
     c.expect_cmd(&[b"ECHO", b"hello"], b"$5\r\nhello\r\n");
     c.expect_cmd(&[b"ECHO", b"a\r\nb\x00"], b"$5\r\na\r\nb\x00\r\n");
     c.expect_cmd(&[b"ECHO", b""], b"$0\r\n\r\n");
@@ -1548,14 +1307,14 @@ fn echo_ping_quit() {
     c.expect_cmd(&[b"PING", b"msg"], b"$3\r\nmsg\r\n");
     // QUIT answers +OK, ignores what follows and closes.
     c.send(b"QUIT\r\nPING\r\n");
-    assert_bytes(&c.read_exact(5), b"+OK\r\n", "QUIT");
+    assert_bytes(&c.read_n(5), b"+OK\r\n", "QUIT");
     c.expect_eof("after QUIT");
 
-    let mut d = Conn::open(&s);
+    let mut d = s.raw();
     d.send(&cmd(&[b"QUIT"]));
-    assert_bytes(&d.read_exact(5), b"+OK\r\n", "QUIT (multibulk)");
+    assert_bytes(&d.read_n(5), b"+OK\r\n", "QUIT (multibulk)");
     d.expect_eof("after QUIT");
-    let mut e = Conn::open(&s);
+    let mut e = s.raw();
     e.expect(b"PING\r\n", b"+PONG\r\n");
 }
 
@@ -1565,9 +1324,9 @@ fn echo_ping_quit() {
 
 #[test]
 fn maxmemory_oom_then_recovery() {
-    let s = Server::start(&["--proactor_threads", "2", "--maxmemory", "20mb"]);
+    let s = Server::start(STRATA, &["--proactor_threads", "2", "--maxmemory", "20mb"]);
     let max: u64 = 20 * 1024 * 1024;
-    let mut c = Conn::open(&s);
+    let mut c = s.raw();
     c.expect_cmd(
         &[b"CONFIG", b"GET", b"maxmemory"],
         b"*2\r\n$9\r\nmaxmemory\r\n$8\r\n20971520\r\n",
@@ -1652,8 +1411,8 @@ fn flagfile_sets_flags() {
     let path = dir.path().join("strata.flags");
     std::fs::write(&path, "# test flags\n--dbnum=2\n\nhz=50\n").unwrap();
     let p = path.to_str().unwrap();
-    let s = Server::start(&["--proactor_threads", "2", "--flagfile", p]);
-    let mut c = Conn::open(&s);
+    let s = Server::start(STRATA, &["--proactor_threads", "2", "--flagfile", p]);
+    let mut c = s.raw();
     c.expect_cmd(&[b"SELECT", b"1"], b"+OK\r\n");
     c.expect_cmd(&[b"SELECT", b"2"], b"-ERR DB index is out of range\r\n");
     c.expect_cmd(
@@ -1672,18 +1431,19 @@ fn flagfile_with_port_line() {
         format!("--port={port}\n--dbnum=3\n--proactor_threads=2\n--log_level=warn\n"),
     )
     .unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_strata"))
+    let child = Command::new(STRATA)
         .arg(format!("--flagfile={}", path.display()))
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
         .spawn()
         .expect("spawn strata");
-    let mut proc_ = Proc(child);
-    let stream = poll_started(&mut proc_.0, "strata with --flagfile", || {
-        TcpStream::connect(("127.0.0.1", port)).ok()
-    })
-    .unwrap_or_else(|| panic!("strata did not listen on the flagfile's port"));
-    let mut c = Conn::from_stream(stream);
+    let mut s = Server::adopt(child, port);
+    let stream = s
+        .poll_started("strata with --flagfile", |port| {
+            TcpStream::connect(("127.0.0.1", port)).ok()
+        })
+        .unwrap_or_else(|| panic!("strata did not listen on the flagfile's port"));
+    let mut c = Raw::from_stream(stream);
     c.expect(b"PING\r\n", b"+PONG\r\n");
     c.expect_cmd(&[b"SELECT", b"2"], b"+OK\r\n");
     c.expect_cmd(&[b"SELECT", b"3"], b"-ERR DB index is out of range\r\n");
@@ -1756,7 +1516,7 @@ fn invalid_flag_value_exits_nonzero() {
 #[test]
 fn default_bind_is_loopback() {
     let s = server_with_threads(1);
-    let mut c = Conn::open(&s);
+    let mut c = s.raw();
     c.expect_cmd(
         &[b"CONFIG", b"GET", b"bind"],
         b"*2\r\n$4\r\nbind\r\n$9\r\n127.0.0.1\r\n",
@@ -1781,7 +1541,7 @@ fn large_binary_value_roundtrip() {
     for i in (0..n - 8).step_by(4099) {
         val[i..i + 8].copy_from_slice(b"\r\n$5\r\n*1");
     }
-    let mut c = Conn::open(&s);
+    let mut c = s.raw();
     c.expect_cmd(&[b"SET", b"huge", &val], b"+OK\r\n");
     c.expect_cmd(&[b"STRLEN", b"huge"], &int(n as i64));
     let got = c.call(&[b"GET", b"huge"]);
@@ -1802,10 +1562,10 @@ fn large_binary_value_roundtrip() {
 #[test]
 fn partial_huge_bulk_then_disconnect() {
     let mut s = server();
-    let mut c = Conn::open(&s);
+    let mut c = s.raw();
     let base = used_memory(&mut c);
     for round in 0..3 {
-        let mut bad = Conn::open(&s);
+        let mut bad = s.raw();
         bad.send(b"*3\r\n$3\r\nSET\r\n$7\r\npartial\r\n$100000000\r\n");
         let chunk = vec![b'p'; 1 << 20];
         for _ in 0..4 {
@@ -1842,7 +1602,7 @@ fn partial_huge_bulk_then_disconnect() {
 #[test]
 fn shutdown_nosave_exits() {
     let mut s = server();
-    let mut c = Conn::open(&s);
+    let mut c = s.raw();
     c.expect_cmd(&[b"SET", b"k", b"v"], b"+OK\r\n");
     c.expect_cmd(&[b"SHUTDOWN", b"BOGUS"], b"-ERR syntax error\r\n");
     assert!(s.alive());

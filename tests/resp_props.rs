@@ -28,13 +28,8 @@ fn config(cases: u32) -> ProptestConfig {
 
 /// Encodes `args` as one RESP multibulk request.
 fn encode(args: &[Vec<u8>]) -> Vec<u8> {
-    let mut out = format!("*{}\r\n", args.len()).into_bytes();
-    for a in args {
-        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
-        out.extend_from_slice(a);
-        out.extend_from_slice(b"\r\n");
-    }
-    out
+    let args: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+    test_support::cmd(&args)
 }
 
 /// What one parse of the front of a buffer said, with arguments resolved.

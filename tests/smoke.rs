@@ -5,7 +5,7 @@ use common::*;
 
 #[test]
 fn starts_and_serves() {
-    let s = Server::start(&["--proactor_threads", "2"]);
+    let s = Server::start(STRATA, &["--proactor_threads", "2"]);
     let mut raw = s.raw();
     raw.roundtrip(b"PING\r\n", b"+PONG\r\n");
     raw.roundtrip(&cmd(&[b"SET", b"k", b"v"]), b"+OK\r\n");

@@ -6,7 +6,6 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -17,7 +16,7 @@ fn server_in(dir: &Path, threads: usize, extra: &[&str]) -> Server {
     let t = threads.to_string();
     let mut args = vec!["--dir", dir.to_str().unwrap(), "--proactor_threads", &t];
     args.extend_from_slice(extra);
-    Server::start(&args)
+    Server::start(STRATA, &args)
 }
 
 /// A 2-thread server whose saves are capped at `mb` MB/s, uncompressed: saves take seconds.
@@ -286,25 +285,11 @@ fn crash_during_bgsave_leaves_the_previous_snapshot_loadable() {
     assert!(!left.iter().any(|n| n.ends_with(".tmp")), "{left:?}");
 }
 
-/// Starts strata expecting it to refuse; returns its stderr.
+/// Starts strata on `dir` expecting it to refuse; returns its stderr.
 fn refused(dir: &Path, extra: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_strata"))
-        .args([
-            "--port",
-            &free_port().to_string(),
-            "--dir",
-            dir.to_str().unwrap(),
-        ])
-        .args(extra)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .output()
-        .unwrap();
-    assert!(
-        !out.status.success(),
-        "strata started on a damaged snapshot"
-    );
-    String::from_utf8_lossy(&out.stderr).to_string()
+    let mut args = vec!["--dir", dir.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    startup_error(STRATA, &args)
 }
 
 #[test]
@@ -540,66 +525,11 @@ fn compressed_tier_values_are_saved_and_loaded_whole() {
 // Redis RDB, against the real redis-server
 // ---------------------------------------------------------------------------------------------
 
-const REDIS: &str = "/usr/bin/redis-server";
-
-/// A redis-server on a free port with `dir` and `dbfilename`; killed when dropped.
-struct Redis {
-    child: std::process::Child,
-    port: u16,
-}
-
-impl Redis {
-    fn start(dir: &Path, dbfilename: &str) -> Option<Redis> {
-        if !Path::new(REDIS).exists() {
-            eprintln!("redis-server not installed; skipping");
-            return None;
-        }
-        let port = free_port();
-        let child = Command::new(REDIS)
-            .args([
-                "--port",
-                &port.to_string(),
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ])
-            .args(["--dir", dir.to_str().unwrap(), "--dbfilename", dbfilename])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut r = Redis { child, port };
-        let ready = poll_started(&mut r.child, "redis-server", || {
-            let c = redis::Client::open(format!("redis://127.0.0.1:{port}/")).ok()?;
-            let mut c = c.get_connection().ok()?;
-            // Answers PING only once the RDB is loaded.
-            redis::cmd("PING").query::<String>(&mut c).ok()
-        });
-        assert!(ready.is_some(), "redis-server did not start");
-        Some(r)
-    }
-
-    fn client(&self) -> Connection {
-        redis::Client::open(format!("redis://127.0.0.1:{}/", self.port))
-            .unwrap()
-            .get_connection()
-            .unwrap()
-    }
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 #[test]
 fn rdb_written_by_redis_loads_into_strata() {
     let dir = tempfile::tempdir().unwrap();
     let model = {
-        let Some(r) = Redis::start(dir.path(), "dump.rdb") else {
+        let Some(r) = RedisServer::start(dir.path(), "dump.rdb", &[]) else {
             return;
         };
         let mut c = r.client();
@@ -647,7 +577,7 @@ fn rdb_exported_by_strata_loads_into_redis() {
         model
     };
     assert!(dir.path().join("export.rdb").exists());
-    let Some(r) = Redis::start(dir.path(), "export.rdb") else {
+    let Some(r) = RedisServer::start(dir.path(), "export.rdb", &[]) else {
         return;
     };
     check(&mut r.client(), &model);

@@ -92,12 +92,12 @@ fn set_expire_options() {
         "PTTL after PX 100000: {pttl}"
     );
 
-    let at = now_ms() / 1000 + 1000;
+    let at = now_ms() as i64 / 1000 + 1000;
     rt(&mut raw, &["SET", "exat", "v", "EXAT", &at.to_string()], OK);
     rt(&mut raw, &["EXPIRETIME", "exat"], &i(at));
     rt(&mut raw, &["PEXPIRETIME", "exat"], &i(at * 1000));
 
-    let pat = now_ms() + 500_000;
+    let pat = now_ms() as i64 + 500_000;
     rt(
         &mut raw,
         &["SET", "pxat", "v", "PXAT", &pat.to_string()],
@@ -334,10 +334,10 @@ fn getex_options() {
     rt(&mut raw, &["TTL", "w"], &i(-1));
     rt(&mut raw, &["GETEX", "w", "PX", "50000"], &b("1"));
     rt(&mut raw, &["TTL", "w"], &i(50));
-    let at = now_ms() / 1000 + 3000;
+    let at = now_ms() as i64 / 1000 + 3000;
     rt(&mut raw, &["GETEX", "w", "EXAT", &at.to_string()], &b("1"));
     rt(&mut raw, &["EXPIRETIME", "w"], &i(at));
-    let pat = now_ms() + 7_000_000;
+    let pat = now_ms() as i64 + 7_000_000;
     rt(&mut raw, &["GETEX", "w", "PXAT", &pat.to_string()], &b("1"));
     rt(&mut raw, &["PEXPIRETIME", "w"], &i(pat));
 

@@ -48,7 +48,7 @@ fn tiered_server_with(
         prefix.to_str().unwrap(),
     ];
     args.extend_from_slice(extra);
-    Server::start(&args)
+    Server::start(STRATA, &args)
 }
 
 /// How the value of key number `i` (version `ver`, `len` bytes) is made.
@@ -96,17 +96,6 @@ fn check_with(
             assert_eq!(g.as_deref(), Some(&f(*i, ver, len)[..]), "key:{i}");
         }
     }
-}
-
-/// Runs strata with `args` and returns what it wrote to stderr; it must refuse to start.
-fn startup_error(args: &[&str]) -> String {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_strata"))
-        .args(["--port", &free_port().to_string()])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(!out.status.success(), "strata started with {args:?}");
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 #[test]
@@ -597,19 +586,25 @@ fn compressed_values_read_back_exactly_and_take_less_disk() {
 fn an_unknown_tier_codec_is_a_clear_startup_error() {
     let dir = tempfile::tempdir().unwrap();
     let prefix = dir.path().join("x");
-    let err = startup_error(&[
-        "--tiered_prefix",
-        prefix.to_str().unwrap(),
-        "--tiered_compression",
-        "gzip",
-    ]);
+    let err = startup_error(
+        STRATA,
+        &[
+            "--tiered_prefix",
+            prefix.to_str().unwrap(),
+            "--tiered_compression",
+            "gzip",
+        ],
+    );
     assert!(err.contains("--tiered_compression"), "stderr: {err}");
     assert!(err.contains("not one of none, lz4, zstd"), "stderr: {err}");
 }
 
 #[test]
 fn missing_directory_is_a_clear_startup_error() {
-    let err = startup_error(&["--tiered_prefix", "/nonexistent-dir-for-strata/x"]);
+    let err = startup_error(
+        STRATA,
+        &["--tiered_prefix", "/nonexistent-dir-for-strata/x"],
+    );
     assert!(err.contains("--tiered_prefix"), "stderr: {err}");
     assert!(err.contains("does not exist"), "stderr: {err}");
 }

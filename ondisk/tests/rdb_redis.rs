@@ -3,225 +3,16 @@
 //! Import: populate Redis over RESP (strings in every encoding, TTLs, several dbs, and one key
 //! of every other type so skipping is exercised), SAVE, read dump.rdb with `RdbReader`.
 //! Export: write files with `RdbWriter` (whole, and stitched from fragments), start Redis on
-//! them, and compare what it serves. Skipped, with a message, when `redis-server` is absent.
+//! them, and compare what it serves. When `redis-server` is absent: see test-support's
+//! `RedisLookup::find` (a failure under STRATA_REQUIRE_REDIS=1, else skipped with a NOTE).
 
 use ondisk::rdb::{
     rdb_header, rdb_trailer, types, Crc64, RdbEncoder, RdbItem, RdbReader, RdbWriter,
 };
 use std::collections::{BTreeMap, HashMap};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-
-fn redis_binary() -> Option<PathBuf> {
-    if let Ok(p) = std::env::var("REDIS_SERVER") {
-        return Some(PathBuf::from(p));
-    }
-    let candidates = ["/usr/bin/redis-server", "/usr/local/bin/redis-server"];
-    candidates.iter().map(PathBuf::from).find(|p| p.exists())
-}
-
-macro_rules! require_redis {
-    () => {
-        match redis_binary() {
-            Some(p) => p,
-            None => {
-                eprintln!("redis-server not found: skipping this test");
-                return;
-            }
-        }
-    };
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64
-}
-
-#[derive(Debug, Clone, PartialEq)]
-enum Resp {
-    Simple(String),
-    Error(String),
-    Int(i64),
-    Bulk(Option<Vec<u8>>),
-    Array(Option<Vec<Resp>>),
-}
-
-/// A redis-server child process, killed on drop.
-struct Redis {
-    child: Child,
-    conn: BufReader<TcpStream>,
-    log: PathBuf,
-}
-
-impl Redis {
-    /// Starts redis-server with `dir` as its working directory (and `dbfilename` in it).
-    fn start(bin: &Path, dir: &Path, dbfilename: &str, extra: &[&str]) -> Redis {
-        let mut last_err = String::new();
-        for _attempt in 0..5 {
-            let port = TcpListener::bind("127.0.0.1:0")
-                .unwrap()
-                .local_addr()
-                .unwrap()
-                .port();
-            let log = dir.join(format!("redis-{port}.log"));
-            let mut cmd = Command::new(bin);
-            cmd.args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-                .arg("--dir")
-                .arg(dir)
-                .args([
-                    "--dbfilename",
-                    dbfilename,
-                    "--save",
-                    "",
-                    "--appendonly",
-                    "no",
-                ])
-                .args(["--daemonize", "no", "--protected-mode", "no"])
-                .arg("--logfile")
-                .arg(&log)
-                .args(extra)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null());
-            let mut child = cmd.spawn().expect("spawn redis-server");
-            let deadline = Instant::now() + Duration::from_secs(20);
-            let conn = loop {
-                if let Ok(Some(status)) = child.try_wait() {
-                    last_err = format!(
-                        "redis-server exited ({status}): {}",
-                        std::fs::read_to_string(&log).unwrap_or_default()
-                    );
-                    break None;
-                }
-                if Instant::now() > deadline {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    last_err = "redis-server did not answer".into();
-                    break None;
-                }
-                if let Ok(s) = TcpStream::connect(("127.0.0.1", port)) {
-                    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-                    let mut conn = BufReader::new(s);
-                    // Wait until the dataset is loaded (-LOADING before that).
-                    match send(&mut conn, &[b"PING"]) {
-                        Ok(Resp::Simple(p)) if p == "PONG" => break Some(conn),
-                        _ => {}
-                    }
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            };
-            if let Some(conn) = conn {
-                return Redis { child, conn, log };
-            }
-            // A dead server whose log says why (e.g. a bad RDB) is a test failure, not a race.
-            if last_err.contains("exited") && !last_err.contains("Address already in use") {
-                break;
-            }
-        }
-        panic!("could not start redis-server: {last_err}");
-    }
-
-    fn cmd(&mut self, args: &[&[u8]]) -> Resp {
-        match send(&mut self.conn, args) {
-            Ok(r) => r,
-            Err(e) => panic!(
-                "redis connection failed: {e}; log: {}",
-                std::fs::read_to_string(&self.log).unwrap_or_default()
-            ),
-        }
-    }
-
-    fn ok(&mut self, args: &[&[u8]]) {
-        let r = self.cmd(args);
-        assert!(
-            !matches!(r, Resp::Error(_)),
-            "{:?} -> {r:?}",
-            args.iter()
-                .map(|a| String::from_utf8_lossy(a))
-                .collect::<Vec<_>>()
-        );
-    }
-
-    fn int(&mut self, args: &[&[u8]]) -> i64 {
-        match self.cmd(args) {
-            Resp::Int(i) => i,
-            r => panic!("expected an integer, got {r:?}"),
-        }
-    }
-
-    fn get(&mut self, key: &[u8]) -> Option<Vec<u8>> {
-        match self.cmd(&[b"GET", key]) {
-            Resp::Bulk(v) => v,
-            r => panic!("GET: {r:?}"),
-        }
-    }
-
-    fn select(&mut self, db: u32) {
-        self.ok(&[b"SELECT", db.to_string().as_bytes()]);
-    }
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn send(conn: &mut BufReader<TcpStream>, args: &[&[u8]]) -> std::io::Result<Resp> {
-    let mut out = format!("*{}\r\n", args.len()).into_bytes();
-    for a in args {
-        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
-        out.extend_from_slice(a);
-        out.extend_from_slice(b"\r\n");
-    }
-    conn.get_mut().write_all(&out)?;
-    read_resp(conn)
-}
-
-fn read_resp(conn: &mut BufReader<TcpStream>) -> std::io::Result<Resp> {
-    let mut line = Vec::new();
-    conn.read_until(b'\n', &mut line)?;
-    if line.len() < 3 {
-        return Err(std::io::Error::other("connection closed"));
-    }
-    let text = String::from_utf8_lossy(&line[1..line.len() - 2]).to_string();
-    let num = || text.parse::<i64>().map_err(std::io::Error::other);
-    Ok(match line[0] {
-        b'+' => Resp::Simple(text.clone()),
-        b'-' => Resp::Error(text.clone()),
-        b':' => Resp::Int(num()?),
-        b'$' => {
-            let n = num()?;
-            if n < 0 {
-                Resp::Bulk(None)
-            } else {
-                let mut b = vec![0u8; n as usize + 2];
-                conn.read_exact(&mut b)?;
-                b.truncate(n as usize);
-                Resp::Bulk(Some(b))
-            }
-        }
-        b'*' => {
-            let n = num()?;
-            if n < 0 {
-                Resp::Array(None)
-            } else {
-                let mut items = Vec::new();
-                for _ in 0..n {
-                    items.push(read_resp(conn)?);
-                }
-                Resp::Array(Some(items))
-            }
-        }
-        _ => return Err(std::io::Error::other(format!("bad reply {line:?}"))),
-    })
-}
+use std::io::Write;
+use std::path::Path;
+use test_support::{now_ms, redis_server_binary, RedisServer};
 
 /// Deterministic pseudo-random bytes.
 fn noise(seed: u64, n: usize) -> Vec<u8> {
@@ -240,9 +31,9 @@ fn noise(seed: u64, n: usize) -> Vec<u8> {
 type Expected = BTreeMap<(u32, Vec<u8>), (Vec<u8>, Option<u64>)>;
 
 /// Fills a running Redis; returns the strings and the number of non-string keys per type name.
-fn populate(r: &mut Redis) -> (Expected, HashMap<&'static str, usize>) {
+fn populate(r: &mut RedisServer) -> (Expected, HashMap<&'static str, usize>) {
     let mut strings = Expected::new();
-    let mut set = |r: &mut Redis, db: u32, key: &[u8], value: &[u8], ttl: Option<u64>| {
+    let mut set = |r: &mut RedisServer, db: u32, key: &[u8], value: &[u8], ttl: Option<u64>| {
         r.select(db);
         match ttl {
             Some(ms) => r.ok(&[b"SET", key, value, b"PX", ms.to_string().as_bytes()]),
@@ -314,7 +105,7 @@ fn populate(r: &mut Redis) -> (Expected, HashMap<&'static str, usize>) {
     set(r, 3, b"int", b"-1", None);
 
     let mut others: HashMap<&'static str, usize> = HashMap::new();
-    let mut other = |r: &mut Redis, db: u32, kind: &'static str, cmds: Vec<Vec<Vec<u8>>>| {
+    let mut other = |r: &mut RedisServer, db: u32, kind: &'static str, cmds: Vec<Vec<Vec<u8>>>| {
         r.select(db);
         for c in cmds {
             let args: Vec<&[u8]> = c.iter().map(|a| a.as_slice()).collect();
@@ -453,11 +244,13 @@ fn read_rdb(path: &Path) -> (Vec<RdbItem>, u64, u32) {
 
 #[test]
 fn import_what_redis_saved() {
-    let bin = require_redis!();
+    let Some(bin) = redis_server_binary() else {
+        return;
+    };
     // LFU makes Redis write FREQ opcodes, LRU writes IDLE; the reader must step over both.
     for policy in ["noeviction", "allkeys-lfu", "allkeys-lru"] {
         let dir = tempfile::tempdir().unwrap();
-        let mut redis = Redis::start(
+        let mut redis = RedisServer::start_with(
             &bin,
             dir.path(),
             "dump.rdb",
@@ -592,7 +385,7 @@ fn export_keys(now: u64) -> Vec<StringKey> {
 }
 
 /// Checks that Redis serves exactly `keys` (expired ones excepted).
-fn check_redis_has(redis: &mut Redis, keys: &[StringKey], now: u64) {
+fn check_redis_has(redis: &mut RedisServer, keys: &[StringKey], now: u64) {
     let mut per_db: BTreeMap<u32, i64> = BTreeMap::new();
     for (db, _, _, exp) in keys {
         let live = exp.is_none_or(|at| at > now);
@@ -631,7 +424,9 @@ fn check_redis_has(redis: &mut Redis, keys: &[StringKey], now: u64) {
 
 #[test]
 fn redis_loads_what_we_export() {
-    let bin = require_redis!();
+    let Some(bin) = redis_server_binary() else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let now = now_ms();
     let mut keys = export_keys(now);
@@ -654,13 +449,15 @@ fn redis_loads_what_we_export() {
     keys.push((7, b"streamed".to_vec(), big, None));
     w.finish().unwrap();
 
-    let mut redis = Redis::start(&bin, dir.path(), "export.rdb", &[]);
+    let mut redis = RedisServer::start_with(&bin, dir.path(), "export.rdb", &[]);
     check_redis_has(&mut redis, &keys, now);
 }
 
 #[test]
 fn redis_loads_an_export_stitched_from_fragments() {
-    let bin = require_redis!();
+    let Some(bin) = redis_server_binary() else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let now = now_ms();
     let keys = export_keys(now);
@@ -687,15 +484,17 @@ fn redis_loads_an_export_stitched_from_fragments() {
     file.sync_all().unwrap();
     drop(file);
 
-    let mut redis = Redis::start(&bin, dir.path(), "stitched.rdb", &[]);
+    let mut redis = RedisServer::start_with(&bin, dir.path(), "stitched.rdb", &[]);
     check_redis_has(&mut redis, &keys, now);
 }
 
 #[test]
 fn redis_save_then_strata_export_then_redis_load_is_identity() {
-    let bin = require_redis!();
+    let Some(bin) = redis_server_binary() else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
-    let mut redis = Redis::start(&bin, dir.path(), "dump.rdb", &[]);
+    let mut redis = RedisServer::start_with(&bin, dir.path(), "dump.rdb", &[]);
     let (strings, _) = populate(&mut redis);
     redis.ok(&[b"SAVE"]);
     drop(redis);
@@ -721,6 +520,6 @@ fn redis_save_then_strata_export_then_redis_load_is_identity() {
     assert_eq!(keys.len(), strings.len());
 
     let now = now_ms();
-    let mut redis = Redis::start(&bin, dir.path(), "again.rdb", &[]);
+    let mut redis = RedisServer::start_with(&bin, dir.path(), "again.rdb", &[]);
     check_redis_has(&mut redis, &keys, now);
 }

@@ -8,6 +8,7 @@ use ondisk::{shard_file_name, Compression, SnapshotHeader, SnapshotWriter, Summa
 use std::fs::File;
 use std::path::Path;
 use std::time::Duration;
+use test_support::proc_status_kb;
 
 const KEYS: u32 = 150_000;
 const VALUE: usize = 1024;
@@ -56,13 +57,6 @@ fn big_snapshot(dir: &Path) -> std::path::PathBuf {
     path
 }
 
-/// Peak resident memory of a running process, in KiB.
-fn vm_hwm_kb(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    line.split_whitespace().nth(1)?.parse().ok()
-}
-
 #[test]
 fn compacting_150_mb_peaks_under_60_mb() {
     let dir = tempfile::tempdir().unwrap();
@@ -88,7 +82,7 @@ fn compacting_150_mb_peaks_under_60_mb() {
     let mut peak = 0u64;
     let mut samples = 0u32;
     let status = loop {
-        if let Some(kb) = vm_hwm_kb(pid) {
+        if let Some(kb) = proc_status_kb(pid, "VmHWM") {
             peak = peak.max(kb);
             samples += 1;
         }

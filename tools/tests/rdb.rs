@@ -1,5 +1,5 @@
 //! `to-rdb` and `from-rdb`: the round trip, what each side cannot hold, and a real
-//! redis-server loading the export (skipped with a message when it is not installed).
+//! redis-server loading the export (see test-support for when it is not installed).
 
 mod common;
 
@@ -7,11 +7,8 @@ use common::*;
 use ondisk::rdb::{rdb_header, rdb_trailer, types, Crc64};
 use ondisk::{Compression, Item, RdbItem, RdbReader};
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::path::Path;
+use test_support::{now_ms, redis_server_binary, RedisServer, Resp};
 
 /// (db, key) -> (value, expire): what an RDB file can hold.
 type RdbModel = BTreeMap<(u16, Vec<u8>), (Vec<u8>, Option<u64>)>;
@@ -304,146 +301,9 @@ fn from_rdb_refuses_a_damaged_file_and_writes_nothing() {
 
 // ---- a real redis-server ----
 
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64
-}
-
-fn redis_binary() -> Option<PathBuf> {
-    ["/usr/bin/redis-server", "/usr/local/bin/redis-server"]
-        .iter()
-        .map(PathBuf::from)
-        .find(|p| p.exists())
-}
-
-/// A redis-server on an RDB file, killed on drop.
-struct Redis {
-    child: Child,
-    conn: BufReader<TcpStream>,
-    log: PathBuf,
-}
-
-#[derive(Debug, PartialEq)]
-enum Resp {
-    Simple(String),
-    Error(String),
-    Int(i64),
-    Bulk(Option<Vec<u8>>),
-}
-
-impl Redis {
-    fn start(bin: &Path, dir: &Path, dbfilename: &str) -> Redis {
-        let mut last = String::new();
-        for _ in 0..5 {
-            let port = TcpListener::bind("127.0.0.1:0")
-                .unwrap()
-                .local_addr()
-                .unwrap()
-                .port();
-            let log = dir.join(format!("redis-{port}.log"));
-            let mut child = Command::new(bin)
-                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-                .arg("--dir")
-                .arg(dir)
-                .args([
-                    "--dbfilename",
-                    dbfilename,
-                    "--save",
-                    "",
-                    "--appendonly",
-                    "no",
-                ])
-                .arg("--logfile")
-                .arg(&log)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap();
-            let deadline = Instant::now() + Duration::from_secs(20);
-            while Instant::now() < deadline {
-                if let Ok(Some(status)) = child.try_wait() {
-                    last = format!(
-                        "redis-server exited ({status}): {}",
-                        std::fs::read_to_string(&log).unwrap_or_default()
-                    );
-                    break;
-                }
-                if let Ok(s) = TcpStream::connect(("127.0.0.1", port)) {
-                    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-                    let mut conn = BufReader::new(s);
-                    if send(&mut conn, &[b"PING"]).ok() == Some(Resp::Simple("PONG".into())) {
-                        return Redis { child, conn, log };
-                    }
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = child.kill();
-            let _ = child.wait();
-            if !last.contains("Address already in use") && !last.is_empty() {
-                break;
-            }
-        }
-        panic!("could not start redis-server: {last}");
-    }
-
-    fn cmd(&mut self, args: &[&[u8]]) -> Resp {
-        send(&mut self.conn, args).unwrap_or_else(|e| {
-            panic!(
-                "redis: {e}; log: {}",
-                std::fs::read_to_string(&self.log).unwrap_or_default()
-            )
-        })
-    }
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn send(conn: &mut BufReader<TcpStream>, args: &[&[u8]]) -> std::io::Result<Resp> {
-    let mut out = format!("*{}\r\n", args.len()).into_bytes();
-    for a in args {
-        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
-        out.extend_from_slice(a);
-        out.extend_from_slice(b"\r\n");
-    }
-    conn.get_mut().write_all(&out)?;
-    let mut line = Vec::new();
-    conn.read_until(b'\n', &mut line)?;
-    if line.len() < 3 {
-        return Err(std::io::Error::other("connection closed"));
-    }
-    let text = String::from_utf8_lossy(&line[1..line.len() - 2]).into_owned();
-    let num = || text.parse::<i64>().map_err(std::io::Error::other);
-    Ok(match line[0] {
-        b'+' => Resp::Simple(text.clone()),
-        b'-' => Resp::Error(text.clone()),
-        b':' => Resp::Int(num()?),
-        b'$' => {
-            let n = num()?;
-            if n < 0 {
-                Resp::Bulk(None)
-            } else {
-                let mut b = vec![0u8; n as usize + 2];
-                conn.read_exact(&mut b)?;
-                b.truncate(n as usize);
-                Resp::Bulk(Some(b))
-            }
-        }
-        other => return Err(std::io::Error::other(format!("unexpected {other}"))),
-    })
-}
-
 #[test]
 fn redis_server_loads_the_export() {
-    let Some(bin) = redis_binary() else {
-        eprintln!("redis-server not found: skipping redis_server_loads_the_export");
+    let Some(bin) = redis_server_binary() else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -472,9 +332,9 @@ fn redis_server_loads_the_export() {
     ]);
     assert_eq!(r.field("kept"), "7");
 
-    let mut redis = Redis::start(&bin, dir.path(), "export.rdb");
+    let mut redis = RedisServer::start_with(&bin, dir.path(), "export.rdb", &[]);
     assert_eq!(redis.cmd(&[b"DBSIZE"]), Resp::Int(6));
-    let get = |redis: &mut Redis, k: &[u8]| redis.cmd(&[b"GET", k]);
+    let get = |redis: &mut RedisServer, k: &[u8]| redis.cmd(&[b"GET", k]);
     assert_eq!(
         get(&mut redis, b"greeting"),
         Resp::Bulk(Some(b"hello".to_vec()))
@@ -508,8 +368,7 @@ fn redis_server_loads_the_export() {
 
 #[test]
 fn redis_server_loads_exported_objects() {
-    let Some(bin) = redis_binary() else {
-        eprintln!("redis-server not found: skipping redis_server_loads_exported_objects");
+    let Some(bin) = redis_server_binary() else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -551,7 +410,7 @@ fn redis_server_loads_exported_objects() {
     ]);
     assert_eq!(r.field("objects kept"), "3");
 
-    let mut redis = Redis::start(&bin, dir.path(), "objects.rdb");
+    let mut redis = RedisServer::start_with(&bin, dir.path(), "objects.rdb", &[]);
     assert_eq!(redis.cmd(&[b"DBSIZE"]), Resp::Int(3));
     assert_eq!(redis.cmd(&[b"TYPE", b"list"]), Resp::Simple("list".into()));
     assert_eq!(redis.cmd(&[b"LLEN", b"list"]), Resp::Int(3));
