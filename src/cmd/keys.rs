@@ -318,10 +318,7 @@ pub fn object(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
         return super::help_reply(&lines);
     }
     if !matches!(sub.as_str(), "encoding" | "freq" | "idletime" | "refcount") {
-        return Reply::Error(format!(
-            "ERR unknown subcommand '{}'. Try OBJECT HELP.",
-            String::from_utf8_lossy(&args[1])
-        ));
+        return super::unknown_subcommand("OBJECT", &args[1], false);
     }
     if args.len() != 3 {
         return Reply::Error(format!(

@@ -32,6 +32,21 @@ pub fn wrong_args(name: &str) -> Reply {
     ))
 }
 
+/// Redis' reply to a container command's (`CLIENT`, `DEBUG`, ...) subcommand it does not know.
+/// Containers whose subcommands check their own arity say so too (`or wrong number of
+/// arguments for`), as Redis words it for them.
+pub fn unknown_subcommand(container: &str, sub: &[u8], checks_arity: bool) -> Reply {
+    let what = if checks_arity {
+        "unknown subcommand or wrong number of arguments for"
+    } else {
+        "unknown subcommand"
+    };
+    Reply::Error(format!(
+        "ERR {what} '{}'. Try {container} HELP.",
+        String::from_utf8_lossy(sub)
+    ))
+}
+
 /// A HELP subcommand's reply: one simple string per line.
 pub fn help_reply(lines: &[&str]) -> Reply {
     Reply::Array(

@@ -39,6 +39,13 @@ pub struct Call<'a> {
     pub args: Vec<Bytes>,
 }
 
+impl<'a> Call<'a> {
+    /// The call's parts, for a command that uses them all.
+    pub fn parts(self) -> (&'a Rc<Core>, &'a mut Session, Vec<Bytes>) {
+        (self.core, self.session, self.args)
+    }
+}
+
 /// A keyed command whose keys span shards, run under a cross-shard transaction
 /// (`server::txn`): (core, the command, db, args).
 pub type CrossFn =

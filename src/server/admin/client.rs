@@ -11,11 +11,7 @@ use crate::server::session::{ClientInfo, Session};
 use crate::server::table::Call;
 
 pub fn client(call: Call<'_>) -> Reply {
-    let Call {
-        core,
-        session,
-        args,
-    } = call;
+    let (core, session, args) = call.parts();
     let sub = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
     let arity = |n: usize| {
         if args.len() != n {
@@ -147,10 +143,7 @@ pub fn client(call: Call<'_>) -> Reply {
             "HELP",
             "    Print this help.",
         ]),
-        _ => Reply::Error(format!(
-            "ERR unknown subcommand '{}'. Try CLIENT HELP.",
-            String::from_utf8_lossy(&args[1])
-        )),
+        _ => crate::cmd::unknown_subcommand("CLIENT", &args[1], false),
     }
 }
 

@@ -116,9 +116,6 @@ pub fn command(Call { args, .. }: Call<'_>) -> Reply {
             "HELP",
             "    Print this help.",
         ]),
-        _ => Reply::Error(format!(
-            "ERR unknown subcommand or wrong number of arguments for '{}'. Try COMMAND HELP.",
-            String::from_utf8_lossy(&args[1])
-        )),
+        _ => crate::cmd::unknown_subcommand("COMMAND", &args[1], true),
     }
 }

@@ -67,9 +67,6 @@ pub async fn config(Call { core, args, .. }: Call<'_>) -> Reply {
         "get" | "set" | "resetstat" | "rewrite" => Reply::Error(format!(
             "ERR wrong number of arguments for 'config|{sub}' command"
         )),
-        _ => Reply::Error(format!(
-            "ERR unknown subcommand '{}'. Try CONFIG HELP.",
-            String::from_utf8_lossy(&args[1])
-        )),
+        _ => crate::cmd::unknown_subcommand("CONFIG", &args[1], false),
     }
 }

@@ -25,11 +25,7 @@ pub fn quit(Call { session, .. }: Call<'_>) -> Reply {
 }
 
 pub fn select(call: Call<'_>) -> Reply {
-    let Call {
-        core,
-        session,
-        args,
-    } = call;
+    let (core, session, args) = call.parts();
     let Some(n) = parse_i64(&args[1]) else {
         return err(ERR_NOT_INT);
     };
@@ -53,11 +49,7 @@ fn check_password(core: &Core, user: &[u8], pass: &[u8]) -> Result<(), Reply> {
 }
 
 pub fn auth(call: Call<'_>) -> Reply {
-    let Call {
-        core,
-        session,
-        args,
-    } = call;
+    let (core, session, args) = call.parts();
     let (user, pass): (&[u8], &[u8]) = match args.len() {
         2 => {
             if core.global.settings.requirepass().is_empty() {
@@ -78,11 +70,7 @@ pub fn auth(call: Call<'_>) -> Reply {
 }
 
 pub fn hello(call: Call<'_>) -> Reply {
-    let Call {
-        core,
-        session,
-        args,
-    } = call;
+    let (core, session, args) = call.parts();
     let mut proto = if session.resp3 { 3 } else { 2 };
     let mut opts = ArgCursor::new(&args, 1);
     if let Some(v) = opts.next_arg() {

@@ -21,11 +21,7 @@ pub fn time(_: Call<'_>) -> Reply {
 }
 
 pub async fn debug(call: Call<'_>) -> Reply {
-    let Call {
-        core,
-        session,
-        args,
-    } = call;
+    let (core, session, args) = call.parts();
     let sub = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
     match sub.as_str() {
         "populate" if (3..=5).contains(&args.len()) => {
@@ -119,19 +115,12 @@ pub async fn debug(call: Call<'_>) -> Reply {
             "HELP",
             "    Print this help.",
         ]),
-        _ => Reply::Error(format!(
-            "ERR unknown subcommand or wrong number of arguments for '{}'. Try DEBUG HELP.",
-            String::from_utf8_lossy(&args[1])
-        )),
+        _ => crate::cmd::unknown_subcommand("DEBUG", &args[1], true),
     }
 }
 
 pub async fn memory(call: Call<'_>) -> Reply {
-    let Call {
-        core,
-        session,
-        args,
-    } = call;
+    let (core, session, args) = call.parts();
     let db = session.db;
     let sub = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
     match sub.as_str() {
@@ -187,9 +176,6 @@ pub async fn memory(call: Call<'_>) -> Reply {
                 "HELP",
                 "    Print this help.",
             ]),
-        _ => Reply::Error(format!(
-            "ERR unknown subcommand or wrong number of arguments for '{}'. Try MEMORY HELP.",
-            String::from_utf8_lossy(&args[1])
-        )),
+        _ => crate::cmd::unknown_subcommand("MEMORY", &args[1], true),
     }
 }

@@ -25,11 +25,7 @@ pub async fn flushall(call: Call<'_>) -> Reply {
 }
 
 async fn flush(call: Call<'_>, all: bool) -> Reply {
-    let Call {
-        core,
-        session,
-        args,
-    } = call;
+    let (core, session, args) = call.parts();
     let mut opts = ArgCursor::new(&args, 1);
     let _ = opts.eat("ASYNC") || opts.eat("SYNC");
     if let Err(e) = opts.finish() {
@@ -72,11 +68,7 @@ pub async fn swapdb(Call { core, args, .. }: Call<'_>) -> Reply {
 }
 
 pub async fn keys(call: Call<'_>) -> Reply {
-    let Call {
-        core,
-        session,
-        args,
-    } = call;
+    let (core, session, args) = call.parts();
     let db = session.db;
     let pattern = args[1].clone();
     let limit = core
@@ -130,11 +122,7 @@ fn parse_cursor(b: &[u8]) -> Option<u64> {
 const SCAN_SHARD_SHIFT: u32 = 38;
 
 pub async fn scan(call: Call<'_>) -> Reply {
-    let Call {
-        core,
-        session,
-        args,
-    } = call;
+    let (core, session, args) = call.parts();
     let db = session.db;
     let Some(mut cursor) = parse_cursor(&args[1]) else {
         return err("ERR invalid cursor");
