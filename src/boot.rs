@@ -4,6 +4,8 @@
 //! by a task of `net::connection`. Also the process's signals.
 //!
 //! The top of the layering: it wires every layer and nothing imports it.
+//!
+//! Never: serves a client before every core is set up and its share of the snapshot loaded.
 
 use std::net::SocketAddr;
 use std::os::unix::io::{FromRawFd, IntoRawFd, RawFd};

@@ -3,6 +3,8 @@
 //! Flags are parsed once at start; `--flagfile FILE` splices the file's `--flag=value` lines in
 //! front of the command line, so the command line wins. Settings that CONFIG SET may change live
 //! in [`Settings`], shared by every core through atomics (read on the hot path without locks).
+//!
+//! Never: depends on anything above it; a setting read on the hot path never takes a lock.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::RwLock;

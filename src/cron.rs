@@ -1,6 +1,8 @@
 //! Five-field cron schedules for `--snapshot_cron`: parsing (numbers, names, ranges, steps,
 //! lists and `@` macros) and finding the next minute a schedule fires. Times are UTC unix
 //! seconds; the calendar math is done here (no time-zone or date crate).
+//!
+//! Never: imports anything of Strata's, or searches further than five years ahead.
 
 use std::fmt;
 use std::str::FromStr;

@@ -1,6 +1,8 @@
 //! Redis-style glob matching (`*`, `?`, `[a-z]`, `[^x]`, `\` escapes) for KEYS, SCAN MATCH and
 //! CONFIG GET. Iterative with backtracking on the last `*`, so a hostile pattern cannot recurse
 //! deeply.
+//!
+//! Never: imports anything of Strata's, or recurses.
 
 /// True when `s` matches `pattern`.
 pub fn matches(pattern: &[u8], s: &[u8], nocase: bool) -> bool {

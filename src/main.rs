@@ -1,4 +1,6 @@
 //! The `strata` server binary: flags, logging, then the cores.
+//!
+//! Never: holds logic of its own beyond reading flags and setting up logging.
 
 use strata::config::Flags;
 

@@ -1,5 +1,7 @@
 //! Argument parsing shared by commands, with Redis' exact error texts: the [`ArgCursor`] every
 //! option parser walks, and the parsers of single values.
+//!
+//! Never: lets an argument go unread (parsers end with `ArgCursor::finish`), or panics on one.
 
 use bytes::Bytes;
 

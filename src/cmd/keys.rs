@@ -1,5 +1,7 @@
 //! Generic key commands: DEL, EXISTS, TYPE, the EXPIRE family, TTLs, RENAME, COPY, MOVE, OBJECT.
 //! Keyspace-wide ones (KEYS, SCAN, DBSIZE, FLUSHDB, ...) fan out from `server::admin::keyspace`.
+//!
+//! Never: does I/O or waits; a key on another shard is the dispatcher's (`Exec::Cross`).
 
 use bytes::Bytes;
 

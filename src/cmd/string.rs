@@ -3,6 +3,8 @@
 //! Every function runs on the shard that owns its keys and returns a [`Reply`]. Values are
 //! binary-safe; lengths are capped at proto-max-bulk-len so no command can build a string the
 //! protocol could not send back.
+//!
+//! Never: reads an offloaded value itself (the dispatcher loads it first, `server::exec`).
 
 use bytes::Bytes;
 

@@ -5,6 +5,8 @@
 //!
 //! A protocol error gets `-ERR Protocol error: ...` and the connection closes; nothing a client
 //! sends can panic the server.
+//!
+//! Never: runs a command itself or touches a shard (everything goes through the dispatcher).
 
 use std::rc::Rc;
 

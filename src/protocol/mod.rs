@@ -1,5 +1,7 @@
 //! The RESP wire format: [`resp`] turns request bytes into argument vectors, [`reply`] turns
 //! command results into RESP2 or RESP3 bytes. Nothing here knows about commands or storage.
+//!
+//! Never: knows about commands, sessions or storage; panics on any input.
 
 pub mod reply;
 pub mod resp;

@@ -2,6 +2,8 @@
 //!
 //! Commands return a [`Reply`] instead of writing to a socket, so the same command code runs
 //! inline on the connection's core or on another core whose answer travels back by message.
+//!
+//! Never: writes anything but the encoding of the value it is given.
 
 use bytes::{BufMut, Bytes};
 

@@ -22,6 +22,8 @@
 //! another core's reply ([`remote_wait`]), the driver parks in glommio instead of napping.
 //!
 //! Everything here runs on one core: flags and wakers live in a `RefCell` slab.
+//!
+//! Never: blocks the core except in its own idle nap; knows about commands or shards.
 
 use std::cell::{Cell, RefCell};
 use std::future::{poll_fn, Future};

@@ -9,6 +9,9 @@
 //! overwritten or expired while its read was in flight is simply what the command sees: no
 //! stale value can be returned. An unreadable value (CRC mismatch, I/O error) is counted and
 //! its key dropped, so it reads as a miss.
+//!
+//! Never: returns a stale value, or runs a command with a value it did not check is still the
+//! key's.
 
 use std::collections::HashMap;
 use std::rc::Rc;

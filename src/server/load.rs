@@ -13,6 +13,9 @@
 //! unless `--load_partial` (then the records before the damage stay).
 //!
 //! Reads use plain blocking file I/O: this runs before the listener accepts anyone.
+//!
+//! Never: loads a record wrongly: damage stops the start (or, with `--load_partial`, the file), a
+//! type not kept yet is skipped and counted.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};

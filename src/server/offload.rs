@@ -14,6 +14,8 @@
 //! a time, and the task yields between rounds, so foreground commands keep their latency. A
 //! value changed while its batch was being written is left in RAM and its fresh disk copy
 //! freed.
+//!
+//! Never: offloads more than one batch at a time, or a value changed while it was being written.
 
 use std::rc::Rc;
 use std::time::Duration;

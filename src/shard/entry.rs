@@ -15,6 +15,8 @@
 //! provenance of every address is exposed when it is made and taken back when it is used
 //! (`expose_provenance` / `with_exposed_provenance`), and each block has exactly one owner (the
 //! `Key` or `Entry` holding its address), which frees it on drop.
+//!
+//! Never: lets a heap block have two owners or outlive its owner.
 
 use bytes::Bytes;
 

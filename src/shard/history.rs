@@ -10,6 +10,8 @@
 //! Its size follows maxmemory (one slot per [`BYTES_PER_SLOT`] bytes rounded up to a power of
 //! two: 1/128 to 1/64 of maxmemory), since the keys a cache keeps, and so the ones it evicts,
 //! scale with it. Expired keys are not remembered: their time was up, not their popularity.
+//!
+//! Never: grows past its size.
 
 /// Maxmemory bytes per slot.
 const BYTES_PER_SLOT: u64 = 256;

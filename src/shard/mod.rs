@@ -3,6 +3,8 @@
 //!
 //! Every key access goes through [`Shard::lookup`] / [`Shard::lookup_mut`], which apply lazy
 //! expiry; [`Shard::active_expire`] reaps keys nobody reads, with bounded work per tick.
+//!
+//! Never: does I/O, waits, or locks: only its own core touches a shard.
 
 pub mod dashtable;
 pub mod entry;

@@ -1,4 +1,6 @@
 //! CLIENT and its subcommands: naming, listing and killing connections.
+//!
+//! Never: closes another core's socket except through `ClientInfo::kill`.
 
 use bytes::Bytes;
 

@@ -1,4 +1,6 @@
 //! COMMAND and its subcommands, read from the command table.
+//!
+//! Never: describes a command any way but as the table declares it.
 
 use crate::cmd::args::*;
 use crate::cmd::help_reply;

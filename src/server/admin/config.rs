@@ -1,4 +1,6 @@
 //! CONFIG GET / SET / RESETSTAT / REWRITE.
+//!
+//! Never: changes a setting that is fixed at start (the settings refuse it).
 
 use std::sync::atomic::Ordering;
 

@@ -1,5 +1,7 @@
 //! Connection commands: PING, ECHO, QUIT, SELECT, AUTH, HELLO. They change only the calling
 //! session's state.
+//!
+//! Never: touches a shard.
 
 use crate::cmd::args::*;
 use crate::cmd::wrong_args;

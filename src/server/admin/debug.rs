@@ -1,4 +1,6 @@
 //! DEBUG, MEMORY and TIME: diagnostics.
+//!
+//! Never: changes data except DEBUG POPULATE's new keys.
 
 use std::sync::atomic::Ordering;
 

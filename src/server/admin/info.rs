@@ -1,4 +1,6 @@
 //! INFO: the server's sections, summed over every shard.
+//!
+//! Never: changes anything it reports.
 
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering;

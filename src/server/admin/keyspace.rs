@@ -1,5 +1,7 @@
 //! Keyspace-wide commands that fan out to every shard: DBSIZE, FLUSHDB, FLUSHALL, SWAPDB, KEYS,
 //! SCAN, RANDOMKEY.
+//!
+//! Never: holds a shard for more than one step of a walk (SCAN, KEYS).
 
 use std::sync::atomic::Ordering;
 

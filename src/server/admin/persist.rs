@@ -1,4 +1,6 @@
 //! Persistence commands: SAVE, BGSAVE, LASTSAVE, SHUTDOWN.
+//!
+//! Never: runs two saves at once (the snapshot orchestration refuses the second).
 
 use crate::cmd::args::*;
 use crate::protocol::Reply;
