@@ -10,6 +10,8 @@ pub mod dashtable;
 pub mod entry;
 pub mod evict;
 pub mod history;
+pub mod intset;
+pub mod listpack;
 pub mod object;
 
 use std::rc::Rc;
