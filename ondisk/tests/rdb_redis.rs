@@ -288,9 +288,43 @@ fn import_what_redis_saved() {
                     *skipped.entry(types::name(type_code)).or_default() += 1;
                     skipped_keys.push((db, String::from_utf8(key.to_vec()).unwrap()));
                 }
+                RdbItem::Object { .. } => panic!("{policy}: objects come only when asked for"),
                 RdbItem::Aux { .. } => {}
             }
         }
+        // Asked to keep them, the reader hands over the same keys whole, each value's raw
+        // encoding exactly what skipping it consumed (the strings after them still read).
+        let file = std::fs::File::open(&path).unwrap();
+        let mut reader = RdbReader::new(std::io::BufReader::new(file)).unwrap();
+        reader.keep_objects(64 << 20);
+        let (mut objects, mut strings_again) = (Vec::new(), 0);
+        while let Some(item) = reader.next().unwrap() {
+            match item {
+                RdbItem::Object {
+                    db,
+                    key,
+                    rdb_type,
+                    value,
+                    ..
+                } => {
+                    let mut cursor = ondisk::rdb::RdbCursor::new(&value);
+                    ondisk::rdb::codec::skip_value(&mut cursor, rdb_type).unwrap();
+                    cursor.finish().unwrap();
+                    objects.push((db, String::from_utf8(key.to_vec()).unwrap()));
+                }
+                RdbItem::String { .. } => strings_again += 1,
+                _ => {}
+            }
+        }
+        assert_eq!(
+            strings_again,
+            got.len(),
+            "{policy}: strings read around objects"
+        );
+        objects.sort();
+        let mut expected_objects = skipped_keys.clone();
+        expected_objects.sort();
+        assert_eq!(objects, expected_objects, "{policy}: objects kept whole");
         assert_eq!(got.len(), strings.len(), "{policy}: string count");
         for ((db, key), (value, ttl)) in &strings {
             let (got_value, got_expire) = got

@@ -6,13 +6,16 @@
 //! snapshots share one encoding. Never decodes a payload by itself.
 
 use bytes::Bytes;
-use ondisk::rdb::{decode_dump_string, encode_dump_string, DumpError};
+use ondisk::rdb::{
+    decode_dump_string, dump_payload, encode_dump_string, types, DumpError, DumpPayload,
+};
 
 use super::args::{err, int_arg, ArgCursor};
 use super::Ctx;
 use crate::protocol::Reply;
 use crate::shard::entry::MAX_IDLE;
-use crate::shard::{CompactBytes, Entry, Value};
+use crate::shard::object::packed_from_rdb;
+use crate::shard::{CompactBytes, Entry, Value, ValueRef};
 
 const ERR_PAYLOAD: &str = "ERR DUMP payload version or checksum are wrong";
 const ERR_BAD_FORMAT: &str = "ERR Bad data format";
@@ -30,9 +33,19 @@ pub fn dump(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     let Some(entry) = ctx.shard.lookup(ctx.db, &args[1], ctx.now) else {
         return Reply::Nil;
     };
-    let payload = match super::string::as_str(entry) {
-        Ok(s) => encode_dump_string(s),
-        Err(e) => return e,
+    let payload = match entry.value() {
+        ValueRef::Str(s) => encode_dump_string(s),
+        // A typed value: its RDB encoding, as Redis DUMPs it.
+        _ => {
+            let mut body = Vec::new();
+            match entry.encode_rdb(&mut body) {
+                Some(rdb_type) => {
+                    dump_payload(rdb_type, body.len(), |out| out.extend_from_slice(&body))
+                }
+                // An offloaded string (loaded before DUMP runs, see READS_VALUE).
+                None => return err("ERR internal error: value on SSD was not loaded"),
+            }
+        }
     };
     Reply::Bulk(Bytes::from(payload))
 }
@@ -98,10 +111,9 @@ pub fn restore(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     if ttl < 0 {
         return err(ERR_TTL);
     }
-    let value = match decode_dump_string(&args[3]) {
+    let value = match restored_value(&args[3]) {
         Ok(v) => v,
-        Err(DumpError::Footer(_)) => return err(ERR_PAYLOAD),
-        Err(DumpError::Object(_)) => return err(ERR_BAD_FORMAT),
+        Err(e) => return e,
     };
 
     if replace {
@@ -118,7 +130,7 @@ pub fn restore(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     }
 
     let clock = ctx.shard.clock();
-    let mut entry = Entry::new(Value::Str(CompactBytes::from_vec(value)), clock);
+    let mut entry = Entry::new(value, clock);
     if let Some(idle) = idle {
         // The clock wraps; longer idle times saturate at the ageing pass's ceiling instead of
         // wrapping to "fresh" (see `Shard::age_step`).
@@ -130,6 +142,26 @@ pub fn restore(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     }
     ctx.shard.store_entry(ctx.db, key, entry, expire_at);
     Reply::Ok
+}
+
+/// The value a DUMP payload holds: a string, or a collection whose packed block passes a
+/// whole-block check. Redis' two errors: a bad footer (version, CRC) or a bad value.
+fn restored_value(payload: &[u8]) -> Result<Value, Reply> {
+    let parsed = match DumpPayload::parse(payload) {
+        Ok(p) => p,
+        Err(DumpError::Footer(_)) => return Err(err(ERR_PAYLOAD)),
+        Err(DumpError::Object(_)) => return Err(err(ERR_BAD_FORMAT)),
+    };
+    if parsed.rdb_type == types::STRING {
+        return match decode_dump_string(payload) {
+            Ok(v) => Ok(Value::Str(CompactBytes::from_vec(v))),
+            Err(DumpError::Footer(_)) => Err(err(ERR_PAYLOAD)),
+            Err(DumpError::Object(_)) => Err(err(ERR_BAD_FORMAT)),
+        };
+    }
+    packed_from_rdb(parsed.rdb_type, parsed.value.remaining())
+        .map(Value::Packed)
+        .map_err(|_| err(ERR_BAD_FORMAT))
 }
 
 #[cfg(test)]

@@ -500,6 +500,9 @@ async fn wait_for_memory(core: &Rc<Core>) -> Result<()> {
     Ok(())
 }
 
+/// The longest typed value an RDB file may hold for us (its raw encoding is read whole).
+const MAX_OBJECT_BYTES: usize = 1 << 30;
+
 /// Bytes read from a file at a time.
 const READ_CHUNK: usize = 1 << 20;
 
@@ -601,6 +604,7 @@ async fn load_rdb(core: &Rc<Core>, path: &Path, progress: &Progress) -> Result<(
         progress,
     };
     let mut reader = RdbReader::new(counted).map_err(damaged)?;
+    reader.keep_objects(MAX_OBJECT_BYTES);
     let mut router = Router::new(core, progress);
     let mut skipped_types: std::collections::BTreeMap<u8, u64> = Default::default();
     let mut n = 0u64;
@@ -623,6 +627,23 @@ async fn load_rdb(core: &Rc<Core>, path: &Path, progress: &Progress) -> Result<(
                         })
                         .await?
                 }
+                RdbItem::Object {
+                    db,
+                    key,
+                    rdb_type,
+                    value,
+                    expire_at_ms,
+                } => match packed_from_rdb(rdb_type, &value) {
+                    Ok(p) => {
+                        let db = u16::try_from(db).unwrap_or(u16::MAX);
+                        let head = (db, key, expire_at_ms, 0);
+                        router.push(Rec::new(head, RecValue::Packed(p))).await?
+                    }
+                    Err(_) => {
+                        *skipped_types.entry(rdb_type).or_default() += 1;
+                        progress.skipped.fetch_add(1, Ordering::Relaxed);
+                    }
+                },
                 RdbItem::Skipped { type_code, .. } => {
                     *skipped_types.entry(type_code).or_default() += 1;
                     progress.skipped.fetch_add(1, Ordering::Relaxed);

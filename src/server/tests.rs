@@ -184,9 +184,11 @@ fn packed_hash() -> crate::shard::Packed {
             ty: ObjectType::Hash,
             encoding: PackedEncoding::Listpack,
         },
-        bytes: b"listpack bytes of a small hash"
-            .to_vec()
-            .into_boxed_slice(),
+        bytes: {
+            let mut lp = crate::shard::listpack::new();
+            crate::shard::listpack::push(&mut lp, &[b"field", b"value", b"n", b"42"]);
+            lp.into_boxed_slice()
+        },
     }
 }
 

@@ -377,7 +377,8 @@ pub fn validate(lp: &[u8], pairs: bool) -> bool {
         count += 1;
     }
     let declared = u16::from_le_bytes([lp[4], lp[5]]);
-    (declared == COUNT_UNKNOWN || usize::from(declared) == count) && (!pairs || count % 2 == 0)
+    (declared == COUNT_UNKNOWN || usize::from(declared) == count)
+        && (!pairs || count.is_multiple_of(2))
 }
 
 #[cfg(test)]
@@ -459,7 +460,7 @@ mod tests {
         assert_eq!(get(&lp, v).unwrap().0, Element::Str(b"v2"));
         // A value equal to a field name is not a field.
         assert_eq!(find(&lp, first(&lp), b"v1", 1), None);
-        replace(&mut lp, v, &vec![b'z'; 200]);
+        replace(&mut lp, v, &[b'z'; 200]);
         assert!(validate(&lp, true));
         assert_eq!(values(&lp)[3], vec![b'z'; 200]);
         let f1 = find(&lp, first(&lp), b"f1", 1).unwrap();

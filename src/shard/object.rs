@@ -118,9 +118,10 @@ impl PackedKind {
     }
 }
 
-/// The value an RDB-encoded collection (`rdb_type`, `body`) stands for: the packed layouts
-/// are taken as they are. Err names what cannot be loaded (a type or layout not kept yet, or a
-/// body that does not parse).
+/// The collection an RDB-encoded value (`rdb_type`, `body`) from outside stands for (an RDB
+/// file, a DUMP payload, a snapshot record): the packed layouts are taken as they are, once
+/// their blocks pass a whole-block check. Err names what cannot be taken: a type or layout not
+/// kept yet, or a body that does not parse.
 pub fn packed_from_rdb(rdb_type: u8, body: &[u8]) -> Result<Packed, String> {
     use ondisk::rdb::codec::{read_len, read_string};
     use ondisk::rdb::RdbCursor;
@@ -145,6 +146,19 @@ pub fn packed_from_rdb(rdb_type: u8, body: &[u8]) -> Result<Packed, String> {
     }
     let bytes = read_string(&mut input).map_err(bad)?;
     input.finish().map_err(bad)?;
+    let sound = match encoding {
+        PackedEncoding::Intset => super::intset::validate(&bytes),
+        PackedEncoding::Listpack => {
+            let pairs = matches!(ty, ObjectType::Hash | ObjectType::ZSet);
+            super::listpack::validate(&bytes, pairs) && super::listpack::len(&bytes) > 0
+        }
+    };
+    if !sound {
+        return Err(format!(
+            "RDB type {rdb_type}: a damaged {} block",
+            encoding.name()
+        ));
+    }
     Ok(Packed {
         kind: PackedKind { ty, encoding },
         bytes: bytes.into_boxed_slice(),
@@ -324,14 +338,21 @@ mod tests {
         out.clear();
         assert_eq!(list.encode_rdb(b"xy", &mut out), 18);
         assert_eq!(out, b"\x01\x02\x02xy");
-        // And back.
-        let back = packed_from_rdb(18, &out).expect("a one-node list");
-        assert_eq!((back.kind, &back.bytes[..]), (list, &b"xy"[..]));
+        // Real blocks go back; fake ones are refused.
+        assert!(packed_from_rdb(18, &out).is_err());
+        let mut lp = super::super::listpack::new();
+        super::super::listpack::push(&mut lp, &[b"a", b"1"]);
         let mut out = Vec::new();
-        intset.encode_rdb(b"abc", &mut out);
+        list.encode_rdb(&lp, &mut out);
+        let back = packed_from_rdb(18, &out).expect("a one-node list");
+        assert_eq!((back.kind, &back.bytes[..]), (list, &lp[..]));
+        let mut set = super::super::intset::new();
+        super::super::intset::insert(&mut set, 3);
+        let mut out = Vec::new();
+        intset.encode_rdb(&set, &mut out);
         assert_eq!(
             &packed_from_rdb(11, &out).expect("intset").bytes[..],
-            b"abc"
+            &set[..]
         );
         // Refused, never misread: leftovers, a cut body, types not kept yet.
         out.push(0);

@@ -146,7 +146,12 @@ pub fn from_rdb(opts: &FromRdbOptions<'_>) -> Result<u8, Failure> {
                 kept += 1;
                 max_db = max_db.max(db);
             }
-            RdbItem::Skipped { type_code, .. } => {
+            // This reader is not asked to keep typed keys, so they come out skipped.
+            RdbItem::Skipped { type_code, .. }
+            | RdbItem::Object {
+                rdb_type: type_code,
+                ..
+            } => {
                 *skipped.entry(types::name(type_code)).or_default() += 1;
             }
             RdbItem::Aux { .. } => {}

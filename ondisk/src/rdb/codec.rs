@@ -289,6 +289,83 @@ impl RdbInput for RdbCursor<'_> {
     }
 }
 
+/// An [`RdbInput`] that keeps a copy of every byte read through it: one value's raw encoding,
+/// to be handed on whole (an RDB file's typed keys go to the server as they are). Refuses a
+/// value longer than `limit` bytes.
+pub struct Recording<'a, I: RdbInput> {
+    inner: &'a mut I,
+    bytes: Vec<u8>,
+    limit: usize,
+}
+
+impl<'a, I: RdbInput> Recording<'a, I> {
+    pub fn new(inner: &'a mut I, limit: usize) -> Self {
+        Recording {
+            inner,
+            bytes: Vec::new(),
+            limit,
+        }
+    }
+
+    /// The bytes read so far.
+    pub fn into_bytes(self) -> Vec<u8> {
+        self.bytes
+    }
+
+    fn room(&self, n: u64) -> Result<(), FormatError> {
+        if (self.bytes.len() as u64).saturating_add(n) > self.limit as u64 {
+            return Err(FormatError::corrupt(
+                self.inner.offset(),
+                format!("RDB value longer than {} bytes", self.limit),
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl<I: RdbInput> RdbInput for Recording<'_, I> {
+    fn offset(&self) -> u64 {
+        self.inner.offset()
+    }
+
+    fn read_u8(&mut self) -> Result<u8, FormatError> {
+        self.room(1)?;
+        let b = self.inner.read_u8()?;
+        self.bytes.push(b);
+        Ok(b)
+    }
+
+    fn read_exact(&mut self, out: &mut [u8]) -> Result<(), FormatError> {
+        self.room(out.len() as u64)?;
+        self.inner.read_exact(out)?;
+        self.bytes.extend_from_slice(out);
+        Ok(())
+    }
+
+    fn read_vec(&mut self, len: u64) -> Result<Vec<u8>, FormatError> {
+        self.room(len)?;
+        let v = self.inner.read_vec(len)?;
+        self.bytes.extend_from_slice(&v);
+        Ok(v)
+    }
+
+    fn skip(&mut self, len: u64) -> Result<(), FormatError> {
+        self.read_vec(len).map(|_| ())
+    }
+}
+
+/// One value of RDB type `rdb_type`, as its raw encoding (what [`skip_value`] would consume),
+/// at most `limit` bytes.
+pub fn read_value_bytes(
+    input: &mut impl RdbInput,
+    rdb_type: u8,
+    limit: usize,
+) -> Result<Vec<u8>, FormatError> {
+    let mut rec = Recording::new(input, limit);
+    skip_value(&mut rec, rdb_type)?;
+    Ok(rec.into_bytes())
+}
+
 /// A length; a special-encoding marker yields its 6 bits, as Redis' `rdbLoadLen` does.
 pub fn read_len(input: &mut impl RdbInput) -> Result<u64, FormatError> {
     read_len_field(input).map(|(len, _)| len)

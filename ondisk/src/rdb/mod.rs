@@ -37,8 +37,9 @@ mod reader;
 mod writer;
 
 pub use codec::{
-    decode_dump_string, dump_payload, encode_dump_string, write_len, write_plain_string, Crc64,
-    DumpError, DumpPayload, RdbCursor, RdbInput, StringCompression, DUMP_RDB_VERSION,
+    decode_dump_string, dump_payload, encode_dump_string, read_value_bytes, write_len,
+    write_plain_string, Crc64, DumpError, DumpPayload, RdbCursor, RdbInput, StringCompression,
+    DUMP_RDB_VERSION,
 };
 pub use lzf::{lzf_compress, lzf_decompress, LzfError};
 pub use reader::RdbReader;
@@ -65,6 +66,16 @@ pub enum RdbItem {
     },
     /// A key of a type Strata does not import yet; its bytes were consumed.
     Skipped { db: u32, key: Bytes, type_code: u8 },
+    /// A key of another type, with its value's raw RDB encoding (only from a reader asked to
+    /// keep them, [`RdbReader::keep_objects`]).
+    Object {
+        db: u32,
+        key: Bytes,
+        rdb_type: u8,
+        value: Bytes,
+        /// Absolute unix milliseconds.
+        expire_at_ms: Option<u64>,
+    },
     /// A header field such as `redis-ver`.
     Aux { key: Bytes, value: Bytes },
 }

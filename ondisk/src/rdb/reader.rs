@@ -7,7 +7,8 @@
 //! are never trusted for allocation: buffers grow only as bytes actually arrive.
 
 use super::codec::{
-    read_len, read_string, skip_module_value, skip_string, skip_value, RdbInput, MODULE_OPCODE_UINT,
+    read_len, read_string, read_value_bytes, skip_module_value, skip_string, skip_value, RdbInput,
+    MODULE_OPCODE_UINT,
 };
 use super::{opcode, types, Crc64, RdbItem, RDB_MAX_VERSION};
 use crate::error::FormatError;
@@ -26,6 +27,9 @@ pub struct RdbReader<R: Read> {
     done: bool,
     functions_skipped: u64,
     module_aux_skipped: u64,
+    /// Keys of other types come out as [`RdbItem::Object`] (values up to this many bytes)
+    /// instead of being skipped.
+    keep_objects: Option<usize>,
 }
 
 impl<R: Read> RdbReader<R> {
@@ -44,6 +48,7 @@ impl<R: Read> RdbReader<R> {
             db: 0,
             done: false,
             functions_skipped: 0,
+            keep_objects: None,
             module_aux_skipped: 0,
         };
         let mut head = [0u8; 9];
@@ -88,6 +93,13 @@ impl<R: Read> RdbReader<R> {
     /// Module AUX sections skipped.
     pub fn module_aux_skipped(&self) -> u64 {
         self.module_aux_skipped
+    }
+
+    /// From now on, keys of types other than string come out whole as [`RdbItem::Object`]
+    /// (their value's raw encoding, at most `limit` bytes; a longer one is an error) instead of
+    /// being skipped.
+    pub fn keep_objects(&mut self, limit: usize) {
+        self.keep_objects = Some(limit);
     }
 
     /// The next item; `Ok(None)` after EOF and a good (or absent) checksum.
@@ -181,6 +193,16 @@ impl<R: Read> RdbReader<R> {
                 }
                 t if t <= types::HASH_LISTPACK_EX && t != 8 => {
                     let key = Bytes::from(read_string(&mut self.stream)?);
+                    if let Some(limit) = self.keep_objects {
+                        let value = read_value_bytes(&mut self.stream, t, limit)?;
+                        return Ok(Some(RdbItem::Object {
+                            db: self.db,
+                            key,
+                            rdb_type: t,
+                            value: Bytes::from(value),
+                            expire_at_ms,
+                        }));
+                    }
                     skip_value(&mut self.stream, t)?;
                     return Ok(Some(RdbItem::Skipped {
                         db: self.db,
