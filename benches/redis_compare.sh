@@ -9,6 +9,8 @@
 # per op is the fairer measure of efficiency when the client saturates first.
 #
 # Environment (all optional):
+#   TESTS        redis-benchmark tests, space-separated    (default "SET GET"; the
+#                collection types: TESTS="HSET LPUSH LPOP SADD SPOP ZADD ZPOPMIN LRANGE_100")
 #   N            requests per redis-benchmark run          (default 200000)
 #   N_P1, N_P16  override N for pipeline 1 / pipeline 16   (default N; N_P16 defaults
 #                to 10*N so a pipelined run lasts long enough for CPU ticks to count)
@@ -45,7 +47,8 @@ SKIP_BUILD="${SKIP_BUILD:-0}"
 BENCH_TIMEOUT="${BENCH_TIMEOUT:-600}"
 STARTUP_TIMEOUT="${STARTUP_TIMEOUT:-20}"
 
-TESTS=(SET GET)          # SET first so the GETs find keys
+# Run in this order: a write before the reads and pops that need its keys.
+read -r -a TESTS <<<"${TESTS:-SET GET}"
 PIPELINES=(1 16)
 CLIENTS=50
 DATA_SIZE=256
@@ -169,8 +172,10 @@ bench_one() {
     (( rc != 124 )) || warn "$name $test -P $pipe: redis-benchmark hit BENCH_TIMEOUT (${BENCH_TIMEOUT}s)"
     kill -0 "$SERVER_PID" 2>/dev/null || server_failed "$name died during $test -P $pipe"
     c1="$(server_cpu_ticks)"
-    # CSV line: "SET","123456.78",...  (redis-benchmark exits at the first server error)
-    rps="$(awk -F',' -v t="\"$test\"" '$1 == t {gsub(/"/, "", $2); print $2}' <<<"$out")"
+    # CSV line: "SET","123456.78",... or "LRANGE_100 (first 100 elements)","...",...
+    # (redis-benchmark exits at the first server error)
+    rps="$(awk -F',' -v t="$test" '{n = $1; gsub(/"/, "", n); sub(/ .*/, "", n)}
+        n == t {gsub(/"/, "", $2); print $2}' <<<"$out")"
     if [[ $rc -ne 0 || -z "$rps" ]]; then
         warn "$name $test -P $pipe: redis-benchmark failed (rc=$rc): $(head -c 300 "$WORKDIR/bench.err" | tr '\n' ' ')"
         return 0
@@ -183,7 +188,7 @@ bench_one() {
     sample="$(awk -v k="$ticks" -v hz="$CLK_TCK" -v n="$n" -v ns="$((t1 - t0))" \
         'BEGIN { printf "%.4f %.1f", k / hz * 1e6 / n, (k / hz) / (ns / 1e9) * 100 }')"
     echo "$name $test $pipe $rps $sample" >>"$SAMPLES"
-    printf '  %-6s %-3s P=%-2s %12.0f ops/s  %7.3f us CPU/op  server CPU %5.1f%%\n' \
+    printf '  %-6s %-10s P=%-2s %12.0f ops/s  %7.3f us CPU/op  server CPU %5.1f%%\n' \
         "$name" "$test" "$pipe" "$rps" ${sample}
 }
 
@@ -229,17 +234,17 @@ print_report() {
     log "us/op = server CPU (user+sys) microseconds per request; cpu% = server CPU / wall time."
     log "ops ratio = strata/redis (higher is better); CPU ratio = strata/redis (lower is better)."
     log ""
-    printf '%-4s %3s | %12s %12s %6s | %8s %8s %6s | %7s %7s\n' \
+    printf '%-10s %3s | %12s %12s %6s | %8s %8s %6s | %7s %7s\n' \
         test P "strata ops/s" "redis ops/s" ratio "strata" "redis" ratio "strata" "redis"
-    printf '%-4s %3s | %12s %12s %6s | %8s %8s %6s | %7s %7s\n' \
+    printf '%-10s %3s | %12s %12s %6s | %8s %8s %6s | %7s %7s\n' \
         "" "" "" "" "" "us/op" "us/op" "" "cpu%" "cpu%"
-    printf -- '-%.0s' {1..86}; echo
+    printf -- '-%.0s' {1..92}; echo
     for pipe in "${PIPELINES[@]}"; do
         for test in "${TESTS[@]}"; do
             sr="$(median strata "$test" "$pipe" 4)"; rr="$(median redis "$test" "$pipe" 4)"
             so="$(median strata "$test" "$pipe" 5)"; ro="$(median redis "$test" "$pipe" 5)"
             sc="$(median strata "$test" "$pipe" 6)"; rc="$(median redis "$test" "$pipe" 6)"
-            printf '%-4s %3s | %12s %12s %6s | %8s %8s %6s | %7s %7s\n' "$test" "$pipe" \
+            printf '%-10s %3s | %12s %12s %6s | %8s %8s %6s | %7s %7s\n' "$test" "$pipe" \
                 "$(fmt "$sr" 0)" "$(fmt "$rr" 0)" "$(ratio "$sr" "$rr")" \
                 "$(fmt "$so" 3)" "$(fmt "$ro" 3)" "$(ratio "$so" "$ro")" \
                 "$(fmt "$sc" 1)" "$(fmt "$rc" 1)"
@@ -255,7 +260,7 @@ print_report() {
             elif awk -v r="$r" -v t="${TARGET[$pipe]}" 'BEGIN { exit !(r >= t) }'; then verdict="MET"
             else verdict="NOT MET"
             fi
-            printf '  %-4s P=%-2s ratio %-5s >= %.1f : %s\n' "$test" "$pipe" "$r" "${TARGET[$pipe]}" "$verdict"
+            printf '  %-10s P=%-2s ratio %-5s >= %.1f : %s\n' "$test" "$pipe" "$r" "${TARGET[$pipe]}" "$verdict"
         done
     done
     log ""
