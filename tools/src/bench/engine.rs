@@ -134,6 +134,8 @@ pub struct Totals {
     pub unanswered: u64,
     /// From the start until the window closed or the last reply came, whichever is later.
     pub elapsed: Duration,
+    /// CPU time this process (the load generator) used during the run, user and system.
+    pub client_cpu: Duration,
 }
 
 impl Totals {
@@ -175,6 +177,7 @@ pub fn run(
         list.push(conn);
     }
     let live = Arc::new(Live::default());
+    let cpu_before = process_cpu();
     // A little time for the threads to start before the first request is due.
     let start_ns = clock.now_ns() + 2_000_000;
     let end_ns = plan
@@ -214,6 +217,7 @@ pub fn run(
         errors: 0,
         unanswered: 0,
         elapsed: Duration::ZERO,
+        client_cpu: Duration::ZERO,
     };
     let mut first_error = None;
     let mut last_reply_ns = 0;
@@ -245,7 +249,17 @@ pub fn run(
     }
     let window_end = if end_ns == u64::MAX { 0 } else { end_ns };
     totals.elapsed = Duration::from_nanos(window_end.max(last_reply_ns).saturating_sub(start_ns));
+    totals.client_cpu = process_cpu().saturating_sub(cpu_before);
     Ok(totals)
+}
+
+/// CPU time used by this process so far (all threads, user and system).
+fn process_cpu() -> Duration {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+    Duration::new(
+        t.tv_sec.max(0) as u64,
+        t.tv_nsec.clamp(0, 999_999_999) as u32,
+    )
 }
 
 /// Prints a line a second (as `progress` says) until every worker has finished.

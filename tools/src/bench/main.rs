@@ -121,6 +121,9 @@ struct Load {
     /// Key name prefix.
     #[arg(long, default_value = "key:")]
     key_prefix: String,
+    /// Zero-pad key numbers to this many digits (12 gives redis-benchmark's `-r` key names).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=20))]
+    key_width: u8,
     /// Value size in bytes, B or B1-B2 (uniform between them).
     #[arg(long, default_value = "32", value_parser = clap::value_parser!(Range))]
     value_size: Range,
@@ -263,6 +266,7 @@ impl Setup {
             keys: load.keys,
             key_dist: load.key_dist,
             key_prefix: load.key_prefix.clone(),
+            key_width: usize::from(load.key_width),
             value_size: load.value_size,
             expiry: load.expiry,
             seed: load.seed,

@@ -139,6 +139,7 @@ pub fn pubsub(args: PubsubArgs) -> Result<(), Failure> {
         keys: 1,
         key_dist: KeyDist::Uniform,
         key_prefix: prefix.to_string(),
+        key_width: 0,
         value_size: Range { min: 0, max: 0 },
         expiry: None,
         seed: 1,

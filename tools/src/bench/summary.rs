@@ -58,6 +58,9 @@ pub struct RunReport {
     pub misses: u64,
     pub errors: u64,
     pub unanswered: u64,
+    /// The load generator's own CPU use over the run, in percent of one core: near 100 per
+    /// thread, the client (not the server) may be what limits the rate.
+    pub client_cpu_percent: f64,
     pub latency_ms: Option<Percentiles>,
     pub get_latency_ms: Option<Percentiles>,
     pub set_latency_ms: Option<Percentiles>,
@@ -86,6 +89,8 @@ impl RunReport {
             misses: totals.misses,
             errors: totals.errors,
             unanswered: totals.unanswered,
+            client_cpu_percent: 100.0 * totals.client_cpu.as_secs_f64()
+                / totals.elapsed.as_secs_f64().max(1e-9),
             latency_ms: Percentiles::of(&totals.latency.all),
             get_latency_ms: Percentiles::of(&totals.latency.get),
             set_latency_ms: Percentiles::of(&totals.latency.set),
@@ -118,6 +123,11 @@ impl RunReport {
             out,
             "replies: {} GET ({} hits, {} misses), {} SET, {} errors, {} unanswered",
             self.gets, self.hits, self.misses, self.sets, self.errors, self.unanswered
+        )?;
+        writeln!(
+            out,
+            "client CPU: {:.0}% of a core (strata-bench itself)",
+            self.client_cpu_percent
         )?;
         writeln!(out, "{}", latency_header())?;
         for (name, p) in [

@@ -139,6 +139,9 @@ pub struct Workload {
     pub keys: u64,
     pub key_dist: KeyDist,
     pub key_prefix: String,
+    /// Key numbers are zero-padded to this many digits (redis-benchmark's `-r` keys are
+    /// `key:` and 12 digits).
+    pub key_width: usize,
     pub value_size: Range,
     /// Seconds to live for SETs; None: no expiry.
     pub expiry: Option<Range>,
@@ -292,8 +295,12 @@ impl Generator {
     fn format_key(&mut self, n: u64) {
         self.key.clear();
         self.key.extend_from_slice(self.work.key_prefix.as_bytes());
-        self.key
-            .extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+        let mut digits = itoa::Buffer::new();
+        let digits = digits.format(n).as_bytes();
+        for _ in digits.len()..self.work.key_width {
+            self.key.push(b'0');
+        }
+        self.key.extend_from_slice(digits);
     }
 }
 
@@ -337,6 +344,7 @@ mod tests {
             keys: 100,
             key_dist: dist,
             key_prefix: "key:".into(),
+            key_width: 0,
             value_size: Range { min: 4, max: 8 },
             expiry: None,
             seed: 7,
@@ -394,6 +402,18 @@ mod tests {
                 assert!(g.draw_key() < 100);
             }
         }
+    }
+
+    #[test]
+    fn keys_are_padded_to_the_key_width() {
+        let mut w = (*work(KeyDist::Sequential, Ratio { set: 0, get: 1 })).clone();
+        w.key_width = 12;
+        let w = Arc::new(w);
+        let values = value_block(&w);
+        let mut g = Generator::mix(&w, &values, 0, 1);
+        let mut out = Vec::new();
+        g.next(0, &mut out);
+        assert!(out.ends_with(b"$16\r\nkey:000000000000\r\n"), "{out:?}");
     }
 
     #[test]
