@@ -94,6 +94,9 @@ pub struct Latencies {
     pub all: Histogram<u64>,
     pub get: Histogram<u64>,
     pub set: Histogram<u64>,
+    /// Open loop: how late each batch was written after its due time. Large, the client (not
+    /// the server) is behind: its own CPU, or a connection held at --max-outstanding.
+    pub send_lag: Histogram<u64>,
 }
 
 impl Latencies {
@@ -105,6 +108,7 @@ impl Latencies {
             all: h()?,
             get: h()?,
             set: h()?,
+            send_lag: h()?,
         })
     }
 
@@ -112,7 +116,8 @@ impl Latencies {
         let err = |e: hdrhistogram::AdditionError| format!("histogram merge: {e:?}");
         self.all.add(&other.all).map_err(err)?;
         self.get.add(&other.get).map_err(err)?;
-        self.set.add(&other.set).map_err(err)
+        self.set.add(&other.set).map_err(err)?;
+        self.send_lag.add(&other.send_lag).map_err(err)
     }
 }
 
@@ -398,7 +403,7 @@ impl Worker {
             if issuing {
                 let mut sent = 0;
                 for conn in &mut self.conns {
-                    sent += conn.issue(now, self.end_ns, &self.plan);
+                    sent += conn.issue(now, self.end_ns, &self.plan, &mut self.latency.send_lag);
                 }
                 if sent > 0 {
                     self.counts.sent += sent;
@@ -566,7 +571,7 @@ impl Conn {
 
     /// Queues what is due at `now` (open loop) or what fits in the pipeline (closed loop);
     /// returns how many requests it queued.
-    fn issue(&mut self, now: u64, end_ns: u64, plan: &Plan) -> u64 {
+    fn issue(&mut self, now: u64, end_ns: u64, plan: &Plan, lag: &mut Histogram<u64>) -> u64 {
         if self.exhausted {
             return 0;
         }
@@ -590,6 +595,7 @@ impl Conn {
                     }
                 }
                 self.batches += 1;
+                lag.saturating_record((now - due).clamp(1, MAX_LATENCY_NS));
             }
         } else {
             while self.pending.len() < plan.pipeline {

@@ -64,6 +64,8 @@ pub struct RunReport {
     pub latency_ms: Option<Percentiles>,
     pub get_latency_ms: Option<Percentiles>,
     pub set_latency_ms: Option<Percentiles>,
+    /// Open loop: how late requests were written after their due time.
+    pub send_lag_ms: Option<Percentiles>,
 }
 
 /// The 97% rule of the published fixed-rate sweeps: under it, a level is "not sustained".
@@ -94,6 +96,7 @@ impl RunReport {
             latency_ms: Percentiles::of(&totals.latency.all),
             get_latency_ms: Percentiles::of(&totals.latency.get),
             set_latency_ms: Percentiles::of(&totals.latency.set),
+            send_lag_ms: Percentiles::of(&totals.latency.send_lag),
         }
     }
 
@@ -124,11 +127,19 @@ impl RunReport {
             "replies: {} GET ({} hits, {} misses), {} SET, {} errors, {} unanswered",
             self.gets, self.hits, self.misses, self.sets, self.errors, self.unanswered
         )?;
-        writeln!(
+        write!(
             out,
-            "client CPU: {:.0}% of a core (strata-bench itself)",
+            "client: {:.0}% of a core (strata-bench itself)",
             self.client_cpu_percent
         )?;
+        match &self.send_lag_ms {
+            Some(lag) => writeln!(
+                out,
+                "; sends late by p50 {:.3} p99 {:.3} max {:.3} ms (counted in the latencies)",
+                lag.p50, lag.p99, lag.max
+            )?,
+            None => writeln!(out)?,
+        }
         writeln!(out, "{}", latency_header())?;
         for (name, p) in [
             ("all", &self.latency_ms),

@@ -56,7 +56,8 @@ pub fn sweep(args: SweepArgs) -> Result<(), Failure> {
         report!("{}", row(level));
     }
     report!(
-        "NS: not sustained, achieved under {:.0}% of the requested rate",
+        "NS: not sustained, achieved under {:.0}% of the requested rate; lag: how late the \
+         client sent (ms), large when the client itself is behind",
         SUSTAINED_SHARE * 100.0
     );
     if let Some(path) = &args.svg {
@@ -103,7 +104,7 @@ fn row(level: &Level) -> String {
             .map_or("-".to_string(), |p| format!("{:.3}", f(p)))
     };
     format!(
-        "{:>10.0} {:>12.1} {:>7.2} {:>4} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7}",
+        "{:>10.0} {:>12.1} {:>7.2} {:>4} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>10}",
         level.rate,
         r.achieved_rate,
         100.0 * r.achieved_rate / level.rate,
@@ -113,7 +114,10 @@ fn row(level: &Level) -> String {
         ms(|p| p.p99),
         ms(|p| p.p99_9),
         ms(|p| p.max),
-        r.errors + r.unanswered
+        r.errors + r.unanswered,
+        r.send_lag_ms
+            .as_ref()
+            .map_or("-".to_string(), |p| format!("{:.3}", p.p99))
     )
 }
 
