@@ -5,6 +5,8 @@ report.sh runs the servers and strata-bench and leaves one JSON per measurement 
 own report plus the server's CPU time and the command line) in $REPORT_RESULTS, and the
 redis-benchmark / memtier figures beside them. This script only formats: every figure in the
 report comes from a file of this run, and a row without one says "not measured".
+
+Never: writes a figure that no file of this run holds; drops the history of earlier runs.
 """
 
 import glob

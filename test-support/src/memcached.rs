@@ -2,6 +2,8 @@
 //! it speaks memcached), found by the same rule as redis-server: `MEMCACHED` names the binary,
 //! else `memcached` on `PATH`; missing, it fails the test under `STRATA_REQUIRE_REDIS=1` (CI
 //! installs both) and is skipped with a NOTE otherwise.
+//!
+//! Never: leaves a memcached running after its test (killed on drop); skips a check silently.
 
 use std::ffi::OsString;
 use std::io::{Read, Write};
