@@ -369,11 +369,13 @@ impl Worker {
             TimerfdFlags::NONBLOCK | TimerfdFlags::CLOEXEC,
         )
         .map_err(|e| os("timerfd_create", e))?;
+        // Edge-triggered: each expiry wakes the loop once, and re-arming resets the timer, so
+        // its expiration count never needs a read.
         epoll::add(
             &poller,
             &timer,
             epoll::EventData::new_u64(TIMER_TOKEN),
-            epoll::EventFlags::IN,
+            epoll::EventFlags::IN | epoll::EventFlags::ET,
         )
         .map_err(|e| os("epoll_ctl", e))?;
         for conn in &self.conns {
@@ -461,8 +463,6 @@ impl Worker {
                 // Copied out: the event struct is packed.
                 let (token, flags) = (event.data.u64(), event.flags);
                 if token == TIMER_TOKEN {
-                    let mut expirations = [0u8; 8];
-                    let _ = rustix::io::read(&timer, &mut expirations);
                     armed = None;
                     continue;
                 }
