@@ -10,7 +10,9 @@
 #      for the same load (a difference over 10% is called out);
 #   2. the fixed-rate sweep (48 connections, 1:10 SET:GET, open loop): achieved rate, p50/p99
 #      per level, NS (achieved < 97% of requested) marked, a latency-vs-rate chart per server;
-#   3. the memcached text protocol: GET and SET at pipeline 1 and 30 against memcached.
+#   3. the seeds' shapes on one core: the 1:1 SET:GET mix at pipeline 75 with 100 B values over
+#      3M sequential keys, and SET with an expiry range (SET EX) at pipeline 30;
+#   4. the memcached text protocol: GET and SET at pipeline 1 and 30 against memcached.
 # The report's other rows (issue 24) are listed as not yet measured; no figure is ever filled
 # in by hand. Each regeneration adds a line to the report's history table (newest first).
 #
@@ -22,6 +24,8 @@
 #   CONNECTIONS     closed-loop connections                    (default 50)
 #   SWEEP_RATES     the sweep's levels, ops/s, comma-separated (default 10000,...,175000)
 #   SWEEP_DURATION  seconds per sweep level                    (default 10)
+#   MIX_KEYS        sequential keys of the 1:1 pipeline-75 mix (default 3000000)
+#   EXPIRY          seconds range of the expiring SETs         (default 60-3600)
 #   OUT             the report                                 (default <repo>/docs/benchmarks.md)
 #   STRATA_BIN      strata binary        (default: <target>/release/strata)
 #   BENCH_BIN       strata-bench binary  (default: <target>/release/strata-bench)
@@ -46,6 +50,7 @@ if [[ "${QUICK:-0}" == 1 ]]; then
     KEYS="${KEYS:-100000}"
     SWEEP_RATES="${SWEEP_RATES:-10000,40000,400000}"
     SWEEP_DURATION="${SWEEP_DURATION:-2}"
+    MIX_KEYS="${MIX_KEYS:-300000}"
 fi
 DURATION="${DURATION:-20}"
 KEYS="${KEYS:-1000000}"
@@ -54,6 +59,8 @@ CONNECTIONS="${CONNECTIONS:-50}"
 SWEEP_RATES="${SWEEP_RATES:-10000,25000,50000,75000,100000,125000,150000,175000}"
 SWEEP_DURATION="${SWEEP_DURATION:-10}"
 SWEEP_CONNECTIONS=48
+MIX_KEYS="${MIX_KEYS:-3000000}"
+EXPIRY="${EXPIRY:-60-3600}"
 PIPELINES=(1 30)
 OUT="${OUT:-$ROOT/docs/benchmarks.md}"
 CHART_DIR="$(dirname "$OUT")/benchmarks"
@@ -251,6 +258,20 @@ throughput_row() {
     stop_server
 }
 
+# Row 3: the seeds' shapes, on a fresh server each.
+shapes_row() {
+    local name="$1"
+    log "The seeds' shapes: $name"
+    start_server "$name"
+    log "  1:1 SET:GET, pipeline 75, 100 B values, $MIX_KEYS sequential keys"
+    bench "mix-p75-$name" run --connections "$CONNECTIONS" --keys "$MIX_KEYS" \
+        --key-dist sequential --value-size 100 --ratio 1:1 --pipeline 75 --duration "$DURATION"
+    log "  SET EX $EXPIRY s, pipeline 30"
+    bench "setex-p30-$name" run "${LOAD[@]}" --ratio 1:0 --expiry "$EXPIRY" --pipeline 30 \
+        --duration "$DURATION"
+    stop_server
+}
+
 # Row 2: the fixed-rate sweep, 48 connections, 1:10 SET:GET.
 sweep_row() {
     local name="$1"
@@ -259,11 +280,22 @@ sweep_row() {
     mkdir -p "$CHART_DIR"
     bench "sweep-$name" sweep --connections "$SWEEP_CONNECTIONS" --keys "$KEYS" \
         --value-size "$VALUE_SIZE" --ratio 1:10 --preload --rates "$SWEEP_RATES" \
-        --duration "$SWEEP_DURATION" --svg "$CHART_DIR/sweep-$name.svg"
+        --duration "$SWEEP_DURATION"
     stop_server
 }
 
-# Row 3: the memcached text protocol against memcached.
+# Both servers' sweeps on one latency-vs-rate chart.
+sweep_chart() {
+    local args=()
+    [[ -f "$RESULTS/sweep-strata.json" ]] && args+=("Strata=$RESULTS/sweep-strata.json")
+    [[ -f "$RESULTS/sweep-redis.json" ]] && args+=("redis-server=$RESULTS/sweep-redis.json")
+    (( ${#args[@]} )) || return 0
+    "$BENCH_BIN" chart --svg "$CHART_DIR/sweep.svg" \
+        --title "$SWEEP_CONNECTIONS connections, 1:10 SET:GET, $VALUE_SIZE B values, $KEYS keys, ${SWEEP_DURATION} s per level, open loop" \
+        "${args[@]}" >/dev/null || die "strata-bench chart failed"
+}
+
+# Row 4: the memcached text protocol against memcached.
 memcached_row() {
     [[ $HAVE_MEMCACHED == 1 ]] || return 0
     local pipe
@@ -285,7 +317,9 @@ memcached_row() {
 LOADAVG="$(cut -d' ' -f1-3 /proc/loadavg)"
 STARTED="$(date -u '+%Y-%m-%d %H:%M UTC')"
 for name in strata redis; do throughput_row "$name"; done
+for name in strata redis; do shapes_row "$name"; done
 for name in strata redis; do sweep_row "$name"; done
+sweep_chart
 memcached_row
 
 # --- the report ------------------------------------------------------------
@@ -300,6 +334,6 @@ export REPORT_COMMIT="$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || ech
 export REPORT_REDIS="$(redis-server --version | awk '{print $3}' | sed 's/v=//')"
 export REPORT_MEMCACHED="$(memcached -V 2>/dev/null | awk '{print $2}' || true)"
 export REPORT_PIN="$PIN" REPORT_SERVER_CPU="$SERVER_CPU" REPORT_CLIENT_CPU="$CLIENT_CPU"
-export REPORT_SETTINGS="DURATION=$DURATION KEYS=$KEYS VALUE_SIZE=$VALUE_SIZE CONNECTIONS=$CONNECTIONS SWEEP_RATES=$SWEEP_RATES SWEEP_DURATION=$SWEEP_DURATION"
+export REPORT_SETTINGS="DURATION=$DURATION KEYS=$KEYS VALUE_SIZE=$VALUE_SIZE CONNECTIONS=$CONNECTIONS SWEEP_RATES=$SWEEP_RATES SWEEP_DURATION=$SWEEP_DURATION MIX_KEYS=$MIX_KEYS EXPIRY=$EXPIRY"
 python3 "$SCRIPT_DIR/report_md.py"
 log "Wrote $OUT (charts in $CHART_DIR)"

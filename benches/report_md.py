@@ -171,6 +171,44 @@ for c in dict.fromkeys(side_commands):
     w(f"- {code(c)} (`-n`: as many requests as strata-bench answered)")
 w("")
 
+# --- the seeds' shapes --------------------------------------------------------------------
+w("## The seeds' shapes, one core each")
+w("")
+w("The shapes of the published comparisons, scaled to one server core: the 1:1 SET:GET mix at "
+  "pipeline 75 with 100 B values over sequential keys, and SETs with an expiry range (SET EX), "
+  "closed loop, a fresh server each. Server CPU is the share of its one core it used.")
+w("")
+w("| shape | Strata ops/s | redis-server ops/s | Strata / redis | Strata server CPU "
+  "| redis server CPU | Strata µs CPU/op | redis µs CPU/op | redis / Strata CPU per op |")
+w("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+shape_commands = []
+
+
+def cpu_share(r):
+    if not r or not r["seconds"]:
+        return "-"
+    return f"{100 * r['server_cpu_s'] / r['seconds']:.0f}%"
+
+
+for key, label in (("mix-p75", "1:1 SET:GET, pipeline 75, 100 B, sequential keys"),
+                   ("setex-p30", "SET EX, pipeline 30")):
+    s_, r_ = load(f"{key}-strata"), load(f"{key}-redis")
+    sc, rc = cpu_per_op_us(s_), cpu_per_op_us(r_)
+    if s_ and key == "mix-p75":
+        label = label.replace("sequential keys", f"{s_['keys']:,} sequential keys")
+    if s_ and key == "setex-p30":
+        label = label.replace("SET EX", f"SET EX {s_['expiry']} s")
+    w(f"| {label} | {ops(s_)} | {ops(r_)} | "
+      f"{ratio(s_ and s_['achieved_rate'], r_ and r_['achieved_rate'])} | {cpu_share(s_)} | "
+      f"{cpu_share(r_)} | {fmt(sc)} | {fmt(rc)} | {ratio(rc, sc)} |")
+    for x in (s_, r_):
+        if x:
+            shape_commands.append(x["command_line"])
+w("")
+for c in dict.fromkeys(shape_commands):
+    w(f"- {code(c)}")
+w("")
+
 # --- row 2 -------------------------------------------------------------------------------
 w("## Fixed-rate sweep")
 w("")
@@ -217,11 +255,11 @@ if any_sweep:
     history["sweep best S/R"] = f"{best(sl)} / {best(rl)}"
     w("")
     rel = os.path.relpath(CHARTS, os.path.dirname(OUT))
-    for name, label in (("strata", "Strata"), ("redis", "redis-server")):
-        if os.path.exists(os.path.join(CHARTS, f"sweep-{name}.svg")):
-            w(f"![{label}: latency vs requested rate]({rel}/sweep-{name}.svg)")
-            w("")
-    w(f"- {code(any_sweep['command_line'])}")
+    if os.path.exists(os.path.join(CHARTS, "sweep.svg")):
+        w(f"![p50 and p99 latency against the requested rate, Strata and redis-server]({rel}/sweep.svg)")
+        w("")
+    w(f"- {code(any_sweep['command_line'])}, then `strata-bench chart --svg "
+      f"docs/benchmarks/sweep.svg Strata=STRATA.json redis-server=REDIS.json`")
 else:
     w("Not measured in this run.")
 w("")
@@ -259,9 +297,6 @@ w("")
 w("These rows of the report (issue 24) have no script yet; none of them has a figure here.")
 w("")
 for item in (
-    "The seeds' shapes scaled to one core: 1:1 SET:GET at pipeline 75 with 100 B values over "
-    "3M sequential keys, and SETEX with an expiry range (`strata-bench run --key-dist sequential "
-    "--expiry S1-S2` can drive both).",
     "Memory per key: 1M x 1 KiB and 1M x 32 B values (RSS after the load less the empty "
     "server's), and the collection types.",
     "Snapshot memory and time against redis-server's BGSAVE.",

@@ -330,6 +330,27 @@ fn sweep_marks_levels_not_sustained_and_writes_the_chart() {
     for text in ["latency vs requested rate", "p50", "p99", "NS"] {
         assert!(chart.contains(text), "the chart lacks {text:?}");
     }
+
+    // Two servers' sweeps on one chart.
+    let both = dir.path().join("both.svg");
+    let (a, b) = (
+        format!("first={}", json.display()),
+        format!("second={}", json.display()),
+    );
+    let args = ["chart", "--svg", both.to_str().unwrap(), &a, &b];
+    assert_ok(&run(&args), &args);
+    let chart = std::fs::read_to_string(&both).expect("the chart of two sweeps");
+    for text in ["first p99", "first p50", "second p99", "NS"] {
+        assert!(chart.contains(text), "the chart lacks {text:?}");
+    }
+    let out = run(&[
+        "chart",
+        "--svg",
+        both.to_str().unwrap(),
+        "x=/nonexistent.json",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read /nonexistent.json"));
 }
 
 #[test]

@@ -10,6 +10,7 @@
 //! summary.rs   percentiles, the printed summary, JSON
 //! sweep.rs     `sweep`: one run per rate, the NS rule, the table and the SVG chart
 //! pubsub.rs    `pubsub`: publishers on a timetable, subscribers timing each delivery
+//!              (`chart`, several sweeps on one chart, is `sweep::draw` over their JSON)
 //! ```
 //!
 //! Reports go to stdout; progress lines and errors to stderr, errors prefixed `strata-bench: `.
@@ -66,6 +67,33 @@ enum Command {
     /// latency from a timestamp in each message (RESP only).
     #[command(after_help = EXIT_CODES)]
     Pubsub(pubsub::PubsubArgs),
+    /// Draws several servers' sweeps (`sweep --json` files) on one latency-vs-rate chart.
+    #[command(after_help = EXIT_CODES)]
+    Chart(ChartArgs),
+}
+
+#[derive(Args, Debug)]
+struct ChartArgs {
+    /// The chart to write (SVG).
+    #[arg(long)]
+    svg: PathBuf,
+    /// A line under the title (e.g. the load the sweeps ran).
+    #[arg(long, default_value = "")]
+    title: String,
+    /// NAME=FILE: the legend's name for a server, and its `sweep --json` file.
+    #[arg(required = true, value_parser = named_file)]
+    sweeps: Vec<(String, PathBuf)>,
+}
+
+fn named_file(s: &str) -> Result<(String, PathBuf), String> {
+    match s.split_once('=') {
+        Some((name, file)) if !name.is_empty() && !file.is_empty() => {
+            Ok((name.to_string(), PathBuf::from(file)))
+        }
+        _ => Err(format!(
+            "expected NAME=FILE (like strata=sweep.json), not {s:?}"
+        )),
+    }
 }
 
 /// Where the server is.
@@ -203,6 +231,7 @@ fn main() -> ExitCode {
         Command::Run(args) => run(args),
         Command::Sweep(args) => sweep::sweep(args),
         Command::Pubsub(args) => pubsub::pubsub(args),
+        Command::Chart(args) => chart(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -437,5 +466,16 @@ fn run(args: RunArgs) -> Result<(), Failure> {
         };
         summary::write_json(path, &json)?;
     }
+    Ok(())
+}
+
+fn chart(args: ChartArgs) -> Result<(), Failure> {
+    let series = args
+        .sweeps
+        .iter()
+        .map(|(name, file)| sweep::Series::from_json(name, file))
+        .collect::<Result<Vec<_>, _>>()?;
+    sweep::draw(&args.svg, &series, &args.title)?;
+    report!("chart: {}", args.svg.display());
     Ok(())
 }

@@ -121,28 +121,68 @@ fn row(level: &Level) -> String {
     )
 }
 
-/// p50 and p99 latency against the requested rate, log latency axis; NS levels drawn as
-/// crosses and named in the legend.
-fn chart(path: &Path, levels: &[Level], title: &str) -> Result<(), String> {
-    let draw_err = |e: DrawingAreaErrorKind<_>| format!("chart {}: {e}", path.display());
-    let points = |f: fn(&summary::Percentiles) -> f64| -> Vec<(f64, f64, bool)> {
-        levels
+/// One server's sweep, as the chart draws it.
+pub struct Series {
+    pub name: String,
+    /// (requested rate, p50 ms, p99 ms, sustained) per level.
+    pub points: Vec<(f64, f64, f64, bool)>,
+}
+
+impl Series {
+    fn of(name: &str, levels: &[Level]) -> Series {
+        let points = levels
             .iter()
             .filter_map(|l| {
                 let p = l.report.latency_ms.as_ref()?;
-                Some((l.rate, f(p).max(0.001), l.sustained()))
+                Some((l.rate, p.p50, p.p99, l.sustained()))
             })
-            .collect()
-    };
-    let p50 = points(|p| p.p50);
-    let p99 = points(|p| p.p99);
-    let max_rate = levels.iter().map(|l| l.rate).fold(0.0, f64::max);
-    let (lo, hi) = p50
-        .iter()
-        .chain(&p99)
-        .fold((f64::MAX, 0.0f64), |(lo, hi), &(_, y, _)| {
-            (lo.min(y), hi.max(y))
-        });
+            .collect();
+        Series {
+            name: name.to_string(),
+            points,
+        }
+    }
+
+    /// The levels of a `sweep --json` file.
+    pub fn from_json(name: &str, path: &Path) -> Result<Series, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let json: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| format!("{} is not JSON: {e}", path.display()))?;
+        let levels = json["levels"]
+            .as_array()
+            .ok_or_else(|| format!("{} is not a sweep report (no levels)", path.display()))?;
+        let points = levels
+            .iter()
+            .filter_map(|l| {
+                Some((
+                    l["rate"].as_f64()?,
+                    l["latency_ms"]["p50"].as_f64()?,
+                    l["latency_ms"]["p99"].as_f64()?,
+                    l["sustained"].as_bool().unwrap_or(true),
+                ))
+            })
+            .collect();
+        Ok(Series {
+            name: name.to_string(),
+            points,
+        })
+    }
+}
+
+fn chart(path: &Path, levels: &[Level], title: &str) -> Result<(), String> {
+    draw(path, &[Series::of("", levels)], title)
+}
+
+/// p50 (thin) and p99 (thick) latency against the requested rate, one colour per series, log
+/// latency axis; NS levels drawn as crosses and named in the legend.
+pub fn draw(path: &Path, series: &[Series], title: &str) -> Result<(), String> {
+    let draw_err = |e: DrawingAreaErrorKind<_>| format!("chart {}: {e}", path.display());
+    let all = || series.iter().flat_map(|s| s.points.iter());
+    let max_rate = all().map(|p| p.0).fold(0.0, f64::max).max(1.0);
+    let (lo, hi) = all().fold((f64::MAX, 0.0f64), |(lo, hi), p| {
+        (lo.min(p.1.max(0.001)), hi.max(p.2))
+    });
     let (lo, hi) = if hi > 0.0 {
         (lo / 2.0, hi * 2.0)
     } else {
@@ -169,29 +209,41 @@ fn chart(path: &Path, levels: &[Level], title: &str) -> Result<(), String> {
         .y_label_formatter(&|y| short(*y))
         .draw()
         .map_err(draw_err)?;
-    for (name, series, color) in [("p50", &p50, BLUE), ("p99", &p99, RED)] {
-        chart
-            .draw_series(LineSeries::new(
-                series.iter().map(|&(x, y, _)| (x, y)),
-                color.stroke_width(2),
-            ))
-            .map_err(draw_err)?
-            .label(name)
-            .legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], color.stroke_width(2)));
-        chart
-            .draw_series(
-                series
-                    .iter()
-                    .filter(|p| p.2)
-                    .map(|&(x, y, _)| Circle::new((x, y), 4, color.filled())),
-            )
-            .map_err(draw_err)?;
+    let palette = [BLUE, RED, GREEN, MAGENTA, CYAN, BLACK];
+    for (i, s) in series.iter().enumerate() {
+        let color = palette[i % palette.len()];
+        let prefix = if s.name.is_empty() {
+            String::new()
+        } else {
+            format!("{} ", s.name)
+        };
+        for (what, width, pick) in [
+            ("p99", 3, (|p: &(f64, f64, f64, bool)| p.2) as fn(&_) -> f64),
+            ("p50", 1, |p| p.1),
+        ] {
+            chart
+                .draw_series(LineSeries::new(
+                    s.points.iter().map(|p| (p.0, pick(p).max(0.001))),
+                    color.stroke_width(width),
+                ))
+                .map_err(draw_err)?
+                .label(format!("{prefix}{what}"))
+                .legend(move |(x, y)| {
+                    PathElement::new([(x, y), (x + 18, y)], color.stroke_width(width))
+                });
+            chart
+                .draw_series(
+                    s.points
+                        .iter()
+                        .filter(|p| p.3)
+                        .map(|p| Circle::new((p.0, pick(p).max(0.001)), 3, color.filled())),
+                )
+                .map_err(draw_err)?;
+        }
     }
-    let ns: Vec<(f64, f64)> = p50
-        .iter()
-        .chain(&p99)
-        .filter(|p| !p.2)
-        .map(|&(x, y, _)| (x, y))
+    let ns: Vec<(f64, f64)> = all()
+        .filter(|p| !p.3)
+        .flat_map(|p| [(p.0, p.1.max(0.001)), (p.0, p.2.max(0.001))])
         .collect();
     if !ns.is_empty() {
         chart
