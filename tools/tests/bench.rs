@@ -110,7 +110,7 @@ fn open_loop_holds_the_requested_rate_against_a_quiet_server() {
         "--rate",
         "5000",
         "--duration",
-        "3",
+        "5",
         "--connections",
         "8",
         "--json",
@@ -118,6 +118,8 @@ fn open_loop_holds_the_requested_rate_against_a_quiet_server() {
         "--quiet",
     ];
     let r = run_json(&args, &json);
+    // 5 s, not less: the achieved rate divides by the time until the last reply, and a latency
+    // tail at the end of a short run on a loaded machine would weigh more.
     let achieved = num(&r, "achieved_rate");
     assert!(
         (achieved - 5000.0).abs() <= 0.03 * 5000.0,
