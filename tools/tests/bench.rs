@@ -234,6 +234,51 @@ fn closed_loop_after_preload_finds_every_key_without_errors() {
 }
 
 #[test]
+fn servers_split_the_keys_by_hash_slot_as_a_cluster_client_does() {
+    let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+    let Some(mut first) = redis(dirs[0].path()) else {
+        return;
+    };
+    let Some(mut second) = redis(dirs[1].path()) else {
+        return;
+    };
+    let json = dirs[0].path().join("run.json");
+    let servers = format!("127.0.0.1:{},127.0.0.1:{}", first.port, second.port);
+    let args = [
+        "run",
+        "--servers",
+        &servers,
+        "--preload",
+        "--keys",
+        "4000",
+        "--ratio",
+        "0:1",
+        "--connections",
+        "5",
+        "--duration",
+        "1",
+        "--json",
+        json.to_str().unwrap(),
+        "--quiet",
+    ];
+    let r = run_json(&args, &json);
+    let (a, b) = (first.int(&[b"DBSIZE"]), second.int(&[b"DBSIZE"]));
+    assert_eq!(a + b, 4000, "{a} + {b}");
+    assert!(
+        (1600..=2400).contains(&a),
+        "{a} of 4000 keys on the first server"
+    );
+    // Every GET went to the server holding its key.
+    assert_eq!(num(&r, "misses"), 0.0, "{r}");
+    assert_eq!(num(&r, "errors"), 0.0, "{r}");
+    assert!(num(&r, "gets") > 100.0, "{r}");
+    assert_eq!(r["server"], servers.as_str());
+    // "foo" is slot 12182: the second half of the slots.
+    second.ok(&[b"SET", b"foo", b"x"]);
+    assert_eq!(first.get(b"foo"), None);
+}
+
+#[test]
 fn memcached_text_and_binary_runs_get_no_errors() {
     let Some(server) = Memcached::start(&[]) else {
         return;
@@ -417,6 +462,15 @@ fn bad_flags_are_usage_errors_that_say_what_is_wrong() {
         (
             &["run", "--pipeline", "10", "--max-outstanding", "5"],
             "--max-outstanding",
+        ),
+        (
+            &["run", "--servers", "a:1,b:2", "--port", "1"],
+            "cannot be used with",
+        ),
+        (&["run", "--servers", "localhost"], "expected HOST:PORT"),
+        (
+            &["run", "--servers", "a:1,b:2,c:3", "--connections", "2"],
+            "each server needs a connection",
         ),
         (&["sweep"], "--rates"),
         (&["sweep", "--rates", "1000,x"], "requests per second"),

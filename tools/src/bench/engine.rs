@@ -162,9 +162,10 @@ struct Live {
     abort: AtomicBool,
 }
 
-/// Connects to `addr` once for every generator and runs `plan` over the connections.
+/// Connects once for every generator (connection `i` to `addrs[i % addrs.len()]`) and runs
+/// `plan` over the connections.
 pub fn run(
-    addr: SocketAddr,
+    addrs: &[SocketAddr],
     plan: &Plan,
     generators: Vec<Generator>,
     progress: Progress,
@@ -172,7 +173,10 @@ pub fn run(
 ) -> Result<Totals, String> {
     let mut conns = Vec::with_capacity(generators.len());
     for (index, gen) in generators.into_iter().enumerate() {
-        conns.push(Conn::open(addr, index, gen, plan)?);
+        let addr = addrs
+            .get(index % addrs.len().max(1))
+            .ok_or("no server address")?;
+        conns.push(Conn::open(*addr, index, gen, plan)?);
     }
     let threads = plan.threads.clamp(1, conns.len().max(1));
     let mut per_thread: Vec<Vec<Conn>> = (0..threads).map(|_| Vec::new()).collect();

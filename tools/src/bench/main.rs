@@ -107,6 +107,16 @@ struct Target {
     port: Option<u16>,
 }
 
+/// Several servers sharing the key space (`run` and `sweep`).
+#[derive(Args, Debug, Clone)]
+struct Servers {
+    /// HOST:PORT,HOST:PORT,...: split the keys over these servers by hash slot, as a cluster
+    /// client does (CRC16 of the key mod 16384, slots dealt out in equal ranges); connection i
+    /// talks to server i mod N. Replaces --host and --port.
+    #[arg(long, value_delimiter = ',', conflicts_with_all = ["host", "port"])]
+    servers: Vec<String>,
+}
+
 impl Target {
     fn resolve(&self, protocol: Protocol) -> Result<SocketAddr, String> {
         let port = self.port.unwrap_or(match protocol {
@@ -181,6 +191,8 @@ struct RunArgs {
     #[command(flatten)]
     target: Target,
     #[command(flatten)]
+    servers: Servers,
+    #[command(flatten)]
     load: Load,
     /// Requests per second over all connections (open loop); without it, closed loop.
     #[arg(long, short = 'r', value_parser = positive_rate)]
@@ -194,6 +206,8 @@ struct RunArgs {
 struct SweepArgs {
     #[command(flatten)]
     target: Target,
+    #[command(flatten)]
+    servers: Servers,
     #[command(flatten)]
     load: Load,
     /// Requests per second of each level, comma-separated (e.g. 10000,30000,50000).
@@ -268,14 +282,15 @@ pub(crate) use report;
 
 /// The setup of a `run` or `sweep`: checked flags, the server's address, the workload.
 struct Setup {
-    addr: SocketAddr,
+    /// The server, or the servers the keys are split over (`--servers`).
+    addrs: Vec<SocketAddr>,
     load: Load,
     work: Arc<Workload>,
     values: Arc<Vec<u8>>,
 }
 
 impl Setup {
-    fn new(target: &Target, load: &Load) -> Result<Setup, Failure> {
+    fn new(target: &Target, servers: &Servers, load: &Load) -> Result<Setup, Failure> {
         if load.threads > load.connections {
             return Err(Failure::Usage(format!(
                 "--threads {} is more than --connections {}: each thread needs a connection",
@@ -288,7 +303,23 @@ impl Setup {
                 load.pipeline, load.max_outstanding
             )));
         }
-        let addr = target.resolve(load.protocol)?;
+        if servers.servers.len() > load.connections as usize {
+            return Err(Failure::Usage(format!(
+                "--connections {} is less than the {} --servers: each server needs a connection",
+                load.connections,
+                servers.servers.len()
+            )));
+        }
+        let addrs = if servers.servers.is_empty() {
+            vec![target.resolve(load.protocol)?]
+        } else {
+            servers
+                .servers
+                .iter()
+                .map(|s| resolve_server(s))
+                .collect::<Result<Vec<_>, _>>()?
+        };
+
         let work = Arc::new(Workload {
             protocol: load.protocol,
             ratio: load.ratio,
@@ -299,14 +330,21 @@ impl Setup {
             value_size: load.value_size,
             expiry: load.expiry,
             seed: load.seed,
+            shards: addrs.len() as u32,
         });
         let values = workload::value_block(&work);
         Ok(Setup {
-            addr,
+            addrs,
             load: load.clone(),
             work,
             values,
         })
+    }
+
+    /// The server's address, or the servers' joined by commas.
+    fn server(&self) -> String {
+        let all: Vec<String> = self.addrs.iter().map(|a| a.to_string()).collect();
+        all.join(",")
     }
 
     /// One line saying what is about to run.
@@ -320,7 +358,7 @@ impl Setup {
             "{} at {}, {mode} for {} s: {} connections on {} thread(s), pipeline {}, \
              SET:GET {}, {} keys {}, values {} B{}",
             l.protocol.name(),
-            self.addr,
+            self.server(),
             l.duration,
             l.connections,
             l.threads,
@@ -336,7 +374,7 @@ impl Setup {
 
     /// SETs every key once, pipelined over the run's connections.
     fn preload(&self, clock: Clock) -> Result<(), Failure> {
-        let conns = self.load.connections.min(64) as usize;
+        let conns = (self.load.connections.min(64) as usize).max(self.addrs.len());
         let plan = Plan {
             protocol: self.load.protocol,
             connections: conns,
@@ -357,7 +395,7 @@ impl Setup {
                 total: self.load.keys,
             }
         };
-        let totals = engine::run(self.addr, &plan, gens, progress, clock)?;
+        let totals = engine::run(&self.addrs, &plan, gens, progress, clock)?;
         eprintln!(
             "preloaded {} keys in {:.2} s ({:.0}/s), {} errors",
             totals.sets,
@@ -395,7 +433,7 @@ impl Setup {
         } else {
             Progress::PerSecond
         };
-        let totals = engine::run(self.addr, &plan, gens, progress, clock)?;
+        let totals = engine::run(&self.addrs, &plan, gens, progress, clock)?;
         Ok(RunReport::new(&totals, rate))
     }
 }
@@ -427,7 +465,7 @@ impl Setup {
             tool: "strata-bench",
             version: env!("CARGO_PKG_VERSION"),
             command,
-            server: self.addr.to_string(),
+            server: self.server(),
             protocol: l.protocol,
             connections: l.connections,
             threads: l.threads,
@@ -444,7 +482,7 @@ impl Setup {
 }
 
 fn run(args: RunArgs) -> Result<(), Failure> {
-    let setup = Setup::new(&args.target, &args.load)?;
+    let setup = Setup::new(&args.target, &args.servers, &args.load)?;
     let clock = Clock::new();
     if args.load.preload {
         setup.preload(clock)?;
@@ -478,4 +516,17 @@ fn chart(args: ChartArgs) -> Result<(), Failure> {
     sweep::draw(&args.svg, &series, &args.title)?;
     report!("chart: {}", args.svg.display());
     Ok(())
+}
+
+/// HOST:PORT of one of `--servers`.
+fn resolve_server(s: &str) -> Result<SocketAddr, Failure> {
+    let (host, port) = s
+        .rsplit_once(':')
+        .and_then(|(h, p)| Some((h, p.parse::<u16>().ok()?)))
+        .ok_or_else(|| Failure::Usage(format!("--servers: expected HOST:PORT, not {s:?}")))?;
+    (host, port)
+        .to_socket_addrs()
+        .map_err(|e| Failure::Run(format!("cannot resolve {host}: {e}")))?
+        .next()
+        .ok_or_else(|| Failure::Run(format!("{host} has no address")))
 }

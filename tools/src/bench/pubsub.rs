@@ -143,6 +143,7 @@ pub fn pubsub(args: PubsubArgs) -> Result<(), Failure> {
         value_size: Range { min: 0, max: 0 },
         expiry: None,
         seed: 1,
+        shards: 1,
     });
     let plan = Plan {
         protocol: Protocol::Resp,
@@ -161,7 +162,7 @@ pub fn pubsub(args: PubsubArgs) -> Result<(), Failure> {
     } else {
         Progress::PerSecond
     };
-    let published = engine::run(addr, &plan, gens, progress, clock);
+    let published = engine::run(&[addr], &plan, gens, progress, clock);
 
     // Wait for the deliveries (or the grace time), then stop the subscribers.
     let expected = published.as_ref().map_or(0, |t| {

@@ -27,7 +27,7 @@ impl Level {
 }
 
 pub fn sweep(args: SweepArgs) -> Result<(), Failure> {
-    let setup = Setup::new(&args.target, &args.load)?;
+    let setup = Setup::new(&args.target, &args.servers, &args.load)?;
     let clock = crate::engine::Clock::new();
     if args.load.preload {
         setup.preload(clock)?;

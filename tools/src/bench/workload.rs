@@ -146,6 +146,20 @@ pub struct Workload {
     /// Seconds to live for SETs; None: no expiry.
     pub expiry: Option<Range>,
     pub seed: u64,
+    /// Servers the key space is split over by hash slot, as a cluster client splits it (1: no
+    /// split). Connection `i` talks to server `i % shards` and only asks for its keys.
+    pub shards: u32,
+}
+
+/// Redis Cluster's slot count; a key's slot is CRC16 (XMODEM) of its name, mod this.
+const SLOTS: u32 = 16384;
+
+/// The server of `shards` that holds `key` when the slots are dealt out in equal contiguous
+/// ranges (what `redis-cli --cluster create` does).
+pub fn shard_of(key: &[u8], shards: u32) -> u32 {
+    const CRC16: crc::Crc<u16> = crc::Crc::<u16>::new(&crc::CRC_16_XMODEM);
+    let slot = u32::from(CRC16.checksum(key)) % SLOTS;
+    slot * shards / SLOTS
 }
 
 /// What a generator produces.
@@ -175,6 +189,8 @@ pub struct Generator {
     message: Vec<u8>,
     /// Value bytes: every value is a prefix of this block.
     values: Arc<Vec<u8>>,
+    /// The server this connection talks to, of `work.shards`.
+    shard: u32,
 }
 
 impl Generator {
@@ -188,13 +204,18 @@ impl Generator {
         Generator::new(work, values, Mode::Mix, conn, start, zipf)
     }
 
-    /// Connection `conn` of `conns` sets its share of the keys once each.
+    /// Connection `conn` of `conns` sets its share of the keys once each: with shards, its share
+    /// of the keys among its server's connections, skipping the keys other servers hold.
     pub fn preload(work: &Arc<Workload>, values: &Arc<Vec<u8>>, conn: usize, conns: usize) -> Self {
-        let share = |c: usize| work.keys * c as u64 / conns.max(1) as u64;
+        let shards = work.shards.max(1) as usize;
+        let shard = conn % shards;
+        // This connection's rank among its server's connections, and their number.
+        let (rank, peers) = (conn / shards, (conns + shards - 1 - shard) / shards);
+        let share = |c: usize| work.keys * c as u64 / peers.max(1) as u64;
         let mode = Mode::Preload {
-            end: share(conn + 1),
+            end: share(rank + 1),
         };
-        Generator::new(work, values, mode, conn, share(conn), None)
+        Generator::new(work, values, mode, conn, share(rank), None)
     }
 
     /// PUBLISH messages of `size` bytes to channels `<prefix>0 ..`.
@@ -212,6 +233,7 @@ impl Generator {
         zipf: Option<Zipf<f64>>,
     ) -> Self {
         Generator {
+            shard: (conn % work.shards.max(1) as usize) as u32,
             work: Arc::clone(work),
             mode,
             rng: SmallRng::seed_from_u64(work.seed ^ (conn as u64).wrapping_mul(0x9e37_79b9)),
@@ -229,15 +251,17 @@ impl Generator {
     pub fn next(&mut self, sched_ns: u64, out: &mut Vec<u8>) -> Option<Op> {
         let protocol = self.work.protocol;
         match self.mode {
-            Mode::Preload { end } => {
+            Mode::Preload { end } => loop {
                 if self.next >= end {
                     return None;
                 }
                 let key = self.next;
                 self.next += 1;
-                self.set(protocol, key, out);
-                Some(Op::Set)
-            }
+                if self.owns(key) {
+                    self.set(protocol, key, out);
+                    return Some(Op::Set);
+                }
+            },
             Mode::Mix => {
                 let ratio = self.work.ratio;
                 let is_set = self.count % u64::from(ratio.set + ratio.get) < u64::from(ratio.set);
@@ -267,7 +291,29 @@ impl Generator {
         }
     }
 
+    /// A key this connection's server holds (any key, without shards). Drawing again until
+    /// one comes takes `shards` draws on average.
     fn draw_key(&mut self) -> u64 {
+        for _ in 0..1_000_000 {
+            let key = self.draw_any_key();
+            if self.owns(key) {
+                return key;
+            }
+        }
+        // A key space so small that this server holds none of it: send the last draw anyway
+        // (the server's error reply, if any, is then counted).
+        self.draw_any_key()
+    }
+
+    fn owns(&mut self, key: u64) -> bool {
+        if self.work.shards <= 1 {
+            return true;
+        }
+        self.format_key(key);
+        shard_of(&self.key, self.work.shards) == self.shard
+    }
+
+    fn draw_any_key(&mut self) -> u64 {
         let keys = self.work.keys.max(1);
         match self.work.key_dist {
             KeyDist::Uniform => self.rng.gen_range(0..keys),
@@ -348,6 +394,7 @@ mod tests {
             value_size: Range { min: 4, max: 8 },
             expiry: None,
             seed: 7,
+            shards: 1,
         })
     }
 
@@ -402,6 +449,39 @@ mod tests {
                 assert!(g.draw_key() < 100);
             }
         }
+    }
+
+    #[test]
+    fn slots_are_redis_clusters() {
+        // CLUSTER KEYSLOT foo is 12182, bar is 5061.
+        assert_eq!(shard_of(b"foo", SLOTS), 12182);
+        assert_eq!(shard_of(b"bar", SLOTS), 5061);
+        assert_eq!(shard_of(b"foo", 2), 1);
+        assert_eq!(shard_of(b"bar", 2), 0);
+    }
+
+    #[test]
+    fn with_shards_each_connection_asks_only_its_server_and_preload_covers_all() {
+        let mut w = (*work(KeyDist::Uniform, Ratio { set: 1, get: 1 })).clone();
+        w.shards = 3;
+        let w = Arc::new(w);
+        let values = value_block(&w);
+        let conns = 7;
+        let mut set = std::collections::BTreeSet::new();
+        for conn in 0..conns {
+            let mut g = Generator::preload(&w, &values, conn, conns);
+            let mut out = Vec::new();
+            while g.next(0, &mut out).is_some() {
+                assert_eq!(shard_of(&g.key, 3), (conn % 3) as u32);
+                assert!(set.insert(g.key.clone()), "set twice");
+            }
+            let mut g = Generator::mix(&w, &values, conn, conns);
+            for _ in 0..100 {
+                g.next(0, &mut out);
+                assert_eq!(shard_of(&g.key, 3), (conn % 3) as u32);
+            }
+        }
+        assert_eq!(set.len(), 100);
     }
 
     #[test]
