@@ -306,7 +306,9 @@ for item in (
     "lands with another issue).",
     "memtier_benchmark's closed-loop figures, where it is installed (the cross-check table "
     "fills in when it is).",
-    "The multi-core section (`--cores N`: Strata on N cores against N redis-server processes).",
+    "The multi-core section: `benches/report_cores.sh --cores N` (Strata on N cores against N "
+    "redis-server processes, keys split by hash slot) writes "
+    "[benchmarks-cores.md](benchmarks-cores.md) where the machine has more than N CPUs.",
 ):
     w(f"- {item}")
 w("")
