@@ -193,6 +193,50 @@ fn a_paused_server_shows_as_latency_in_an_open_loop_run() {
 }
 
 #[test]
+fn ctrl_c_ends_the_run_early_and_it_still_reports() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(server) = redis(dir.path()) else {
+        return;
+    };
+    let json = dir.path().join("run.json");
+    let port = server.port.to_string();
+    let args = [
+        "run",
+        "--port",
+        &port,
+        "--rate",
+        "1000",
+        "--duration",
+        "30",
+        "--connections",
+        "2",
+        "--json",
+        json.to_str().unwrap(),
+        "--quiet",
+    ];
+    let child = bench(&args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn strata-bench");
+    std::thread::sleep(Duration::from_millis(1500));
+    signal("-INT", child.id());
+    let out = finish(child, &args);
+    assert_ok(&out, &args);
+    let r = read_json(&json);
+    assert_eq!(r["interrupted"], Value::Bool(true), "{r}");
+    let seconds = num(&r, "seconds");
+    assert!((1.0..10.0).contains(&seconds), "{r}");
+    assert!(num(&r, "requests") >= 900.0, "{r}");
+    assert_eq!(num(&r, "unanswered"), 0.0, "{r}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("interrupted: the figures cover the first"),
+        "{stdout}"
+    );
+}
+
+#[test]
 fn closed_loop_after_preload_finds_every_key_without_errors() {
     let dir = tempfile::tempdir().unwrap();
     let Some(mut server) = redis(dir.path()) else {

@@ -33,7 +33,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::num::NonZeroU64;
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 /// A wait shorter than this is spun (epoll with a zero timeout) rather than slept: arming a
@@ -141,6 +141,8 @@ pub struct Totals {
     pub elapsed: Duration,
     /// CPU time this process (the load generator) used during the run, user and system.
     pub client_cpu: Duration,
+    /// Ctrl-C ended the run before its time.
+    pub interrupted: bool,
 }
 
 impl Totals {
@@ -160,6 +162,28 @@ struct Live {
     max_ns: AtomicU64,
     /// Set when a worker failed: the others stop.
     abort: AtomicBool,
+    /// When the window was cut short by Ctrl-C (0: it was not).
+    interrupted_ns: AtomicU64,
+}
+
+/// Set by SIGINT once [`stop_on_interrupt`] has run.
+static INTERRUPT: OnceLock<Arc<AtomicBool>> = OnceLock::new();
+
+/// Makes the first Ctrl-C end the current run's window at once (it drains and reports what it
+/// measured; a sweep stops after that level) and a second one end the process.
+pub fn stop_on_interrupt() -> Result<(), String> {
+    use signal_hook::consts::SIGINT;
+    let flag = INTERRUPT.get_or_init(|| Arc::new(AtomicBool::new(false)));
+    // The shutdown check runs before the flag is set, so only a second SIGINT finds it set.
+    signal_hook::flag::register_conditional_shutdown(SIGINT, 130, Arc::clone(flag))
+        .and_then(|_| signal_hook::flag::register(SIGINT, Arc::clone(flag)))
+        .map(|_| ())
+        .map_err(|e| format!("cannot handle SIGINT: {e}"))
+}
+
+/// True once Ctrl-C was pressed.
+pub fn interrupted() -> bool {
+    INTERRUPT.get().is_some_and(|f| f.load(Ordering::Relaxed))
 }
 
 /// Connects once for every generator (connection `i` to `addrs[i % addrs.len()]`) and runs
@@ -227,6 +251,7 @@ pub fn run(
         unanswered: 0,
         elapsed: Duration::ZERO,
         client_cpu: Duration::ZERO,
+        interrupted: false,
     };
     let mut first_error = None;
     let mut last_reply_ns = 0;
@@ -256,7 +281,13 @@ pub fn run(
     if let Some(e) = first_error {
         return Err(e);
     }
-    let window_end = if end_ns == u64::MAX { 0 } else { end_ns };
+    let stopped_ns = live.interrupted_ns.load(Ordering::Relaxed);
+    totals.interrupted = stopped_ns != 0;
+    let window_end = match stopped_ns {
+        0 if end_ns == u64::MAX => 0,
+        0 => end_ns,
+        stopped => stopped,
+    };
     totals.elapsed = Duration::from_nanos(window_end.max(last_reply_ns).saturating_sub(start_ns));
     totals.client_cpu = process_cpu().saturating_sub(cpu_before);
     Ok(totals)
@@ -393,7 +424,7 @@ impl Worker {
         }
         let mut events: Vec<epoll::Event> = Vec::with_capacity(self.conns.len() + 1);
         let mut armed: Option<u64> = None;
-        let drain_deadline = self.end_ns.saturating_add(DRAIN.as_nanos() as u64);
+        let mut drain_deadline = self.end_ns.saturating_add(DRAIN.as_nanos() as u64);
         let open = self.plan.rate.is_some();
         let now = self.clock.now_ns();
         if now < self.start_ns {
@@ -405,6 +436,17 @@ impl Worker {
                 return Ok(());
             }
             let now = self.clock.now_ns();
+            if now < self.end_ns && interrupted() {
+                // Ctrl-C: the window ends now; what was sent is still answered and counted.
+                self.end_ns = now;
+                drain_deadline = now.saturating_add(DRAIN.as_nanos() as u64);
+                let _ = self.live.interrupted_ns.compare_exchange(
+                    0,
+                    now,
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                );
+            }
             let issuing = now < self.end_ns;
             if issuing {
                 let mut sent = 0;

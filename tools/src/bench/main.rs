@@ -241,6 +241,9 @@ pub(crate) fn positive_rate(s: &str) -> Result<f64, String> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Err(e) = engine::stop_on_interrupt() {
+        eprintln!("strata-bench: {e}");
+    }
     let result = match cli.command {
         Command::Run(args) => run(args),
         Command::Sweep(args) => sweep::sweep(args),
@@ -396,6 +399,12 @@ impl Setup {
             }
         };
         let totals = engine::run(&self.addrs, &plan, gens, progress, clock)?;
+        if totals.interrupted {
+            return Err(Failure::Run(format!(
+                "interrupted during the preload, after {} keys",
+                totals.sets
+            )));
+        }
         eprintln!(
             "preloaded {} keys in {:.2} s ({:.0}/s), {} errors",
             totals.sets,

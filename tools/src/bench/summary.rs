@@ -51,6 +51,8 @@ pub struct RunReport {
     /// Open loop: achieved at least 97% of the requested rate.
     pub sustained: Option<bool>,
     pub seconds: f64,
+    /// Ctrl-C ended the run early: the figures cover `seconds`, not the requested duration.
+    pub interrupted: bool,
     pub requests: u64,
     pub gets: u64,
     pub sets: u64,
@@ -84,6 +86,7 @@ impl RunReport {
             achieved_rate: achieved,
             sustained: requested_rate.map(|r| achieved >= SUSTAINED_SHARE * r),
             seconds: totals.elapsed.as_secs_f64(),
+            interrupted: totals.interrupted,
             requests: totals.completed,
             gets: totals.gets,
             sets: totals.sets,
@@ -102,6 +105,13 @@ impl RunReport {
 
     /// The summary lines after the setup line.
     pub fn print(&self, out: &mut impl Write) -> std::io::Result<()> {
+        if self.interrupted {
+            writeln!(
+                out,
+                "interrupted: the figures cover the first {:.2} s",
+                self.seconds
+            )?;
+        }
         match self.requested_rate {
             Some(asked) => writeln!(
                 out,

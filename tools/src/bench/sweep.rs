@@ -50,6 +50,13 @@ pub fn sweep(args: SweepArgs) -> Result<(), Failure> {
             );
         }
         levels.push(Level { rate, report });
+        if crate::engine::interrupted() {
+            eprintln!(
+                "interrupted: the sweep stops after {} level(s)",
+                levels.len()
+            );
+            break;
+        }
     }
     report!("{}", header());
     for level in &levels {
