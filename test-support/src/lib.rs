@@ -9,17 +9,20 @@
 //!   path is a parameter: only the strata package's own tests know it.
 //! - [`redis_server`]: [`RedisServer`], and [`redis_server_binary`], the one place that decides
 //!   what a cross-check does when redis-server is not installed (`STRATA_REQUIRE_REDIS=1`: fail).
+//! - [`memcached`]: [`Memcached`], a real memcached, found by the same rule as redis-server.
 //! - [`memory`]: a process's resident memory, read from `/proc`.
 //!
 //! It depends on no Strata crate, so any of them can take it as a dev-dependency. Everything
 //! here panics on failure (it serves tests), except the fallible calls the load generators use.
 
+pub mod memcached;
 pub mod memory;
 pub mod raw;
 pub mod redis_server;
 pub mod resp;
 pub mod server;
 
+pub use memcached::{memcached_binary, Memcached};
 pub use memory::{assert_peak_rss_within, peak_rss, proc_status_kb, rss_sampler, RssSampler};
 pub use raw::{rt, Raw, Reply};
 pub use redis_server::{redis_server_binary, RedisLookup, RedisServer, REQUIRE_REDIS};

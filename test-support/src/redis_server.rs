@@ -36,16 +36,7 @@ impl RedisLookup {
     /// else `redis-server` in each directory of `PATH`; required when `STRATA_REQUIRE_REDIS`
     /// is `1`.
     pub fn from_vars(var: impl Fn(&str) -> Option<OsString>) -> RedisLookup {
-        let candidates = match var("REDIS_SERVER") {
-            Some(path) => vec![PathBuf::from(path)],
-            None => var("PATH")
-                .map(|path| {
-                    std::env::split_paths(&path)
-                        .map(|dir| dir.join("redis-server"))
-                        .collect()
-                })
-                .unwrap_or_default(),
-        };
+        let candidates = program_candidates(&var, "REDIS_SERVER", "redis-server");
         RedisLookup {
             candidates,
             required: var(REQUIRE_REDIS).is_some_and(|v| v == "1"),
@@ -55,29 +46,66 @@ impl RedisLookup {
     /// The redis-server to cross-check against. When there is none: panics if it is required,
     /// else prints a NOTE naming the test whose cross-check is skipped and returns None.
     pub fn find(&self) -> Option<PathBuf> {
-        if let Some(found) = self.candidates.iter().find(|p| p.is_file()) {
-            return Some(found.clone());
-        }
-        let tried = self
-            .candidates
-            .iter()
-            .map(|p| p.display().to_string())
-            .collect::<Vec<_>>()
-            .join(", ");
-        assert!(
-            !self.required,
-            "redis-server is required ({REQUIRE_REDIS}=1) but was not found (tried: [{tried}]); \
-             install it (apt-get install redis-server) or point REDIS_SERVER at it"
-        );
-        let test = std::thread::current()
-            .name()
-            .unwrap_or("this test")
-            .to_string();
-        eprintln!(
-            "NOTE: redis-server not found (tried: [{tried}]); skipped the redis-server \
-             cross-check of {test} (set {REQUIRE_REDIS}=1 to make this a failure)"
-        );
-        None
+        find_program(
+            "redis-server",
+            "redis-server",
+            "REDIS_SERVER",
+            &self.candidates,
+            self.required,
+        )
+    }
+}
+
+/// The rule for every outside server a test cross-checks against (redis-server, memcached):
+/// the first of `candidates` that is a file; when there is none, a panic if `required`, else a
+/// NOTE naming the test whose cross-check is skipped, and None.
+pub(crate) fn find_program(
+    program: &str,
+    package: &str,
+    path_var: &str,
+    candidates: &[PathBuf],
+    required: bool,
+) -> Option<PathBuf> {
+    if let Some(found) = candidates.iter().find(|p| p.is_file()) {
+        return Some(found.clone());
+    }
+    let tried = candidates
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
+    assert!(
+        !required,
+        "{program} is required ({REQUIRE_REDIS}=1) but was not found (tried: [{tried}]); \
+         install it (apt-get install {package}) or point {path_var} at it"
+    );
+    let test = std::thread::current()
+        .name()
+        .unwrap_or("this test")
+        .to_string();
+    eprintln!(
+        "NOTE: {program} not found (tried: [{tried}]); skipped the {program} \
+         cross-check of {test} (set {REQUIRE_REDIS}=1 to make this a failure)"
+    );
+    None
+}
+
+/// Where to look for a program: the path in `path_var` if it is set, else `name` in each
+/// directory of `PATH` (both read through `var`).
+pub(crate) fn program_candidates(
+    var: impl Fn(&str) -> Option<OsString>,
+    path_var: &str,
+    name: &str,
+) -> Vec<PathBuf> {
+    match var(path_var) {
+        Some(path) => vec![PathBuf::from(path)],
+        None => var("PATH")
+            .map(|path| {
+                std::env::split_paths(&path)
+                    .map(|dir| dir.join(name))
+                    .collect()
+            })
+            .unwrap_or_default(),
     }
 }
 
@@ -162,6 +190,11 @@ impl RedisServer {
 
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// The process id (to pause the server with SIGSTOP, say).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// Sends a command and returns its reply; panics (with redis-server's log) when the

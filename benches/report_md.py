@@ -1,0 +1,342 @@
+#!/usr/bin/env python3
+"""Writes docs/benchmarks.md from the measurements benches/report.sh collected.
+
+report.sh runs the servers and strata-bench and leaves one JSON per measurement (strata-bench's
+own report plus the server's CPU time and the command line) in $REPORT_RESULTS, and the
+redis-benchmark / memtier figures beside them. This script only formats: every figure in the
+report comes from a file of this run, and a row without one says "not measured".
+
+Never: writes a figure that no file of this run holds; drops the history of earlier runs.
+"""
+
+import glob
+import json
+import os
+import re
+
+env = os.environ
+RESULTS = env["REPORT_RESULTS"]
+OUT = env["REPORT_OUT"]
+CHARTS = env["REPORT_CHARTS"]
+HISTORY_START = "<!-- history:start -->"
+HISTORY_END = "<!-- history:end -->"
+HISTORY_KEEP = 12
+
+
+def load(name):
+    path = os.path.join(RESULTS, name + ".json")
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
+def side(name, ext):
+    """(ops/s, command) of a redis-benchmark or memtier figure, or None."""
+    path = os.path.join(RESULTS, f"{name}.{ext}")
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        rps, command = f.read().rstrip("\n").split("\t", 1)
+    return float(rps), command
+
+
+def ops(r):
+    return f"{r['achieved_rate']:,.0f}" if r else "not measured"
+
+
+def cpu_per_op_us(r):
+    if not r or not r["requests"]:
+        return None
+    return r["server_cpu_s"] * 1e6 / r["requests"]
+
+
+def fmt(x, digits=3):
+    return "-" if x is None else f"{x:.{digits}f}"
+
+
+def ratio(a, b, digits=2):
+    if a is None or b is None or b == 0:
+        return "-"
+    return f"{a / b:.{digits}f}x"
+
+
+def lat(r, key):
+    p = (r or {}).get("latency_ms") or {}
+    return fmt(p.get(key))
+
+
+def code(command):
+    return "`" + command.replace("|", "\\|") + "`"
+
+
+lines = []
+w = lines.append
+
+w("# Benchmarks")
+w("")
+w("Written by `benches/report.sh` (one command; rerun it to regenerate this page, never edit "
+  "the figures by hand). Load from [strata-bench](../tools/README.md#strata-bench), "
+  "cross-checked with redis-benchmark.")
+w("")
+w(f"- **Date:** {env['REPORT_DATE']}; Strata commit `{env['REPORT_COMMIT']}`, "
+  f"redis-server {env['REPORT_REDIS']}, memcached {env.get('REPORT_MEMCACHED') or 'not installed'}.")
+w(f"- **Machine:** {env['REPORT_CORES']} cores ({env['REPORT_CPU']}), {env['REPORT_MEM']}, "
+  f"kernel {env['REPORT_KERNEL']}, disk {env['REPORT_DISK']}; load average "
+  f"{env['REPORT_LOADAVG']} when the run began.")
+if env.get("REPORT_PIN") == "1":
+    w(f"- **Placement:** each server alone on CPU {env['REPORT_SERVER_CPU']} (taskset), the load "
+      f"on CPU {env['REPORT_CLIENT_CPU']}. Strata `--proactor_threads 1`; redis-server "
+      "`--save \"\" --appendonly no`; memcached `-t 1`.")
+else:
+    w("- **Placement:** not pinned (fewer than 2 CPUs or no taskset): server and load share "
+      "the CPUs, so these figures are rough.")
+w(f"- **Settings:** `{env['REPORT_SETTINGS']}`.")
+w("")
+
+# --- row 1 -------------------------------------------------------------------------------
+w("## GET/SET throughput, pipeline 1 and 30")
+w("")
+pre = load("preload-strata") or load("preload-redis") or {}
+w(f"Closed loop, {pre.get('connections', '?')} connections, {pre.get('value_size', '?')} B values, "
+  f"{pre.get('keys', '?'):,} keys set beforehand (`--preload`), keys drawn uniformly. "
+  "CPU per op is the server's CPU time (utime + stime) over the run divided by the requests "
+  "answered: on a 2-core machine the client often saturates first, and CPU per op is the "
+  "fairer measure of the server.")
+w("")
+w("| test | pipeline | Strata ops/s | redis-server ops/s | Strata / redis | Strata µs CPU/op "
+  "| redis µs CPU/op | redis / Strata CPU per op | Strata p99 ms | redis p99 ms |")
+w("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+commands = []
+history = {}
+for test in ("get", "set"):
+    for pipe in (1, 30):
+        s = load(f"{test}-p{pipe}-strata")
+        r = load(f"{test}-p{pipe}-redis")
+        sc, rc = cpu_per_op_us(s), cpu_per_op_us(r)
+        w(f"| {test.upper()} | {pipe} | {ops(s)} | {ops(r)} | "
+          f"{ratio(s and s['achieved_rate'], r and r['achieved_rate'])} | {fmt(sc)} | {fmt(rc)} | "
+          f"{ratio(rc, sc)} | {lat(s, 'p99')} | {lat(r, 'p99')} |")
+        history[f"{test.upper()} P{pipe}"] = ratio(s and s["achieved_rate"], r and r["achieved_rate"])
+        for x in (s, r):
+            if x:
+                commands.append(x["command_line"])
+w("")
+w("Commands (each against each server in turn):")
+w("")
+for c in dict.fromkeys(re.sub(r"--pipeline \d+", "--pipeline P", c) for c in commands):
+    w(f"- {code(c)}")
+w("")
+
+# Cross-checks: where redis-benchmark or memtier disagree with strata-bench by over 10%.
+w("### strata-bench against redis-benchmark and memtier_benchmark")
+w("")
+w("The same load (connections, pipeline, value size, key space, key names) from the other "
+  "tools, against the same server. A difference over 10% is marked **bold**: one of the tools "
+  "is then measuring itself rather than the server (on 2 cores, typically the client's own "
+  "CPU).")
+w("")
+w("| server | test | pipeline | strata-bench ops/s | strata-bench client CPU | redis-benchmark ops/s | "
+  "difference | memtier ops/s | difference |")
+w("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+disagree = []
+side_commands = []
+for name, label in (("strata", "Strata"), ("redis", "redis-server")):
+    for test in ("get", "set"):
+        for pipe in (1, 30):
+            mine = load(f"{test}-p{pipe}-{name}")
+            cells = []
+            for ext, tool in (("rb", "redis-benchmark"), ("memtier", "memtier_benchmark")):
+                other = side(f"{test}-p{pipe}-{name}", ext)
+                if not other or not mine:
+                    cells += ["not run" if ext == "memtier" else "-", "-"]
+                    continue
+                side_commands.append(re.sub(r"-n \d+", "-n N", re.sub(r"-P \d+", "-P P", other[1])))
+                diff = (other[0] - mine["achieved_rate"]) / mine["achieved_rate"] * 100
+                text = f"{diff:+.1f}%"
+                if abs(diff) > 10:
+                    text = f"**{text}**"
+                    disagree.append(f"{tool} on {label} {test.upper()} P{pipe} ({diff:+.1f}%)")
+                cells += [f"{other[0]:,.0f}", text]
+            if mine:
+                w(f"| {label} | {test.upper()} | {pipe} | {ops(mine)} | "
+                  f"{mine['client_cpu_percent']:.0f}% | " + " | ".join(cells) + " |")
+w("")
+if disagree:
+    w("Over 10% apart: " + "; ".join(disagree) + ".")
+else:
+    w("No tool disagrees with strata-bench by more than 10%.")
+w("")
+for c in dict.fromkeys(side_commands):
+    w(f"- {code(c)} (`-n`: as many requests as strata-bench answered)")
+w("")
+
+# --- the seeds' shapes --------------------------------------------------------------------
+w("## The seeds' shapes, one core each")
+w("")
+w("The shapes of the published comparisons, scaled to one server core: the 1:1 SET:GET mix at "
+  "pipeline 75 with 100 B values over sequential keys, and SETs with an expiry range (SET EX), "
+  "closed loop, a fresh server each. Server CPU is the share of its one core it used.")
+w("")
+w("| shape | Strata ops/s | redis-server ops/s | Strata / redis | Strata server CPU "
+  "| redis server CPU | Strata µs CPU/op | redis µs CPU/op | redis / Strata CPU per op |")
+w("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+shape_commands = []
+
+
+def cpu_share(r):
+    if not r or not r["seconds"]:
+        return "-"
+    return f"{100 * r['server_cpu_s'] / r['seconds']:.0f}%"
+
+
+for key, label in (("mix-p75", "1:1 SET:GET, pipeline 75, 100 B, sequential keys"),
+                   ("setex-p30", "SET EX, pipeline 30")):
+    s_, r_ = load(f"{key}-strata"), load(f"{key}-redis")
+    sc, rc = cpu_per_op_us(s_), cpu_per_op_us(r_)
+    if s_ and key == "mix-p75":
+        label = label.replace("sequential keys", f"{s_['keys']:,} sequential keys")
+    if s_ and key == "setex-p30":
+        label = label.replace("SET EX", f"SET EX {s_['expiry']} s")
+    w(f"| {label} | {ops(s_)} | {ops(r_)} | "
+      f"{ratio(s_ and s_['achieved_rate'], r_ and r_['achieved_rate'])} | {cpu_share(s_)} | "
+      f"{cpu_share(r_)} | {fmt(sc)} | {fmt(rc)} | {ratio(rc, sc)} |")
+    for x in (s_, r_):
+        if x:
+            shape_commands.append(x["command_line"])
+w("")
+for c in dict.fromkeys(shape_commands):
+    w(f"- {code(c)}")
+w("")
+
+# --- row 2 -------------------------------------------------------------------------------
+w("## Fixed-rate sweep")
+w("")
+ss, rs = load("sweep-strata"), load("sweep-redis")
+any_sweep = ss or rs
+if any_sweep:
+    w(f"Open loop: requests leave on a timetable over {any_sweep['connections']} connections, "
+      f"{any_sweep['ratio']} SET:GET, {any_sweep['value_size']} B values over "
+      f"{any_sweep['keys']:,} preloaded keys, {any_sweep['duration']:g} s per level; latency counts "
+      "from each request's scheduled time, so a stall shows. **NS**: not sustained, the achieved "
+      "rate under 97% of the requested one. Client CPU is strata-bench's own (one thread): near "
+      "100%, the load generator and not the server may be the limit. Send lag is how late the "
+      "client wrote requests after their due time (it counts in the latencies): large, the "
+      "client, not the server, fell behind.")
+    w("")
+    w("| requested ops/s | Strata achieved | Strata p50 ms | Strata p99 ms | redis achieved "
+      "| redis p50 ms | redis p99 ms | client CPU (Strata / redis runs) "
+      "| client send lag p99 ms (Strata / redis runs) |")
+    w("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+
+    def by_rate(s):
+        return {lv["rate"]: lv for lv in (s or {}).get("levels", [])}
+
+    sl, rl = by_rate(ss), by_rate(rs)
+
+    def achieved(lv):
+        if not lv:
+            return "not measured"
+        ns = "" if lv.get("sustained", True) else " **NS**"
+        return f"{lv['achieved_rate']:,.0f}{ns}"
+
+    def best(levels):
+        ok = [rate for rate, lv in levels.items() if lv.get("sustained")]
+        return f"{max(ok):,.0f}" if ok else "none"
+
+    for rate in sorted(set(sl) | set(rl)):
+        a, b = sl.get(rate), rl.get(rate)
+        cpu = " / ".join(f"{lv['client_cpu_percent']:.0f}%" if lv else "-" for lv in (a, b))
+        lag = " / ".join(fmt(((lv or {}).get("send_lag_ms") or {}).get("p99")) for lv in (a, b))
+        w(f"| {rate:,.0f} | {achieved(a)} | {lat(a, 'p50')} | {lat(a, 'p99')} | {achieved(b)} "
+          f"| {lat(b, 'p50')} | {lat(b, 'p99')} | {cpu} | {lag} |")
+    w("")
+    w(f"Highest sustained level: Strata {best(sl)}/s, redis-server {best(rl)}/s.")
+    history["sweep best S/R"] = f"{best(sl)} / {best(rl)}"
+    w("")
+    rel = os.path.relpath(CHARTS, os.path.dirname(OUT))
+    if os.path.exists(os.path.join(CHARTS, "sweep.svg")):
+        w(f"![p50 and p99 latency against the requested rate, Strata and redis-server]({rel}/sweep.svg)")
+        w("")
+    w(f"- {code(any_sweep['command_line'])}, then `strata-bench chart --svg "
+      f"docs/benchmarks/sweep.svg Strata=STRATA.json redis-server=REDIS.json`")
+else:
+    w("Not measured in this run.")
+w("")
+
+# --- row 3 -------------------------------------------------------------------------------
+w("## memcached protocol")
+w("")
+mc = load("mc-preload-memcached")
+if mc:
+    w(f"memcached's text protocol, closed loop, {mc['connections']} connections, "
+      f"{mc['value_size']} B values, {mc['keys']:,} keys preloaded. Strata does not speak the "
+      "memcached protocol yet (a separate issue), so its column is empty until it does.")
+    w("")
+    w("| test | pipeline | Strata ops/s | memcached ops/s | Strata / memcached "
+      "| memcached µs CPU/op | memcached p99 ms |")
+    w("|---|---:|---:|---:|---:|---:|---:|")
+    mc_commands = []
+    for test in ("get", "set"):
+        for pipe in (1, 30):
+            m = load(f"mc-{test}-p{pipe}-memcached")
+            w(f"| {test} | {pipe} | not yet (no memcached protocol) | {ops(m)} | - | "
+              f"{fmt(cpu_per_op_us(m))} | {lat(m, 'p99')} |")
+            if m:
+                mc_commands.append(re.sub(r"--pipeline \d+", "--pipeline P", m["command_line"]))
+    w("")
+    for c in dict.fromkeys(mc_commands):
+        w(f"- {code(c)}")
+else:
+    w("Not measured in this run (memcached not installed).")
+w("")
+
+# --- not yet -----------------------------------------------------------------------------
+w("## Not yet measured")
+w("")
+w("These rows of the report (issue 24) have no script yet; none of them has a figure here.")
+w("")
+for item in (
+    "Memory per key: 1M x 1 KiB and 1M x 32 B values (RSS after the load less the empty "
+    "server's), and the collection types.",
+    "Snapshot memory and time against redis-server's BGSAVE.",
+    "Tiered GET against the disk's own 4 KiB random-read rate, the disk measured in the same run.",
+    "Hit ratio against Redis LRU/LFU and memcached.",
+    "Pub/sub delivery latency against redis-server (`strata-bench pubsub`; Strata's pub/sub "
+    "lands with another issue).",
+    "memtier_benchmark's closed-loop figures, where it is installed (the cross-check table "
+    "fills in when it is).",
+    "The multi-core section: `benches/report_cores.sh --cores N` (Strata on N cores against N "
+    "redis-server processes, keys split by hash slot) writes "
+    "[benchmarks-cores.md](benchmarks-cores.md) where the machine has more than N CPUs.",
+):
+    w(f"- {item}")
+w("")
+
+# --- history -----------------------------------------------------------------------------
+w("## History")
+w("")
+w("Newest first; the ratios are Strata / redis-server ops/s on the machine of that run.")
+w("")
+cols = ["GET P1", "GET P30", "SET P1", "SET P30", "sweep best S/R"]
+w(HISTORY_START)
+w("| date | commit | machine | " + " | ".join(cols) + " |")
+w("|---|---|---|" + "---:|" * len(cols))
+old = []
+if os.path.exists(OUT):
+    text = open(OUT).read()
+    if HISTORY_START in text and HISTORY_END in text:
+        block = text.split(HISTORY_START, 1)[1].split(HISTORY_END, 1)[0]
+        old = [l for l in block.strip().splitlines()[2:] if l.startswith("|")]
+machine = f"{env['REPORT_CORES']} cores, {env['REPORT_KERNEL']}"
+new = (f"| {env['REPORT_DATE']} | `{env['REPORT_COMMIT']}` | {machine} | "
+       + " | ".join(history.get(c, "-") for c in cols) + " |")
+for row in [new] + old[: HISTORY_KEEP - 1]:
+    w(row)
+w(HISTORY_END)
+w("")
+
+os.makedirs(os.path.dirname(OUT), exist_ok=True)
+with open(OUT + ".tmp", "w") as f:
+    f.write("\n".join(lines))
+os.replace(OUT + ".tmp", OUT)
