@@ -1,4 +1,4 @@
-//! Keyed commands, one file per family (`string`, `bitops`, `keys`, `dump`):
+//! Keyed commands, one file per family (`string`, `bitops`, `hyperloglog`, `keys`, `dump`):
 //! plain functions over one shard, `fn(&mut Ctx, &[Bytes]) -> Reply`, that run wherever the
 //! key's shard lives (inline on the connection's core or on another core) and return a value.
 //! The command table that names them, and everything that routes, waits or talks to sockets,
@@ -10,6 +10,7 @@
 pub mod args;
 pub mod bitops;
 pub mod dump;
+pub mod hyperloglog;
 pub mod keys;
 pub mod string;
 

@@ -5,7 +5,7 @@
 //! so nobody observes a half-done RENAME or MSET.
 //!
 //! The commands that need it today: MSET/MSETNX across shards, RENAME/RENAMENX/COPY whose two
-//! keys live on different shards, and BITOP whose keys span shards (their
+//! keys live on different shards, and BITOP, PFCOUNT and PFMERGE whose keys span shards (their
 //! `Exec::Cross` functions are here: lock, read the sources, compute here, write the
 //! destination). LCS across shards only reads two values, so it takes no locks. MULTI/EXEC will
 //! use the same locks when it lands.
@@ -22,6 +22,7 @@ use super::exec;
 use super::table::Spec;
 use crate::cmd::args::{err, ERR_NO_KEY};
 use crate::cmd::bitops::{self, Bitop};
+use crate::cmd::hyperloglog::{self, Union};
 use crate::cmd::{keys, string, Ctx, ShardFn};
 use crate::protocol::Reply;
 use crate::runtime::remote_wait;
@@ -427,6 +428,48 @@ pub async fn bitop(core: &Rc<Core>, _: &'static Spec, db: usize, args: &[Bytes])
             now: now_ms(),
         };
         bitops::bitop_store(&mut ctx, &dest, result)
+    })
+    .await
+    .unwrap_or_else(shutting_down)
+}
+
+/// The union of the HLLs at `args[1..]`, read under the shards' locks (held by the returned
+/// transaction), or the reply that ends the command.
+async fn hll_union(core: &Rc<Core>, db: usize, args: &[Bytes]) -> Result<(Txn, Union), Reply> {
+    let Some((txn, vals)) = lock_and_read(core, db, &args[1..], &args[1..]).await else {
+        return Err(shutting_down());
+    };
+    let mut union = Union::default();
+    for v in vals {
+        v.and_then(|v| union.feed(v.as_deref()))?;
+    }
+    Ok((txn, union))
+}
+
+/// PFCOUNT of keys on several shards: the count of their union.
+pub async fn pfcount(core: &Rc<Core>, _: &'static Spec, db: usize, args: &[Bytes]) -> Reply {
+    match hll_union(core, db, args).await {
+        Ok((_txn, union)) => union.count(),
+        Err(e) => e,
+    }
+}
+
+/// PFMERGE with keys on several shards: the union computed here, raised into the destination
+/// on its shard.
+pub async fn pfmerge(core: &Rc<Core>, _: &'static Spec, db: usize, args: &[Bytes]) -> Reply {
+    let (txn, union) = match hll_union(core, db, args).await {
+        Ok(u) => u,
+        Err(e) => return e,
+    };
+    let dest = args[1].clone();
+    let shard = shard_of(&dest, core.global.shards());
+    txn.run(shard, move |s| {
+        let mut ctx = Ctx {
+            shard: s,
+            db,
+            now: now_ms(),
+        };
+        hyperloglog::pfmerge_store(&mut ctx, &dest, &union)
     })
     .await
     .unwrap_or_else(shutting_down)
