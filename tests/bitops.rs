@@ -8,6 +8,7 @@
 mod common;
 
 use common::*;
+use redis::Connection;
 
 const BIT_OFFSET: &str = "-ERR bit offset is not an integer or out of range\r\n";
 const BIT_VALUE: &str = "-ERR bit is not an integer or out of range\r\n";
@@ -66,6 +67,66 @@ fn setbit_and_getbit() {
     rt(&mut raw, &["GETBIT", "t", "3"], &i(0));
     rt(&mut raw, &["SET", "n", "12"], OK);
     rt(&mut raw, &["GETBIT", "n", "2"], &i(1));
+}
+
+/// Writes count in rdb_changes_since_last_save only when they change something, as in Redis'
+/// "SETBIT/BITFIELD only increase dirty when the value changed" (unit/bitops.tcl).
+#[test]
+fn bit_writes_count_as_changes_only_when_they_change_something() {
+    let s = server();
+    let mut c = s.client();
+    let changes = |c: &mut Connection, cmds: &[&[&str]]| {
+        let before = info_u64(c, "persistence", "rdb_changes_since_last_save");
+        for cmd in cmds {
+            let _: redis::Value = redis::cmd(cmd[0]).arg(&cmd[1..]).query(c).unwrap();
+        }
+        info_u64(c, "persistence", "rdb_changes_since_last_save") - before
+    };
+    let set0: &[&str] = &["SETBIT", "foo", "0", "0"];
+    let set1: &[&str] = &["SETBIT", "foo", "0", "1"];
+    let field0: &[&str] = &["BITFIELD", "foo2", "SET", "i5", "0", "0"];
+    let field1: &[&str] = &["BITFIELD", "foo2", "SET", "i5", "0", "1"];
+    // New keys always count.
+    assert_eq!(changes(&mut c, &[set0, field0]), 2);
+    assert_eq!(changes(&mut c, &[set0, field0]), 0);
+    assert_eq!(
+        changes(
+            &mut c,
+            &[set1, set1, set0, set0, field1, field1, field0, field0]
+        ),
+        4
+    );
+    let incr: &[&str] = &["BITFIELD", "foo3", "INCRBY", "i5", "0", "1"];
+    assert_eq!(changes(&mut c, &[incr, incr]), 2);
+    // A longer string is a change, even with the same bits.
+    assert_eq!(
+        changes(
+            &mut c,
+            &[
+                &["SETBIT", "foo", "90", "0"],
+                &["BITFIELD", "foo2", "SET", "i5", "90", "0"]
+            ]
+        ),
+        2
+    );
+    // One BITFIELD counts each field it changed; a FAIL counts nothing.
+    let three: &[&str] = &[
+        "BITFIELD", "foo3", "SET", "u8", "0", "1", "SET", "u8", "8", "2", "GET", "u8", "0",
+    ];
+    assert_eq!(changes(&mut c, &[three]), 2);
+    let fail: &[&str] = &[
+        "BITFIELD", "foo3", "OVERFLOW", "FAIL", "INCRBY", "u2", "0", "9",
+    ];
+    assert_eq!(changes(&mut c, &[fail]), 0);
+    // BITOP counts its store, or the delete of a key that was there.
+    let _: () = redis::cmd("SET")
+        .arg("empty")
+        .arg("")
+        .query(&mut c)
+        .unwrap();
+    let op: &[&str] = &["BITOP", "OR", "dest", "foo"];
+    let op_empty: &[&str] = &["BITOP", "OR", "dest", "empty"];
+    assert_eq!(changes(&mut c, &[op, op_empty, op_empty]), 2);
 }
 
 #[test]

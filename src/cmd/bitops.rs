@@ -429,7 +429,10 @@ impl Bitop {
 pub fn bitop_store(ctx: &mut Ctx, dest: &[u8], result: Vec<u8>) -> Reply {
     let len = result.len() as i64;
     if result.is_empty() {
-        ctx.shard.remove(ctx.db, dest);
+        // Only a key that was there counts as a write.
+        if ctx.shard.lookup_mut(ctx.db, dest, ctx.now).is_some() {
+            ctx.shard.remove(ctx.db, dest);
+        }
     } else {
         ctx.shard
             .store(ctx.db, dest, Value::Str(CompactBytes::from_vec(result)), 0);
@@ -728,17 +731,23 @@ fn run_bitfield(ctx: &mut Ctx, args: &[Bytes], read_only: bool) -> Result<Reply,
         buf.extend_from_slice(as_str(e)?);
     }
     buf.resize(len, 0);
-    let mut changed = grown;
+    // As Redis counts writes: each SET or INCRBY that changed its field or ran on a string
+    // this command created or grew.
+    let mut changes = 0u64;
     let replies = ops
         .iter()
         .map(|o| {
-            let (r, c) = apply_field(&mut buf, o);
-            changed |= c;
+            let (r, changed) = apply_field(&mut buf, o);
+            if changed || (grown && o.writes() && r != Reply::Nil) {
+                changes += 1;
+            }
             r
         })
         .collect();
-    if changed {
+    if changes > 0 || grown {
         store_edited(ctx, key, buf, existed);
+        // store_edited counted one write.
+        ctx.shard.dirty = (ctx.shard.dirty + changes).saturating_sub(1);
     } else {
         mark_raw(ctx, key);
     }

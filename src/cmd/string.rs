@@ -506,12 +506,16 @@ pub fn setrange(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
 }
 
 /// Stores a string a command edited (SETRANGE, SETBIT, BITFIELD, PFADD, ...): over the old
-/// value, its TTL kept, when the key `existed`; as a new key otherwise. Either way OBJECT
-/// ENCODING says "raw", as Redis says of a string it edited in place.
+/// value, its TTL kept, when the key `existed`; as a new key otherwise. Either way it counts
+/// one write (rdb_changes_since_last_save) and OBJECT ENCODING says "raw", as Redis says of a
+/// string it edited in place.
 pub fn store_edited(ctx: &mut Ctx, key: &[u8], v: Vec<u8>, existed: bool) {
     let value = Value::Str(CompactBytes::from_vec(v));
     match ctx.shard.lookup_mut(ctx.db, key, ctx.now) {
-        Some(e) if existed => e.set_value(value),
+        Some(e) if existed => {
+            e.set_value(value);
+            ctx.shard.dirty += 1;
+        }
         _ => {
             ctx.shard.store(ctx.db, key, value, 0);
         }
