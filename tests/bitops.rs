@@ -773,3 +773,46 @@ fn bit_commands_read_offloaded_values() {
     assert_eq!(get_bytes(&mut c, "x"), xor);
     assert_eq!(info_u64(&mut c, "tiered", "tiered_read_errors"), 0);
 }
+
+/// Past maxmemory, every bit and HLL write answers -OOM and stores nothing; reads go on. A
+/// SETBIT far out grows memory by at most its own string before the limit stops the next.
+#[test]
+fn bit_and_hll_writes_answer_oom_past_maxmemory() {
+    let s = Server::start(STRATA, &["--proactor_threads", "1", "--maxmemory", "20mb"]);
+    let mut raw = s.raw();
+    let oom = "-OOM command not allowed when used memory > 'maxmemory'.\r\n";
+    // 4 MB strings, one SETBIT each, until the limit answers.
+    let mut stored = 0;
+    loop {
+        let key = format!("big{stored}");
+        let r = raw.call(&[b"SETBIT", key.as_bytes(), b"33554431", b"1"]);
+        if r != b":0\r\n" {
+            assert_bytes(&r, oom.as_bytes(), "SETBIT past maxmemory");
+            break;
+        }
+        stored += 1;
+        assert!(
+            stored < 10,
+            "no OOM after {stored} strings of 4 MB in 20 MB"
+        );
+    }
+    for cmd in [
+        &["SETBIT", "k", "0", "1"][..],
+        &["BITFIELD", "k", "SET", "u8", "0", "1"],
+        &["BITOP", "NOT", "k", "big0"],
+        &["PFADD", "h", "a"],
+        &["PFMERGE", "h", "big0"],
+    ] {
+        rt(&mut raw, cmd, oom);
+    }
+    rt(&mut raw, &["EXISTS", "k", "h"], &i(0));
+    // Reads still answer.
+    rt(&mut raw, &["GETBIT", "big0", "33554431"], &i(1));
+    rt(&mut raw, &["BITCOUNT", "big0"], &i(1));
+    rt(
+        &mut raw,
+        &["BITFIELD_RO", "big0", "GET", "u8", "0"],
+        &ints(&[Some(0)]),
+    );
+    rt(&mut raw, &["BITPOS", "big0", "1"], &i(33554431));
+}
