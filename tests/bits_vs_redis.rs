@@ -526,3 +526,64 @@ fn crafted_sparse_hlls_answer_like_redis() {
     redis.call(&[b"CONFIG", b"SET", b"hll-sparse-max-bytes", b"3000"]);
     println!("{n} commands on crafted HLLs answered the same");
 }
+
+/// Every bit and HLL command on a key of another type (lists and a hash made by redis-server
+/// and moved to Strata by DUMP/RESTORE, on both shards) answers as Redis: WRONGTYPE for a
+/// source, while BITOP's destination is overwritten whatever it held.
+#[test]
+fn commands_on_other_types_answer_like_redis() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(real) = RedisServer::start(dir.path(), "dump.rdb", &[]) else {
+        return;
+    };
+    let s = server();
+    let (mut rc, mut c) = (real.client(), s.client());
+    let (mut strata, mut redis) = (s.raw(), Raw::connect(real.port));
+    let (list_a, list_b) = keys_on_different_shards("list", 2);
+    let make: [&[&str]; 4] = [
+        &["RPUSH", &list_a, "a", "b"],
+        &["RPUSH", &list_b, "c"],
+        &["RPUSH", "dest", "x"],
+        &["HSET", "hash", "f", "v"],
+    ];
+    for m in make {
+        let _: i64 = q(&mut rc, m);
+        restore(&mut c, m[1], 0, &dump(&mut rc, m[1]), &[]).expect("RESTORE of redis' value");
+    }
+    let _: () = q(&mut rc, &["SET", "str", "\u{ff}"]);
+    let _: () = q(&mut c, &["SET", "str", "\u{ff}"]);
+    let (a, b) = (list_a.as_str(), list_b.as_str());
+    let cmds: Vec<Vec<String>> = [
+        &["SETBIT", a, "0", "1"][..],
+        &["SETBIT", a, "x", "1"],
+        &["GETBIT", a, "0"],
+        &["BITCOUNT", a],
+        &["BITCOUNT", a, "0", "-1", "BIT"],
+        &["BITPOS", a, "1"],
+        &["BITFIELD", a, "GET", "u8", "0"],
+        &["BITFIELD", a, "SET", "u8", "0", "1"],
+        &["BITFIELD_RO", a, "GET", "u8", "0"],
+        &["BITOP", "AND", "out", "str", a],
+        &["BITOP", "OR", "out", a, b],
+        &["BITOP", "NOT", "out", b],
+        &["PFADD", a, "x"],
+        &["PFADD", "hash"],
+        &["PFCOUNT", a],
+        &["PFCOUNT", "str", b],
+        &["PFMERGE", a, "str"],
+        &["PFMERGE", "out", b],
+        &["PFDEBUG", "ENCODING", "hash"],
+        &["TYPE", a],
+        &["EXISTS", "out"],
+        // A destination of another type is replaced.
+        &["BITOP", "NOT", "dest", "str"],
+        &["TYPE", "dest"],
+        &["GET", "dest"],
+        &["BITOP", "OR", "hash", "missing"],
+        &["EXISTS", "hash"],
+    ]
+    .iter()
+    .map(|c| c.iter().map(|a| a.to_string()).collect())
+    .collect();
+    compare(&mut strata, &mut redis, &cmds, (0, 0), &mut Tally::new());
+}
