@@ -215,12 +215,17 @@ pub fn expand_flagfile(args: &[String]) -> Result<Vec<String>, String> {
     Ok(out)
 }
 
+/// Redis' default `hll-sparse-max-bytes`.
+pub const HLL_SPARSE_MAX_BYTES: u64 = 3000;
+
 /// Settings shared by all cores that CONFIG SET can change while running.
 pub struct Settings {
     pub maxmemory: AtomicU64,
     pub hz: AtomicU32,
     pub keys_output_limit: AtomicU64,
     pub pubsub_client_output_limit: AtomicU64,
+    /// Largest sparse HyperLogLog (header included) before it turns dense.
+    pub hll_sparse_max_bytes: AtomicU64,
     pub requirepass: RwLock<String>,
     pub port: u16,
     pub bind: String,
@@ -326,6 +331,7 @@ impl Settings {
             hz: AtomicU32::new(f.hz),
             keys_output_limit: AtomicU64::new(f.keys_output_limit),
             pubsub_client_output_limit: AtomicU64::new(f.pubsub_client_output_limit),
+            hll_sparse_max_bytes: AtomicU64::new(HLL_SPARSE_MAX_BYTES),
             requirepass: RwLock::new(f.requirepass.clone()),
             port: f.port,
             bind: f.bind.clone(),
@@ -353,6 +359,10 @@ impl Settings {
     /// Bytes of pushed messages a client may have waiting (0 = no limit).
     pub fn pubsub_client_output_limit(&self) -> u64 {
         self.pubsub_client_output_limit.load(Ordering::Relaxed)
+    }
+
+    pub fn hll_sparse_max_bytes(&self) -> u64 {
+        self.hll_sparse_max_bytes.load(Ordering::Relaxed)
     }
 
     pub fn maxmemory(&self) -> u64 {
@@ -405,6 +415,10 @@ impl Settings {
             (
                 "pubsub_client_output_limit",
                 self.pubsub_client_output_limit().to_string(),
+            ),
+            (
+                "hll-sparse-max-bytes",
+                self.hll_sparse_max_bytes().to_string(),
             ),
             ("requirepass", self.requirepass()),
             ("port", self.port.to_string()),
@@ -463,6 +477,17 @@ impl Settings {
                 let v =
                     parse_memory(value).ok_or_else(|| bad("argument must be a memory value"))?;
                 self.pubsub_client_output_limit.store(v, Ordering::Relaxed);
+            }
+            "hll-sparse-max-bytes" => {
+                let v =
+                    parse_memory(value).ok_or_else(|| bad("argument must be a memory value"))?;
+                if v > i64::MAX as u64 {
+                    return Err(bad(&format!(
+                        "argument must be between 0 and {} inclusive",
+                        i64::MAX
+                    )));
+                }
+                self.hll_sparse_max_bytes.store(v, Ordering::Relaxed);
             }
             "requirepass" => {
                 if let Ok(mut p) = self.requirepass.write() {

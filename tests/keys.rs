@@ -533,62 +533,6 @@ fn object_freq_without_lfu_policy_is_an_error() {
 // DUMP / RESTORE
 // ---------------------------------------------------------------------------------------------
 
-/// CRC-64/Jones as Redis computes it (reflected, poly 0xad93d23594c935a9, init 0).
-fn crc64(data: &[u8]) -> u64 {
-    let mut crc = 0u64;
-    for &byte in data {
-        crc ^= byte as u64;
-        for _ in 0..8 {
-            crc = if crc & 1 != 0 {
-                (crc >> 1) ^ 0x95AC_9329_AC4B_C9B5
-            } else {
-                crc >> 1
-            };
-        }
-    }
-    crc
-}
-
-/// A DUMP payload for `body` (type byte + object) with RDB version `ver`.
-fn payload(body: &[u8], ver: u16) -> Vec<u8> {
-    let mut p = body.to_vec();
-    p.extend_from_slice(&ver.to_le_bytes());
-    let crc = crc64(&p);
-    p.extend_from_slice(&crc.to_le_bytes());
-    p
-}
-
-fn check_crc(p: &[u8]) -> bool {
-    p.len() >= 10 && crc64(&p[..p.len() - 8]).to_le_bytes() == p[p.len() - 8..]
-}
-
-fn set_bytes(c: &mut Connection, key: &str, v: &[u8]) {
-    let _: () = redis::cmd("SET").arg(key).arg(v).query(c).unwrap();
-}
-
-fn get_bytes(c: &mut Connection, key: &str) -> Vec<u8> {
-    redis::cmd("GET").arg(key).query(c).unwrap()
-}
-
-fn dump(c: &mut Connection, key: &str) -> Vec<u8> {
-    redis::cmd("DUMP").arg(key).query(c).unwrap()
-}
-
-fn restore(
-    c: &mut Connection,
-    key: &str,
-    ttl: i64,
-    p: &[u8],
-    opts: &[&str],
-) -> redis::RedisResult<()> {
-    let mut command = redis::cmd("RESTORE");
-    command.arg(key).arg(ttl).arg(p);
-    for o in opts {
-        command.arg(*o);
-    }
-    command.query(c)
-}
-
 /// A raw RESTORE with the reply compared byte for byte.
 fn restore_raw(raw: &mut Raw, args: &[&[u8]], expect: &str) {
     let mut a: Vec<&[u8]> = vec![b"RESTORE"];

@@ -13,65 +13,6 @@ use std::time::{Duration, Instant};
 use common::*;
 use redis::Connection;
 
-/// A value of `len` bytes that can only belong to key number `i` (version `ver`).
-fn value(i: usize, ver: usize, len: usize) -> Vec<u8> {
-    let mut v = format!("{i}:{ver}:").into_bytes();
-    let mut x = (i as u64 * 2654435761) ^ ver as u64;
-    while v.len() < len {
-        x = x
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        v.push((x >> 56) as u8);
-    }
-    v.truncate(len);
-    v
-}
-
-fn tiered_server(dir: &tempfile::TempDir, maxmemory: &str, threads: &str) -> Server {
-    tiered_server_with(dir, maxmemory, threads, &[])
-}
-
-/// A tiered server with its files under `dir`, plus `extra` flags.
-fn tiered_server_with(
-    dir: &tempfile::TempDir,
-    maxmemory: &str,
-    threads: &str,
-    extra: &[&str],
-) -> Server {
-    let prefix = dir.path().join("strata");
-    let mut args = vec![
-        "--proactor_threads",
-        threads,
-        "--maxmemory",
-        maxmemory,
-        "--tiered_prefix",
-        prefix.to_str().unwrap(),
-    ];
-    args.extend_from_slice(extra);
-    Server::start(STRATA, &args)
-}
-
-/// How the value of key number `i` (version `ver`, `len` bytes) is made.
-type ValueFn = fn(usize, usize, usize) -> Vec<u8>;
-
-fn fill(c: &mut Connection, keys: std::ops::Range<usize>, ver: usize, len: usize) {
-    fill_with(c, keys, value, ver, len);
-}
-
-/// SETs `key:i` to `f(i, ver, len)` for every `i` in `keys`, 500 to a pipeline.
-fn fill_with(c: &mut Connection, keys: std::ops::Range<usize>, f: ValueFn, ver: usize, len: usize) {
-    for chunk in keys.collect::<Vec<_>>().chunks(500) {
-        let mut p = redis::pipe();
-        for &i in chunk {
-            p.cmd("SET")
-                .arg(format!("key:{i}"))
-                .arg(f(i, ver, len))
-                .ignore();
-        }
-        p.query::<()>(c).expect("pipelined SET");
-    }
-}
-
 fn check_all(c: &mut Connection, keys: impl IntoIterator<Item = usize>, ver: usize, len: usize) {
     check_with(c, keys, value, ver, len);
 }

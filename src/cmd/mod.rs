@@ -1,13 +1,16 @@
-//! Keyed commands, one file per family (`string`, `keys`, `dump`): plain functions over one
-//! shard, `fn(&mut Ctx, &[Bytes]) -> Reply`, that run wherever the key's shard lives (inline on
-//! the connection's core or on another core) and return a value. The command table that names
-//! them, and everything that routes, waits or talks to sockets, lives above in `server/`.
+//! Keyed commands, one file per family (`string`, `bitops`, `hyperloglog`, `keys`, `dump`):
+//! plain functions over one shard, `fn(&mut Ctx, &[Bytes]) -> Reply`, that run wherever the
+//! key's shard lives (inline on the connection's core or on another core) and return a value.
+//! The command table that names them, and everything that routes, waits or talks to sockets,
+//! lives above in `server/`.
 //!
 //! Must never do I/O, wait, or know which core it runs on: a command sees its shard and its
 //! arguments, nothing else.
 
 pub mod args;
+pub mod bitops;
 pub mod dump;
+pub mod hyperloglog;
 pub mod keys;
 pub mod string;
 

@@ -24,12 +24,18 @@ pub fn as_str(e: &Entry) -> Result<&[u8], Reply> {
     }
 }
 
+/// The string at `key` for a command that reads it (counting a hit or miss): None when
+/// missing, WRONGTYPE when the key holds another type.
+pub fn lookup_str<'c>(ctx: &'c mut Ctx<'_>, key: &[u8]) -> Result<Option<&'c [u8]>, Reply> {
+    ctx.shard
+        .lookup(ctx.db, key, ctx.now)
+        .map(as_str)
+        .transpose()
+}
+
 /// Reads a string key (counting a hit or miss); None when missing.
 fn read(ctx: &mut Ctx, key: &[u8]) -> Result<Option<Bytes>, Reply> {
-    match ctx.shard.lookup(ctx.db, key, ctx.now) {
-        None => Ok(None),
-        Some(e) => Ok(Some(Bytes::copy_from_slice(as_str(e)?))),
-    }
+    Ok(lookup_str(ctx, key)?.map(Bytes::copy_from_slice))
 }
 
 pub fn get(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
@@ -495,17 +501,34 @@ pub fn setrange(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     }
     buf[offset..offset + val.len()].copy_from_slice(val);
     let len = buf.len();
-    let value = Value::Str(CompactBytes::from_vec(buf));
+    store_edited(ctx, key, buf, exists);
+    Reply::Int(len as i64)
+}
+
+/// Stores a string a command edited (SETRANGE, SETBIT, BITFIELD, PFADD, ...): over the old
+/// value, its TTL kept, when the key `existed`; as a new key otherwise. Either way it counts
+/// one write (rdb_changes_since_last_save) and OBJECT ENCODING says "raw", as Redis says of a
+/// string it edited in place.
+pub fn store_edited(ctx: &mut Ctx, key: &[u8], v: Vec<u8>, existed: bool) {
+    let value = Value::Str(CompactBytes::from_vec(v));
     match ctx.shard.lookup_mut(ctx.db, key, ctx.now) {
-        Some(e) if exists => e.set_value(value),
+        Some(e) if existed => {
+            e.set_value(value);
+            ctx.shard.dirty += 1;
+        }
         _ => {
             ctx.shard.store(ctx.db, key, value, 0);
         }
     }
+    mark_raw(ctx, key);
+}
+
+/// Marks `key`'s string "raw" for OBJECT ENCODING without changing it: Redis unshares a
+/// string (making it raw) when a writing command looks at it, even if it then changes nothing.
+pub fn mark_raw(ctx: &mut Ctx, key: &[u8]) {
     if let Some(e) = ctx.shard.lookup_mut(ctx.db, key, ctx.now) {
         e.add_flags(Entry::RAW);
     }
-    Reply::Int(len as i64)
 }
 
 /// LCS options.

@@ -18,7 +18,7 @@ use super::admin::{client, command, config, connection, debug, info, keyspace, p
 use super::core::Core;
 use super::session::Session;
 use super::txn;
-use crate::cmd::{dump, keys, string, ShardFn};
+use crate::cmd::{bitops, dump, hyperloglog, keys, string, ShardFn};
 use crate::protocol::Reply;
 
 /// How replies from the per-shard parts of a split command combine.
@@ -235,6 +235,20 @@ pub static TABLE: &[Spec] = &[
     spec!("substr", 4, R | V, 1, 1, 1, Keyed(string::getrange), "string", "1.0.0", "Returns a substring from a string value."),
     spec!("setrange", 4, W | M | V, 1, 1, 1, Keyed(string::setrange), "string", "2.2.0", "Overwrites a part of a string value with another by an offset. Creates the key if it doesn't exist."),
     spec!("lcs", -3, R | V, 1, 2, 1, cross!(string::lcs, txn::lcs), "string", "7.0.0", "Finds the longest common substring."),
+    // bitmaps
+    spec!("setbit", 4, W | M | V, 1, 1, 1, Keyed(bitops::setbit), "bitmap", "2.2.0", "Sets or clears the bit at offset of the string value. Creates the key if it doesn't exist."),
+    spec!("getbit", 3, R | F | V, 1, 1, 1, Keyed(bitops::getbit), "bitmap", "2.2.0", "Returns a bit value by offset."),
+    spec!("bitcount", -2, R | V, 1, 1, 1, Keyed(bitops::bitcount), "bitmap", "2.6.0", "Counts the number of set bits (population counting) in a string."),
+    spec!("bitpos", -3, R | V, 1, 1, 1, Keyed(bitops::bitpos), "bitmap", "2.8.7", "Finds the first set (1) or clear (0) bit in a string."),
+    spec!("bitop", -4, W | M | V, 2, -1, 1, cross!(bitops::bitop, txn::bitop), "bitmap", "2.6.0", "Performs bitwise operations on multiple strings, and stores the result."),
+    spec!("bitfield", -2, W | M | V, 1, 1, 1, Keyed(bitops::bitfield), "bitmap", "3.2.0", "Performs arbitrary bitfield integer operations on strings."),
+    spec!("bitfield_ro", -2, R | F | V, 1, 1, 1, Keyed(bitops::bitfield_ro), "bitmap", "6.0.0", "Performs arbitrary read-only bitfield integer operations on strings."),
+    // hyperloglog
+    spec!("pfadd", -2, W | M | F | V, 1, 1, 1, Keyed(hyperloglog::pfadd), "hyperloglog", "2.8.9", "Adds elements to a HyperLogLog key. Creates the key if it doesn't exist."),
+    spec!("pfcount", -2, R | V, 1, -1, 1, cross!(hyperloglog::pfcount, txn::pfcount), "hyperloglog", "2.8.9", "Returns the approximated cardinality of the set(s) observed by the HyperLogLog key(s)."),
+    spec!("pfmerge", -2, W | M | V, 1, -1, 1, cross!(hyperloglog::pfmerge, txn::pfmerge), "hyperloglog", "2.8.9", "Merges one or more HyperLogLog values into a single key."),
+    spec!("pfdebug", 3, W | M | V | ADMIN, 2, 2, 1, Keyed(hyperloglog::pfdebug), "hyperloglog", "2.8.9", "Internal commands for debugging HyperLogLog values."),
+    spec!("pfselftest", 1, ADMIN, 0, 0, 0, Keyed(hyperloglog::pfselftest), "hyperloglog", "2.8.9", "An internal command for testing HyperLogLog values."),
     // keys
     spec!("del", -2, W, 1, -1, 1, Split(keys::del, 1, Merge::Sum), "generic", "1.0.0", "Deletes one or more keys."),
     spec!("unlink", -2, W | F, 1, -1, 1, Split(keys::del, 1, Merge::Sum), "generic", "4.0.0", "Asynchronously deletes one or more keys."),

@@ -5,8 +5,10 @@
 //! so nobody observes a half-done RENAME or MSET.
 //!
 //! The commands that need it today: MSET/MSETNX across shards, RENAME/RENAMENX/COPY whose two
-//! keys live on different shards (their `Exec::Cross` functions are here). LCS across shards
-//! only reads, so it takes no locks. MULTI/EXEC will use the same locks when it lands.
+//! keys live on different shards, and BITOP, PFCOUNT and PFMERGE whose keys span shards (their
+//! `Exec::Cross` functions are here: lock, read the sources, compute here, write the
+//! destination). LCS across shards only reads two values, so it takes no locks. MULTI/EXEC will
+//! use the same locks when it lands.
 
 use std::rc::Rc;
 
@@ -19,6 +21,8 @@ use super::core::{spawning_job, AsyncWork, Core, Job, Msg};
 use super::exec;
 use super::table::Spec;
 use crate::cmd::args::{err, ERR_NO_KEY};
+use crate::cmd::bitops::{self, Bitop};
+use crate::cmd::hyperloglog::{self, Union};
 use crate::cmd::{keys, string, Ctx, ShardFn};
 use crate::protocol::Reply;
 use crate::runtime::remote_wait;
@@ -340,4 +344,133 @@ pub async fn lcs(core: &Rc<Core>, _: &'static Spec, db: usize, args: &[Bytes]) -
         }
     }
     string::lcs_compute(&vals[0], &vals[1], opts)
+}
+
+/// A string value read under a transaction: None for a missing key, WRONGTYPE for another type.
+type ReadValue = Result<Option<Bytes>, Reply>;
+
+/// Reads the values of `keys` (offloaded ones loaded first) on the shards `txn` holds: one job
+/// per shard, all in flight together; answers in key order. None when shutting down.
+async fn read_strings(txn: &Txn, db: usize, keys: &[Bytes]) -> Option<Vec<ReadValue>> {
+    let n = txn.core.global.shards();
+    let mut by_shard: Vec<(usize, Vec<(usize, Bytes)>)> = Vec::new();
+    for (i, k) in keys.iter().enumerate() {
+        let s = shard_of(k, n);
+        match by_shard.iter_mut().find(|(id, _)| *id == s) {
+            Some((_, ks)) => ks.push((i, k.clone())),
+            None => by_shard.push((s, vec![(i, k.clone())])),
+        }
+    }
+    let reads = by_shard.into_iter().map(|(s, ks)| {
+        txn.run_async(
+            s,
+            Box::new(move |core: Rc<Core>| {
+                async move {
+                    let mut out = Vec::with_capacity(ks.len());
+                    for (i, k) in ks {
+                        let now = now_ms();
+                        exec::load_entry(&core, db, &k, now).await;
+                        let v = match core.shard.borrow_mut().lookup(db, &k, now) {
+                            None => Ok(None),
+                            Some(e) => string::as_str(e).map(|s| Some(Bytes::copy_from_slice(s))),
+                        };
+                        out.push((i, v));
+                    }
+                    out
+                }
+                .boxed_local()
+            }),
+        )
+    });
+    let mut found: Vec<(usize, ReadValue)> = Vec::with_capacity(keys.len());
+    for part in futures::future::join_all(reads).await {
+        found.extend(part?);
+    }
+    found.sort_unstable_by_key(|(i, _)| *i);
+    Some(found.into_iter().map(|(_, v)| v).collect())
+}
+
+/// Locks the shards of `keys` and reads `sources` (a suffix of them) in key order.
+async fn lock_and_read(
+    core: &Rc<Core>,
+    db: usize,
+    keys: &[Bytes],
+    sources: &[Bytes],
+) -> Option<(Txn, Vec<ReadValue>)> {
+    let n = core.global.shards();
+    let txn = Txn::begin(core, keys.iter().map(|k| shard_of(k, n)).collect()).await?;
+    let vals = read_strings(&txn, db, sources).await?;
+    Some((txn, vals))
+}
+
+/// BITOP with keys on several shards: the sources folded here in key order, the result stored
+/// on the destination's shard, all under the shards' locks.
+pub async fn bitop(core: &Rc<Core>, _: &'static Spec, db: usize, args: &[Bytes]) -> Reply {
+    let mut acc = match bitops::bitop_op(args) {
+        Ok(op) => Bitop::new(op),
+        Err(e) => return e,
+    };
+    let Some((txn, vals)) = lock_and_read(core, db, &args[2..], &args[3..]).await else {
+        return shutting_down();
+    };
+    for v in vals {
+        match v {
+            Ok(v) => acc.feed(v.as_deref().unwrap_or_default()),
+            Err(e) => return e,
+        }
+    }
+    let (dest, result) = (args[2].clone(), acc.finish());
+    let shard = shard_of(&dest, core.global.shards());
+    txn.run(shard, move |s| {
+        let mut ctx = Ctx {
+            shard: s,
+            db,
+            now: now_ms(),
+        };
+        bitops::bitop_store(&mut ctx, &dest, result)
+    })
+    .await
+    .unwrap_or_else(shutting_down)
+}
+
+/// The union of the HLLs at `args[1..]`, read under the shards' locks (held by the returned
+/// transaction), or the reply that ends the command.
+async fn hll_union(core: &Rc<Core>, db: usize, args: &[Bytes]) -> Result<(Txn, Union), Reply> {
+    let Some((txn, vals)) = lock_and_read(core, db, &args[1..], &args[1..]).await else {
+        return Err(shutting_down());
+    };
+    let mut union = Union::default();
+    for v in vals {
+        v.and_then(|v| union.feed(v.as_deref()))?;
+    }
+    Ok((txn, union))
+}
+
+/// PFCOUNT of keys on several shards: the count of their union.
+pub async fn pfcount(core: &Rc<Core>, _: &'static Spec, db: usize, args: &[Bytes]) -> Reply {
+    match hll_union(core, db, args).await {
+        Ok((_txn, union)) => union.count(),
+        Err(e) => e,
+    }
+}
+
+/// PFMERGE with keys on several shards: the union computed here, raised into the destination
+/// on its shard.
+pub async fn pfmerge(core: &Rc<Core>, _: &'static Spec, db: usize, args: &[Bytes]) -> Reply {
+    let (txn, union) = match hll_union(core, db, args).await {
+        Ok(u) => u,
+        Err(e) => return e,
+    };
+    let dest = args[1].clone();
+    let shard = shard_of(&dest, core.global.shards());
+    txn.run(shard, move |s| {
+        let mut ctx = Ctx {
+            shard: s,
+            db,
+            now: now_ms(),
+        };
+        hyperloglog::pfmerge_store(&mut ctx, &dest, &union)
+    })
+    .await
+    .unwrap_or_else(shutting_down)
 }

@@ -128,6 +128,135 @@ pub fn scan_all(c: &mut Connection, extra: &[&str]) -> Vec<String> {
     }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Tiering: servers whose values go to SSD, and data sets to fill them with
+// ---------------------------------------------------------------------------------------------
+
+/// A value of `len` bytes that can only belong to key number `i` (version `ver`).
+pub fn value(i: usize, ver: usize, len: usize) -> Vec<u8> {
+    let mut v = format!("{i}:{ver}:").into_bytes();
+    let mut x = (i as u64 * 2654435761) ^ ver as u64;
+    while v.len() < len {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        v.push((x >> 56) as u8);
+    }
+    v.truncate(len);
+    v
+}
+
+pub fn tiered_server(dir: &tempfile::TempDir, maxmemory: &str, threads: &str) -> Server {
+    tiered_server_with(dir, maxmemory, threads, &[])
+}
+
+/// A tiered server with its files under `dir`, plus `extra` flags.
+pub fn tiered_server_with(
+    dir: &tempfile::TempDir,
+    maxmemory: &str,
+    threads: &str,
+    extra: &[&str],
+) -> Server {
+    let prefix = dir.path().join("strata");
+    let mut args = vec![
+        "--proactor_threads",
+        threads,
+        "--maxmemory",
+        maxmemory,
+        "--tiered_prefix",
+        prefix.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    Server::start(STRATA, &args)
+}
+
+/// How the value of key number `i` (version `ver`, `len` bytes) is made.
+pub type ValueFn = fn(usize, usize, usize) -> Vec<u8>;
+
+pub fn fill(c: &mut Connection, keys: std::ops::Range<usize>, ver: usize, len: usize) {
+    fill_with(c, keys, value, ver, len);
+}
+
+/// SETs `key:i` to `f(i, ver, len)` for every `i` in `keys`, 500 to a pipeline.
+pub fn fill_with(
+    c: &mut Connection,
+    keys: std::ops::Range<usize>,
+    f: ValueFn,
+    ver: usize,
+    len: usize,
+) {
+    for chunk in keys.collect::<Vec<_>>().chunks(500) {
+        let mut p = redis::pipe();
+        for &i in chunk {
+            p.cmd("SET")
+                .arg(format!("key:{i}"))
+                .arg(f(i, ver, len))
+                .ignore();
+        }
+        p.query::<()>(c).expect("pipelined SET");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// DUMP / RESTORE payloads
+// ---------------------------------------------------------------------------------------------
+
+/// CRC-64/Jones as Redis computes it (reflected, poly 0xad93d23594c935a9, init 0).
+pub fn crc64(data: &[u8]) -> u64 {
+    let mut crc = 0u64;
+    for &byte in data {
+        crc ^= byte as u64;
+        for _ in 0..8 {
+            crc = if crc & 1 != 0 {
+                (crc >> 1) ^ 0x95AC_9329_AC4B_C9B5
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    crc
+}
+
+/// A DUMP payload for `body` (type byte + object) with RDB version `ver`.
+pub fn payload(body: &[u8], ver: u16) -> Vec<u8> {
+    let mut p = body.to_vec();
+    p.extend_from_slice(&ver.to_le_bytes());
+    let crc = crc64(&p);
+    p.extend_from_slice(&crc.to_le_bytes());
+    p
+}
+
+pub fn check_crc(p: &[u8]) -> bool {
+    p.len() >= 10 && crc64(&p[..p.len() - 8]).to_le_bytes() == p[p.len() - 8..]
+}
+
+pub fn set_bytes(c: &mut Connection, key: &str, v: &[u8]) {
+    let _: () = redis::cmd("SET").arg(key).arg(v).query(c).unwrap();
+}
+
+pub fn get_bytes(c: &mut Connection, key: &str) -> Vec<u8> {
+    redis::cmd("GET").arg(key).query(c).unwrap()
+}
+
+pub fn dump(c: &mut Connection, key: &str) -> Vec<u8> {
+    redis::cmd("DUMP").arg(key).query(c).unwrap()
+}
+
+pub fn restore(
+    c: &mut Connection,
+    key: &str,
+    ttl: i64,
+    p: &[u8],
+    opts: &[&str],
+) -> redis::RedisResult<()> {
+    let mut command = redis::cmd("RESTORE");
+    command.arg(key).arg(ttl).arg(p);
+    for o in opts {
+        command.arg(*o);
+    }
+    command.query(c)
+}
+
 pub fn sorted(mut v: Vec<String>) -> Vec<String> {
     v.sort();
     v
