@@ -957,3 +957,30 @@ fn pipelined_string_commands_answer_in_order() {
     }
     raw.roundtrip(&req, want.as_bytes());
 }
+
+/// Every write that changes a string counts once in rdb_changes_since_last_save, as in Redis;
+/// a RENAME of a missing key counts nothing.
+#[test]
+fn string_writes_count_as_changes_since_the_last_save() {
+    let s = server();
+    let mut c = s.client();
+    let changes_by = |c: &mut redis::Connection, args: &[&str]| {
+        let before = info_u64(c, "persistence", "rdb_changes_since_last_save");
+        let mut command = redis::cmd(args[0]);
+        for a in &args[1..] {
+            command.arg(*a);
+        }
+        // An error reply is a result too: RENAME of a missing key.
+        let _ = command.query::<redis::Value>(c);
+        info_u64(c, "persistence", "rdb_changes_since_last_save") - before
+    };
+    assert_eq!(changes_by(&mut c, &["SET", "k", "1"]), 1);
+    assert_eq!(changes_by(&mut c, &["APPEND", "k", "2"]), 1);
+    assert_eq!(changes_by(&mut c, &["APPEND", "new", "2"]), 1);
+    assert_eq!(changes_by(&mut c, &["INCR", "k"]), 1);
+    assert_eq!(changes_by(&mut c, &["INCRBY", "fresh", "5"]), 1);
+    assert_eq!(changes_by(&mut c, &["INCRBYFLOAT", "k", "1.5"]), 1);
+    assert_eq!(changes_by(&mut c, &["GET", "k"]), 0);
+    assert_eq!(changes_by(&mut c, &["RENAME", "nokey", "x"]), 0);
+    assert_eq!(changes_by(&mut c, &["RENAME", "k", "x"]), 1);
+}

@@ -305,6 +305,7 @@ pub fn append(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
             v.extend_from_slice(tail);
             e.set_value(Value::Str(CompactBytes::from_vec(v)));
             e.add_flags(Entry::RAW);
+            ctx.shard.dirty += 1;
             Reply::Int(len as i64)
         }
     }
@@ -339,7 +340,10 @@ fn incr_by(ctx: &mut Ctx, key: &[u8], by: i64) -> Reply {
     };
     let text = n.to_string();
     match ctx.shard.lookup_mut(ctx.db, key, ctx.now) {
-        Some(e) => e.set_value(Value::str(text.as_bytes())),
+        Some(e) => {
+            e.set_value(Value::str(text.as_bytes()));
+            ctx.shard.dirty += 1;
+        }
         None => {
             ctx.shard.store(ctx.db, key, Value::str(text.as_bytes()), 0);
         }
@@ -429,7 +433,10 @@ pub fn incrbyfloat(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
         Err(e) => return e,
     };
     match ctx.shard.lookup_mut(ctx.db, key, ctx.now) {
-        Some(e) => e.set_value(Value::str(&text)),
+        Some(e) => {
+            e.set_value(Value::str(&text));
+            ctx.shard.dirty += 1;
+        }
         None => {
             ctx.shard.store(ctx.db, key, Value::str(&text), 0);
         }

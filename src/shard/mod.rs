@@ -410,19 +410,21 @@ impl Shard {
     /// Removes a key to store its entry elsewhere (RENAME, MOVE): an offloaded value keeps its
     /// disk pointer, which the entry carries along with its expiry and metadata.
     pub fn take(&mut self, db: usize, key: &[u8]) -> Option<Element<Entry>> {
-        self.dirty += 1;
         let d = &mut self.dbs[db];
         let gone = d.table.remove(key, hash(key))?;
+        self.dirty += 1;
         if gone.expire_at != 0 {
             d.volatile = d.volatile.saturating_sub(1);
         }
         Some(gone)
     }
 
-    /// Stores what [`Shard::take`] took under `key` (its expiry and metadata along).
+    /// Stores what [`Shard::take`] took under `key` (its expiry and metadata along). The move
+    /// is one change, as Redis counts a RENAME or MOVE: the take counted it.
     pub fn put_taken(&mut self, db: usize, key: &[u8], taken: Element<Entry>) {
         let meta = taken.meta;
         self.store_entry(db, key, taken.value, taken.expire_at);
+        self.dirty = self.dirty.saturating_sub(1);
         if meta != KeyMeta::default() {
             self.set_meta(db, key, meta);
         }
