@@ -7,6 +7,7 @@
 //! arguments, nothing else.
 
 pub mod args;
+pub mod collection;
 pub mod dump;
 pub mod keys;
 pub mod string;

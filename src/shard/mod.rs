@@ -9,10 +9,12 @@
 pub mod dashtable;
 pub mod entry;
 pub mod evict;
+pub mod hash;
 pub mod history;
 pub mod intset;
 pub mod listpack;
 pub mod object;
+pub mod ziplist;
 
 use std::rc::Rc;
 use std::sync::Arc;
