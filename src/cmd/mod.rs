@@ -9,6 +9,7 @@
 pub mod args;
 pub mod collection;
 pub mod dump;
+pub mod hash;
 pub mod keys;
 pub mod string;
 

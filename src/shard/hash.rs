@@ -387,6 +387,9 @@ pub struct LargeHash {
     node_bytes: usize,
     /// Fields with an expiry.
     expiring: usize,
+    /// No field expires before this (ms; `u64::MAX` when none may): a lower bound, made exact
+    /// again by [`LargeHash::remove_expired`].
+    min_expire: u64,
 }
 
 impl Default for LargeHash {
@@ -403,7 +406,47 @@ impl LargeHash {
             nodes: vec![Arc::new(node)],
             len: 0,
             expiring: 0,
+            min_expire: u64::MAX,
         }
+    }
+
+    /// A hash with no node, only to stand in while the real one is taken out of its entry
+    /// (never used as a hash).
+    pub fn placeholder() -> LargeHash {
+        LargeHash {
+            nodes: Vec::new(),
+            len: 0,
+            node_bytes: 0,
+            expiring: 0,
+            min_expire: u64::MAX,
+        }
+    }
+
+    /// The earliest field expiry, or an earlier time (None when no field has one).
+    pub fn min_expire_bound(&self) -> Option<u64> {
+        (self.expiring > 0).then_some(self.min_expire)
+    }
+
+    /// Removes every field expired at `now` (ms); returns how many went. Cheap unless a
+    /// field may have expired.
+    pub fn remove_expired(&mut self, now: u64) -> usize {
+        if self.expiring == 0 || self.min_expire > now {
+            return 0;
+        }
+        let gone: Vec<Vec<u8>> = self
+            .iter()
+            .filter(|f| f.expire_at.is_some_and(|at| at <= now))
+            .map(|f| f.name.to_vec())
+            .collect();
+        for name in &gone {
+            self.remove(name);
+        }
+        self.min_expire = self
+            .iter()
+            .filter_map(|f| f.expire_at)
+            .min()
+            .unwrap_or(u64::MAX);
+        gone.len()
     }
 
     pub fn len(&self) -> usize {
@@ -501,6 +544,9 @@ impl LargeHash {
             .is_some_and(|r| r.field.expire_at.is_some());
         self.edit(i, |node| node.set_expiry(slot, expire_at));
         self.expiring = self.expiring + usize::from(expire_at.is_some()) - usize::from(had);
+        if let Some(at) = expire_at {
+            self.min_expire = self.min_expire.min(at);
+        }
         true
     }
 
@@ -528,6 +574,9 @@ impl LargeHash {
         self.edit(i, |node| node.insert_new(h, name, value, expire_at));
         self.len += 1;
         self.expiring += usize::from(expire_at.is_some());
+        if let Some(at) = expire_at {
+            self.min_expire = self.min_expire.min(at);
+        }
         self.rebalance();
     }
 
@@ -694,14 +743,26 @@ impl TypedObject for LargeHash {
         std::mem::size_of::<Self>() + self.nodes.len() * std::mem::size_of::<Arc<Node>>()
     }
 
-    /// RDB_TYPE_HASH: the field count, then field and value strings.
+    /// RDB_TYPE_HASH: the field count, then field and value strings. With field expiries,
+    /// Redis 7.4's RDB_TYPE_HASH_METADATA: the soonest expiry (u64 LE ms) first, and before
+    /// each field its expiry as `at - soonest + 1` (0: none).
     fn encode_rdb(&self, out: &mut Vec<u8>) -> u8 {
+        let min = self.iter().filter_map(|f| f.expire_at).min();
+        if let Some(m) = min {
+            out.extend_from_slice(&m.to_le_bytes());
+        }
         write_len(out, self.len as u64);
         for f in self.iter() {
+            if let Some(m) = min {
+                write_len(out, f.expire_at.map_or(0, |at| at - m + 1));
+            }
             write_string(out, f.name, StringCompression::Off);
             write_string(out, f.value, StringCompression::Off);
         }
-        ondisk::rdb::types::HASH
+        match min {
+            Some(_) => ondisk::rdb::types::HASH_METADATA,
+            None => ondisk::rdb::types::HASH,
+        }
     }
 
     fn as_any(&self) -> &dyn Any {

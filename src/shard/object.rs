@@ -58,6 +58,8 @@ impl ObjectType {
 pub enum PackedEncoding {
     Listpack = 1,
     Intset = 2,
+    /// A hash's listpack of field, value, expiry (ms; 0 = none) triplets (Redis 7.4).
+    ListpackEx = 3,
 }
 
 impl PackedEncoding {
@@ -65,6 +67,7 @@ impl PackedEncoding {
         match self {
             PackedEncoding::Listpack => "listpack",
             PackedEncoding::Intset => "intset",
+            PackedEncoding::ListpackEx => "listpackex",
         }
     }
 }
@@ -87,6 +90,7 @@ impl PackedKind {
         let encoding = match b >> 4 {
             1 => PackedEncoding::Listpack,
             2 => PackedEncoding::Intset,
+            3 => PackedEncoding::ListpackEx,
             _ => return None,
         };
         Some(PackedKind { ty, encoding })
@@ -98,10 +102,11 @@ impl PackedKind {
         use PackedEncoding::*;
         match (self.ty, self.encoding) {
             (Set, Intset) => 11,
+            (Hash, ListpackEx) => ondisk::rdb::types::HASH_LISTPACK_EX,
             (Hash, _) => 16,
             (ZSet, _) => 17,
             (List, _) => 18,
-            (Set, Listpack) => 20,
+            (Set, Listpack | ListpackEx) => 20,
         }
     }
 }
@@ -115,6 +120,11 @@ impl PackedKind {
             // QUICKLIST_2: node count, then per node its container kind (2 = packed) and bytes.
             ondisk::rdb::write_len(out, 1);
             ondisk::rdb::write_len(out, 2);
+        }
+        if self.encoding == PackedEncoding::ListpackEx {
+            // The soonest field expiry first (0 when none), as Redis 7.4 writes it.
+            let min = super::hashform::min_expiry(bytes).unwrap_or(0);
+            out.extend_from_slice(&min.to_le_bytes());
         }
         ondisk::rdb::write_plain_string(out, bytes);
         self.rdb_type()
@@ -157,6 +167,8 @@ pub fn value_from_rdb(rdb_type: u8, body: &[u8], limits: &PackLimits) -> Result<
     match rdb_type {
         types::HASH => hash_from_pairs(body, limits),
         types::HASH_ZIPLIST => hash_from_ziplist(body, limits),
+        types::HASH_METADATA => super::hashform::from_rdb_metadata(body, limits),
+        types::HASH_LISTPACK_EX => super::hashform::from_rdb_listpack_ex(body, limits),
         _ => {
             let p = packed_from_rdb(rdb_type, body)?;
             if p.kind.ty == ObjectType::Hash {
@@ -191,7 +203,7 @@ fn hash_from_ziplist(body: &[u8], limits: &PackLimits) -> Result<Value, String> 
     let zl = read_string(&mut input).map_err(bad)?;
     input.finish().map_err(bad)?;
     let items = super::ziplist::elements(&zl).ok_or("RDB hash ziplist: a damaged ziplist")?;
-    if items.is_empty() || items.len() % 2 != 0 {
+    if items.is_empty() || !items.len().is_multiple_of(2) {
         return Err("RDB hash ziplist: not field-value pairs".into());
     }
     let mut lp = super::listpack::new();
@@ -287,7 +299,7 @@ fn packed_from_rdb(rdb_type: u8, body: &[u8]) -> Result<Packed, String> {
     input.finish().map_err(bad)?;
     let sound = match encoding {
         PackedEncoding::Intset => super::intset::validate(&bytes),
-        PackedEncoding::Listpack => {
+        PackedEncoding::Listpack | PackedEncoding::ListpackEx => {
             let pairs = matches!(ty, ObjectType::Hash | ObjectType::ZSet);
             super::listpack::validate(&bytes, pairs) && super::listpack::len(&bytes) > 0
         }
