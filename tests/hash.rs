@@ -177,6 +177,12 @@ fn counters() {
         &["HINCRBYFLOAT", "h", "f", "inf"],
         "-ERR value is NaN or Infinity\r\n",
     );
+    raw.expect_cmd(&[b"HSET", b"h", b"nul", b"1\x002"], b":1\r\n");
+    rt(
+        &mut raw,
+        &["HINCRBYFLOAT", "h", "nul", "1"],
+        "-ERR hash value is not a float\r\n",
+    );
     rt(&mut raw, &["HGET", "h", "n"], &b("-2"));
 }
 

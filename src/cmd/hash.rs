@@ -306,6 +306,10 @@ pub fn hincrbyfloat(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     let l = limits(ctx);
     let r = write(ctx, &args[1], true, |h| {
         let cur = h.as_ref().get(&args[2]).map(|(v, _)| v);
+        // Redis reads the value as a C string: a NUL inside makes it no float.
+        if cur.as_ref().is_some_and(|v| v.contains(&0)) {
+            return Err(err("ERR hash value is not a float"));
+        }
         let new =
             match super::string::add_long_double(Some(cur.as_deref().unwrap_or(b"0")), &args[3]) {
                 Ok(v) => v,
