@@ -226,6 +226,10 @@ pub struct Settings {
     pub pubsub_client_output_limit: AtomicU64,
     /// Largest sparse HyperLogLog (header included) before it turns dense.
     pub hll_sparse_max_bytes: AtomicU64,
+    /// Most fields of a hash kept as a listpack (`hash-max-listpack-entries`).
+    pub hash_max_listpack_entries: AtomicU64,
+    /// Longest field or value of a hash kept as a listpack (`hash-max-listpack-value`).
+    pub hash_max_listpack_value: AtomicU64,
     pub requirepass: RwLock<String>,
     pub port: u16,
     pub bind: String,
@@ -332,6 +336,8 @@ impl Settings {
             keys_output_limit: AtomicU64::new(f.keys_output_limit),
             pubsub_client_output_limit: AtomicU64::new(f.pubsub_client_output_limit),
             hll_sparse_max_bytes: AtomicU64::new(HLL_SPARSE_MAX_BYTES),
+            hash_max_listpack_entries: AtomicU64::new(128),
+            hash_max_listpack_value: AtomicU64::new(64),
             requirepass: RwLock::new(f.requirepass.clone()),
             port: f.port,
             bind: f.bind.clone(),
@@ -363,6 +369,14 @@ impl Settings {
 
     pub fn hll_sparse_max_bytes(&self) -> u64 {
         self.hll_sparse_max_bytes.load(Ordering::Relaxed)
+    }
+
+    pub fn hash_max_listpack_entries(&self) -> usize {
+        self.hash_max_listpack_entries.load(Ordering::Relaxed) as usize
+    }
+
+    pub fn hash_max_listpack_value(&self) -> usize {
+        self.hash_max_listpack_value.load(Ordering::Relaxed) as usize
     }
 
     pub fn maxmemory(&self) -> u64 {
@@ -421,6 +435,23 @@ impl Settings {
                 self.hll_sparse_max_bytes().to_string(),
             ),
             ("requirepass", self.requirepass()),
+            // Redis 7's names, and the pre-7 names it keeps as aliases.
+            (
+                "hash-max-listpack-entries",
+                self.hash_max_listpack_entries().to_string(),
+            ),
+            (
+                "hash-max-ziplist-entries",
+                self.hash_max_listpack_entries().to_string(),
+            ),
+            (
+                "hash-max-listpack-value",
+                self.hash_max_listpack_value().to_string(),
+            ),
+            (
+                "hash-max-ziplist-value",
+                self.hash_max_listpack_value().to_string(),
+            ),
             ("port", self.port.to_string()),
             ("bind", self.bind.clone()),
             ("databases", self.dbnum.to_string()),
@@ -488,6 +519,28 @@ impl Settings {
                     )));
                 }
                 self.hll_sparse_max_bytes.store(v, Ordering::Relaxed);
+            }
+            "hash-max-listpack-entries" | "hash-max-ziplist-entries" => {
+                let v: i64 = value
+                    .parse()
+                    .map_err(|_| bad("argument couldn't be parsed into an integer"))?;
+                if v < 0 {
+                    return Err(bad(
+                        "argument must be between 0 and 9223372036854775807 inclusive",
+                    ));
+                }
+                self.hash_max_listpack_entries
+                    .store(v as u64, Ordering::Relaxed);
+            }
+            "hash-max-listpack-value" | "hash-max-ziplist-value" => {
+                let v =
+                    parse_memory(value).ok_or_else(|| bad("argument must be a memory value"))?;
+                if v > i64::MAX as u64 {
+                    return Err(bad(
+                        "argument must be between 0 and 9223372036854775807 inclusive",
+                    ));
+                }
+                self.hash_max_listpack_value.store(v, Ordering::Relaxed);
             }
             "requirepass" => {
                 if let Ok(mut p) = self.requirepass.write() {

@@ -14,7 +14,7 @@ use super::args::{err, int_arg, ArgCursor};
 use super::Ctx;
 use crate::protocol::Reply;
 use crate::shard::entry::MAX_IDLE;
-use crate::shard::object::packed_from_rdb;
+use crate::shard::object::{value_from_rdb, PackLimits};
 use crate::shard::{CompactBytes, Entry, Value, ValueRef};
 
 const ERR_PAYLOAD: &str = "ERR DUMP payload version or checksum are wrong";
@@ -111,7 +111,7 @@ pub fn restore(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     if ttl < 0 {
         return err(ERR_TTL);
     }
-    let value = match restored_value(&args[3]) {
+    let value = match restored_value(&args[3], &PackLimits::from_settings(&ctx.shard.settings)) {
         Ok(v) => v,
         Err(e) => return e,
     };
@@ -146,7 +146,7 @@ pub fn restore(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
 
 /// The value a DUMP payload holds: a string, or a collection whose packed block passes a
 /// whole-block check. Redis' two errors: a bad footer (version, CRC) or a bad value.
-fn restored_value(payload: &[u8]) -> Result<Value, Reply> {
+fn restored_value(payload: &[u8], limits: &PackLimits) -> Result<Value, Reply> {
     let parsed = match DumpPayload::parse(payload) {
         Ok(p) => p,
         Err(DumpError::Footer(_)) => return Err(err(ERR_PAYLOAD)),
@@ -159,8 +159,7 @@ fn restored_value(payload: &[u8]) -> Result<Value, Reply> {
             Err(DumpError::Object(_)) => Err(err(ERR_BAD_FORMAT)),
         };
     }
-    packed_from_rdb(parsed.rdb_type, parsed.value.remaining())
-        .map(Value::Packed)
+    value_from_rdb(parsed.rdb_type, parsed.value.remaining(), limits)
         .map_err(|_| err(ERR_BAD_FORMAT))
 }
 

@@ -9,7 +9,9 @@
 
 pub mod args;
 pub mod bitops;
+pub mod collection;
 pub mod dump;
+pub mod hash;
 pub mod hyperloglog;
 pub mod keys;
 pub mod string;

@@ -387,7 +387,7 @@ extern "C" {
 }
 
 /// `cur + incr` in `long double`, formatted as Redis does; Err is the reply to give.
-fn add_long_double(cur: Option<&[u8]>, incr: &[u8]) -> Result<Vec<u8>, Reply> {
+pub fn add_long_double(cur: Option<&[u8]>, incr: &[u8]) -> Result<Vec<u8>, Reply> {
     let mut out = vec![0u8; 5 * 1024 + 64];
     let mut len = 0usize;
     let (cp, cl) = match cur {

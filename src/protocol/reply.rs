@@ -27,6 +27,9 @@ pub enum Reply {
     Array(Vec<Reply>),
     /// A map in RESP3 (`%`), a flat array of key, value in RESP2.
     Map(Vec<(Reply, Reply)>),
+    /// Pairs as an array of two-element arrays in RESP3, one flat array in RESP2
+    /// (HRANDFIELD ... WITHVALUES).
+    Pairs(Vec<(Reply, Reply)>),
     /// A set in RESP3 (`~`), an array in RESP2.
     Set(Vec<Reply>),
     /// A double in RESP3 (`,`), a bulk string in RESP2.
@@ -66,7 +69,7 @@ impl Reply {
             Reply::Array(v) | Reply::Set(v) | Reply::Push(v) => {
                 16 + v.iter().map(Reply::size_hint).sum::<usize>()
             }
-            Reply::Map(v) => {
+            Reply::Map(v) | Reply::Pairs(v) => {
                 16 + v
                     .iter()
                     .map(|(k, x)| k.size_hint() + x.size_hint())
@@ -123,6 +126,16 @@ impl Reply {
                     header(out, b'*', pairs.len() * 2);
                 }
                 for (k, v) in pairs {
+                    k.encode(resp3, out);
+                    v.encode(resp3, out);
+                }
+            }
+            Reply::Pairs(pairs) => {
+                header(out, b'*', if resp3 { pairs.len() } else { pairs.len() * 2 });
+                for (k, v) in pairs {
+                    if resp3 {
+                        header(out, b'*', 2);
+                    }
                     k.encode(resp3, out);
                     v.encode(resp3, out);
                 }

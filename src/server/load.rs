@@ -32,8 +32,8 @@ use tracing::{info, warn};
 
 use super::core::Core;
 use super::error::{ErrorKind, Result, ServerError};
-use crate::shard::object::packed_from_rdb;
-use crate::shard::{now_ms, shard_of, KeyMeta, Packed, Shard, Value};
+use crate::shard::object::{value_from_rdb, PackLimits};
+use crate::shard::{now_ms, shard_of, KeyMeta, Shard, Value};
 
 /// The snapshot chosen at start-up.
 #[derive(Debug)]
@@ -339,14 +339,15 @@ impl Rec {
 /// A record's value: a string's bytes, or a collection already decoded.
 enum RecValue {
     Str(Bytes),
-    Packed(Packed),
+    /// A collection and the bytes of the RDB encoding it came from.
+    Coll(Value, usize),
 }
 
 impl RecValue {
     fn len(&self) -> usize {
         match self {
             RecValue::Str(b) => b.len(),
-            RecValue::Packed(p) => p.bytes.len(),
+            RecValue::Coll(_, n) => *n,
         }
     }
 }
@@ -444,7 +445,7 @@ fn insert(sh: &mut Shard, recs: Vec<Rec>, goal: u64) {
         }
         let value = match r.value {
             RecValue::Str(b) => Value::str(&b),
-            RecValue::Packed(p) => Value::Packed(p),
+            RecValue::Coll(v, _) => v,
         };
         sh.store(r.db, &r.key, value, r.expire_at);
         if r.client_flags != 0 {
@@ -523,16 +524,18 @@ async fn load_strata(
     };
     let mut reader = SnapshotReader::new(counted).map_err(damaged)?;
     let mut router = Router::new(core, progress);
+    let limits = PackLimits::from_settings(&core.global.settings);
     let mut n = 0u64;
     let result = async {
         while let Some(item) = reader.next_item().map_err(damaged)? {
             let r = match item {
                 Item::Record(r) => r,
                 Item::Object(o) => {
-                    match packed_from_rdb(o.rdb_type, &o.value) {
-                        Ok(p) => {
+                    match value_from_rdb(o.rdb_type, &o.value, &limits) {
+                        Ok(v) => {
                             let head = (o.db, o.key, o.expire_at_ms, o.client_flags);
-                            router.push(Rec::new(head, RecValue::Packed(p))).await?
+                            let v = RecValue::Coll(v, o.value.len());
+                            router.push(Rec::new(head, v)).await?
                         }
                         Err(e) => {
                             warn!("snapshot file {name}: skipping key {:?}: {e}", o.key);
@@ -606,6 +609,7 @@ async fn load_rdb(core: &Rc<Core>, path: &Path, progress: &Progress) -> Result<(
     let mut reader = RdbReader::new(counted).map_err(damaged)?;
     reader.keep_objects(MAX_OBJECT_BYTES);
     let mut router = Router::new(core, progress);
+    let limits = PackLimits::from_settings(&core.global.settings);
     let mut skipped_types: std::collections::BTreeMap<u8, u64> = Default::default();
     let mut n = 0u64;
     let result = async {
@@ -633,11 +637,12 @@ async fn load_rdb(core: &Rc<Core>, path: &Path, progress: &Progress) -> Result<(
                     rdb_type,
                     value,
                     expire_at_ms,
-                } => match packed_from_rdb(rdb_type, &value) {
-                    Ok(p) => {
+                } => match value_from_rdb(rdb_type, &value, &limits) {
+                    Ok(v) => {
                         let db = u16::try_from(db).unwrap_or(u16::MAX);
                         let head = (db, key, expire_at_ms, 0);
-                        router.push(Rec::new(head, RecValue::Packed(p))).await?
+                        let v = RecValue::Coll(v, value.len());
+                        router.push(Rec::new(head, v)).await?
                     }
                     Err(_) => {
                         *skipped_types.entry(rdb_type).or_default() += 1;

@@ -18,7 +18,7 @@ use super::admin::{client, command, config, connection, debug, info, keyspace, p
 use super::core::Core;
 use super::session::Session;
 use super::txn;
-use crate::cmd::{bitops, dump, hyperloglog, keys, string, ShardFn};
+use crate::cmd::{bitops, dump, hash, hyperloglog, keys, string, ShardFn};
 use crate::protocol::Reply;
 
 /// How replies from the per-shard parts of a split command combine.
@@ -249,6 +249,32 @@ pub static TABLE: &[Spec] = &[
     spec!("pfmerge", -2, W | M | V, 1, -1, 1, cross!(hyperloglog::pfmerge, txn::pfmerge), "hyperloglog", "2.8.9", "Merges one or more HyperLogLog values into a single key."),
     spec!("pfdebug", 3, W | M | V | ADMIN, 2, 2, 1, Keyed(hyperloglog::pfdebug), "hyperloglog", "2.8.9", "Internal commands for debugging HyperLogLog values."),
     spec!("pfselftest", 1, ADMIN, 0, 0, 0, Keyed(hyperloglog::pfselftest), "hyperloglog", "2.8.9", "An internal command for testing HyperLogLog values."),
+    // hashes
+    spec!("hset", -4, W | M | F, 1, 1, 1, Keyed(hash::hset), "hash", "2.0.0", "Creates or modifies the value of a field in a hash."),
+    spec!("hsetnx", 4, W | M | F, 1, 1, 1, Keyed(hash::hsetnx), "hash", "2.0.0", "Sets the value of a field in a hash only when the field doesn't exist."),
+    spec!("hmset", -4, W | M | F, 1, 1, 1, Keyed(hash::hmset), "hash", "2.0.0", "Sets the values of multiple fields."),
+    spec!("hget", 3, R | F, 1, 1, 1, Keyed(hash::hget), "hash", "2.0.0", "Returns the value of a field in a hash."),
+    spec!("hmget", -3, R | F, 1, 1, 1, Keyed(hash::hmget), "hash", "2.0.0", "Returns the values of all fields in a hash."),
+    spec!("hdel", -3, W | F, 1, 1, 1, Keyed(hash::hdel), "hash", "2.0.0", "Deletes one or more fields and their values from a hash. Deletes the hash if no fields remain."),
+    spec!("hexists", 3, R | F, 1, 1, 1, Keyed(hash::hexists), "hash", "2.0.0", "Determines whether a field exists in a hash."),
+    spec!("hlen", 2, R | F, 1, 1, 1, Keyed(hash::hlen), "hash", "2.0.0", "Returns the number of fields in a hash."),
+    spec!("hstrlen", 3, R | F, 1, 1, 1, Keyed(hash::hstrlen), "hash", "3.2.0", "Returns the length of the value of a field."),
+    spec!("hkeys", 2, R, 1, 1, 1, Keyed(hash::hkeys), "hash", "2.0.0", "Returns all fields in a hash."),
+    spec!("hvals", 2, R, 1, 1, 1, Keyed(hash::hvals), "hash", "2.0.0", "Returns all values in a hash."),
+    spec!("hgetall", 2, R, 1, 1, 1, Keyed(hash::hgetall), "hash", "2.0.0", "Returns all fields and values in a hash."),
+    spec!("hincrby", 4, W | M | F, 1, 1, 1, Keyed(hash::hincrby), "hash", "2.0.0", "Increments the integer value of a field in a hash by a number. Uses 0 as initial value if the field doesn't exist."),
+    spec!("hincrbyfloat", 4, W | M | F, 1, 1, 1, Keyed(hash::hincrbyfloat), "hash", "2.6.0", "Increments the floating point value of a field by a number. Uses 0 as initial value if the field doesn't exist."),
+    spec!("hrandfield", -2, R, 1, 1, 1, Keyed(hash::hrandfield), "hash", "6.2.0", "Returns one or more random fields from a hash."),
+    spec!("hscan", -3, R, 1, 1, 1, Keyed(hash::hscan), "hash", "2.8.0", "Iterates over fields and values of a hash."),
+    spec!("hexpire", -6, W | F, 1, 1, 1, Keyed(hash::hexpire), "hash", "7.4.0", "Set expiry for hash field using relative time to expire (seconds)"),
+    spec!("hpexpire", -6, W | F, 1, 1, 1, Keyed(hash::hpexpire), "hash", "7.4.0", "Set expiry for hash field using relative time to expire (milliseconds)"),
+    spec!("hexpireat", -6, W | F, 1, 1, 1, Keyed(hash::hexpireat), "hash", "7.4.0", "Set expiry for hash field using an absolute Unix timestamp (seconds)"),
+    spec!("hpexpireat", -6, W | F, 1, 1, 1, Keyed(hash::hpexpireat), "hash", "7.4.0", "Set expiry for hash field using an absolute Unix timestamp (milliseconds)"),
+    spec!("httl", -5, R | F, 1, 1, 1, Keyed(hash::httl), "hash", "7.4.0", "Returns the TTL in seconds of a hash field."),
+    spec!("hpttl", -5, R | F, 1, 1, 1, Keyed(hash::hpttl), "hash", "7.4.0", "Returns the TTL in milliseconds of a hash field."),
+    spec!("hexpiretime", -5, R | F, 1, 1, 1, Keyed(hash::hexpiretime), "hash", "7.4.0", "Returns the expiration time of a hash field as a Unix timestamp, in seconds."),
+    spec!("hpexpiretime", -5, R | F, 1, 1, 1, Keyed(hash::hpexpiretime), "hash", "7.4.0", "Returns the expiration time of a hash field as a Unix timestamp, in msec."),
+    spec!("hpersist", -5, W | F, 1, 1, 1, Keyed(hash::hpersist), "hash", "7.4.0", "Removes the expiration time for each specified field"),
     // keys
     spec!("del", -2, W, 1, -1, 1, Split(keys::del, 1, Merge::Sum), "generic", "1.0.0", "Deletes one or more keys."),
     spec!("unlink", -2, W | F, 1, -1, 1, Split(keys::del, 1, Merge::Sum), "generic", "4.0.0", "Asynchronously deletes one or more keys."),

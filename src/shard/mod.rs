@@ -9,10 +9,13 @@
 pub mod dashtable;
 pub mod entry;
 pub mod evict;
+pub mod hash;
+pub mod hashform;
 pub mod history;
 pub mod intset;
 pub mod listpack;
 pub mod object;
+pub mod ziplist;
 
 use std::rc::Rc;
 use std::sync::Arc;
@@ -87,6 +90,8 @@ pub struct ShardStats {
     /// Keys evicted in cache mode, by where their value was.
     pub evicted_ram: u64,
     pub evicted_ssd: u64,
+    /// Hash fields removed because their expiry passed.
+    pub expired_fields: u64,
 }
 
 impl ShardStats {
@@ -122,7 +127,13 @@ pub struct Shard {
     history: Option<history::History>,
     /// Bumped whenever a key comes to point at disk (see [`Shard::disk_epoch`]).
     disk_epoch: u64,
+    /// (db, key) of hashes that hold a field with an expiry: what the active sweep of fields
+    /// visits. A key here may since have changed; the sweep drops it then.
+    field_expiry_keys: std::collections::HashSet<(usize, Box<[u8]>)>,
 }
+
+/// Hashes with field expiries visited per active-expiry tick.
+const FIELD_SWEEP_KEYS: usize = 32;
 
 /// One sample's average TTL folded into the running estimate: the sample counts for a
 /// fiftieth, as in Redis, and the first sample sets it.
@@ -152,6 +163,7 @@ impl Shard {
                 .cache_mode
                 .then(|| history::History::for_maxmemory(settings.maxmemory())),
             disk_epoch: 0,
+            field_expiry_keys: Default::default(),
             settings,
         }
     }
@@ -334,6 +346,9 @@ impl Shard {
         if entry.is_external() {
             self.disk_epoch += 1;
         }
+        if hashform::has_field_expiry(&entry) {
+            self.note_field_expiry(db, key);
+        }
         let expire_at = expire_at.min(entry::MAX_EXPIRE_MS);
         let d = &mut self.dbs[db];
         if expire_at != 0 {
@@ -389,6 +404,21 @@ impl Shard {
     pub fn swap_dbs(&mut self, a: usize, b: usize) {
         self.dbs.swap(a, b);
         self.disk_epoch += 1;
+        if !self.field_expiry_keys.is_empty() {
+            let swap = |d: usize| {
+                if d == a {
+                    b
+                } else if d == b {
+                    a
+                } else {
+                    d
+                }
+            };
+            self.field_expiry_keys = std::mem::take(&mut self.field_expiry_keys)
+                .into_iter()
+                .map(|(d, k)| (swap(d), k))
+                .collect();
+        }
     }
 
     /// The disk pointer of `key`'s value when it is offloaded (no expiry check, no touch).
@@ -659,7 +689,50 @@ impl Shard {
         for p in freed {
             self.free_disk(p);
         }
+        self.active_expire_fields(FIELD_SWEEP_KEYS);
         reaped
+    }
+
+    /// Whether some hash of this shard may hold a field with an expiry.
+    pub fn has_field_expiries(&self) -> bool {
+        !self.field_expiry_keys.is_empty()
+    }
+
+    /// Notes that the hash at `key` holds a field with an expiry, for the active sweep.
+    pub fn note_field_expiry(&mut self, db: usize, key: &[u8]) {
+        if !self.field_expiry_keys.contains(&(db, key.into())) {
+            self.field_expiry_keys.insert((db, key.into()));
+        }
+    }
+
+    /// One active sweep of hash fields: visits up to `max` hashes with field expiries,
+    /// removing their expired fields (and a hash left empty). Returns fields removed.
+    pub fn active_expire_fields(&mut self, max: usize) -> usize {
+        let now = now_ms();
+        let picked: Vec<(usize, Box<[u8]>)> =
+            self.field_expiry_keys.iter().take(max).cloned().collect();
+        let mut removed = 0;
+        for (db, key) in picked {
+            let swept = self
+                .lookup_mut(db, &key, now)
+                .and_then(|e| hashform::sweep_entry(e, now));
+            match swept {
+                Some(s) => {
+                    removed += s.removed;
+                    self.stats.expired_fields += s.removed as u64;
+                    if s.empty {
+                        self.remove(db, &key);
+                    }
+                    if s.empty || !s.expiring {
+                        self.field_expiry_keys.remove(&(db, key));
+                    }
+                }
+                None => {
+                    self.field_expiry_keys.remove(&(db, key));
+                }
+            }
+        }
+        removed
     }
 
     /// Bytes held by keys, values and tables of this shard (for INFO and MEMORY USAGE).
@@ -813,5 +886,27 @@ mod tests {
         assert_eq!(total, 1000);
         assert_eq!(s.dbs[0].table.len(), 1000);
         assert_eq!(s.dbs[0].volatile, 0);
+    }
+
+    #[test]
+    fn active_sweep_removes_expired_fields_and_empty_hashes() {
+        use super::hashform::HashForm;
+        let mut s = shard();
+        let now = now_ms();
+        let mut h = HashForm::new();
+        let l = object::PackLimits::default();
+        h.set(b"a", b"1", false, &l);
+        h.set(b"b", b"2", false, &l);
+        h.set_expire(b"a", Some(now - 1));
+        s.store(0, b"h", h.into_value(), 0);
+        let mut one = HashForm::new();
+        one.set(b"x", b"1", false, &l);
+        one.set_expire(b"x", Some(now - 1));
+        s.store(0, b"gone", one.into_value(), 0);
+        assert!(s.has_field_expiries());
+        assert_eq!(s.active_expire_fields(10), 2);
+        assert!(s.lookup(0, b"gone", now).is_none());
+        assert!(s.lookup(0, b"h", now).is_some());
+        assert!(!s.has_field_expiries());
     }
 }

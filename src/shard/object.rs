@@ -17,6 +17,9 @@
 
 use std::any::Any;
 
+use super::entry::Value;
+use super::hash::LargeHash;
+
 /// The collection types (strings are not objects).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u8)]
@@ -55,6 +58,8 @@ impl ObjectType {
 pub enum PackedEncoding {
     Listpack = 1,
     Intset = 2,
+    /// A hash's listpack of field, value, expiry (ms; 0 = none) triplets (Redis 7.4).
+    ListpackEx = 3,
 }
 
 impl PackedEncoding {
@@ -62,6 +67,7 @@ impl PackedEncoding {
         match self {
             PackedEncoding::Listpack => "listpack",
             PackedEncoding::Intset => "intset",
+            PackedEncoding::ListpackEx => "listpackex",
         }
     }
 }
@@ -84,6 +90,7 @@ impl PackedKind {
         let encoding = match b >> 4 {
             1 => PackedEncoding::Listpack,
             2 => PackedEncoding::Intset,
+            3 => PackedEncoding::ListpackEx,
             _ => return None,
         };
         Some(PackedKind { ty, encoding })
@@ -95,10 +102,11 @@ impl PackedKind {
         use PackedEncoding::*;
         match (self.ty, self.encoding) {
             (Set, Intset) => 11,
+            (Hash, ListpackEx) => ondisk::rdb::types::HASH_LISTPACK_EX,
             (Hash, _) => 16,
             (ZSet, _) => 17,
             (List, _) => 18,
-            (Set, Listpack) => 20,
+            (Set, Listpack | ListpackEx) => 20,
         }
     }
 }
@@ -113,16 +121,159 @@ impl PackedKind {
             ondisk::rdb::write_len(out, 1);
             ondisk::rdb::write_len(out, 2);
         }
+        if self.encoding == PackedEncoding::ListpackEx {
+            // The soonest field expiry first (0 when none), as Redis 7.4 writes it.
+            let min = super::hashform::min_expiry(bytes).unwrap_or(0);
+            out.extend_from_slice(&min.to_le_bytes());
+        }
         ondisk::rdb::write_plain_string(out, bytes);
         self.rdb_type()
     }
 }
 
-/// The collection an RDB-encoded value (`rdb_type`, `body`) from outside stands for (an RDB
-/// file, a DUMP payload, a snapshot record): the packed layouts are taken as they are, once
-/// their blocks pass a whole-block check. Err names what cannot be taken: a type or layout not
-/// kept yet, or a body that does not parse.
-pub fn packed_from_rdb(rdb_type: u8, body: &[u8]) -> Result<Packed, String> {
+/// The sizes past which a collection leaves its packed form (settings CONFIG SET changes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PackLimits {
+    /// `hash-max-listpack-entries`: most fields of a listpack hash.
+    pub hash_entries: usize,
+    /// `hash-max-listpack-value`: longest field or value of a listpack hash.
+    pub hash_value: usize,
+}
+
+impl PackLimits {
+    pub fn from_settings(s: &crate::config::Settings) -> PackLimits {
+        PackLimits {
+            hash_entries: s.hash_max_listpack_entries(),
+            hash_value: s.hash_max_listpack_value(),
+        }
+    }
+}
+
+impl Default for PackLimits {
+    fn default() -> Self {
+        PackLimits {
+            hash_entries: 128,
+            hash_value: 64,
+        }
+    }
+}
+
+/// The value an RDB-encoded collection (`rdb_type`, `body`) from outside stands for (an RDB
+/// file, a DUMP payload, a snapshot record), in the form Redis would load it in: small ones
+/// packed, large ones (past `limits`) as their type's object. Err names what cannot be taken:
+/// a type or layout not kept yet, an empty collection, a body that does not parse.
+pub fn value_from_rdb(rdb_type: u8, body: &[u8], limits: &PackLimits) -> Result<Value, String> {
+    use ondisk::rdb::types;
+    match rdb_type {
+        types::HASH => hash_from_pairs(body, limits),
+        types::HASH_ZIPLIST => hash_from_ziplist(body, limits),
+        types::HASH_METADATA => super::hashform::from_rdb_metadata(body, limits),
+        types::HASH_LISTPACK_EX => super::hashform::from_rdb_listpack_ex(body, limits),
+        _ => {
+            let p = packed_from_rdb(rdb_type, body)?;
+            if p.kind.ty == ObjectType::Hash {
+                return hash_from_listpack(p, limits);
+            }
+            Ok(Value::Packed(p))
+        }
+    }
+}
+
+/// A hash loaded from a listpack: kept packed unless it has more fields than the limit (as
+/// Redis 7 loads it); refused when a field is named twice.
+fn hash_from_listpack(p: Packed, limits: &PackLimits) -> Result<Value, String> {
+    let fields = super::listpack::len(&p.bytes) / 2;
+    if fields > limits.hash_entries {
+        return Ok(Value::Object(Box::new(LargeHash::from_listpack(&p.bytes)?)));
+    }
+    let mut seen = std::collections::HashSet::with_capacity(fields);
+    let names = super::listpack::iter(&p.bytes).step_by(2);
+    if !names.map(|(_, e)| e.to_vec()).all(|n| seen.insert(n)) {
+        return Err("a hash with a field named twice".into());
+    }
+    Ok(Value::Packed(p))
+}
+
+/// RDB_TYPE_HASH_ZIPLIST (Redis before 7.0): the ziplist becomes a listpack.
+fn hash_from_ziplist(body: &[u8], limits: &PackLimits) -> Result<Value, String> {
+    use ondisk::rdb::codec::read_string;
+    use ondisk::rdb::RdbCursor;
+    let mut input = RdbCursor::new(body);
+    let bad = |e: ondisk::FormatError| format!("RDB hash ziplist: {e}");
+    let zl = read_string(&mut input).map_err(bad)?;
+    input.finish().map_err(bad)?;
+    let items = super::ziplist::elements(&zl).ok_or("RDB hash ziplist: a damaged ziplist")?;
+    if items.is_empty() || !items.len().is_multiple_of(2) {
+        return Err("RDB hash ziplist: not field-value pairs".into());
+    }
+    let mut lp = super::listpack::new();
+    let refs: Vec<&[u8]> = items.iter().map(|i| &i[..]).collect();
+    super::listpack::push(&mut lp, &refs);
+    let packed = Packed {
+        kind: PackedKind {
+            ty: ObjectType::Hash,
+            encoding: PackedEncoding::Listpack,
+        },
+        bytes: lp.into_boxed_slice(),
+    };
+    hash_from_listpack(packed, limits)
+}
+
+/// RDB_TYPE_HASH: a field count, then field and value strings. Packed when small enough for
+/// `limits`, as Redis loads it.
+fn hash_from_pairs(body: &[u8], limits: &PackLimits) -> Result<Value, String> {
+    use ondisk::rdb::codec::{read_len, read_string};
+    use ondisk::rdb::RdbCursor;
+    let mut input = RdbCursor::new(body);
+    let bad = |e: ondisk::FormatError| format!("RDB hash: {e}");
+    let n = read_len(&mut input).map_err(bad)?;
+    if n == 0 {
+        return Err("RDB hash: no fields".into());
+    }
+    let mut large = (n > limits.hash_entries as u64).then(LargeHash::new);
+    let mut small: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+    for _ in 0..n {
+        let f = read_string(&mut input).map_err(bad)?;
+        let v = read_string(&mut input).map_err(bad)?;
+        if large.is_none() && (f.len() > limits.hash_value || v.len() > limits.hash_value) {
+            let fields = small.iter().map(|(f, v)| (&f[..], &v[..], None));
+            large = Some(LargeHash::from_fields(fields)?);
+            small = Vec::new();
+        }
+        match &mut large {
+            Some(h) => {
+                if !h.insert(&f, &v, None) {
+                    return Err("a hash with a field named twice".into());
+                }
+            }
+            None => small.push((f, v)),
+        }
+    }
+    input.finish().map_err(bad)?;
+    if let Some(h) = large {
+        return Ok(Value::Object(Box::new(h)));
+    }
+    let mut seen = std::collections::HashSet::with_capacity(small.len());
+    if !small.iter().all(|(f, _)| seen.insert(&f[..])) {
+        return Err("a hash with a field named twice".into());
+    }
+    let mut lp = super::listpack::new();
+    for (f, v) in &small {
+        super::listpack::push(&mut lp, &[f, v]);
+    }
+    Ok(Value::Packed(Packed {
+        kind: PackedKind {
+            ty: ObjectType::Hash,
+            encoding: PackedEncoding::Listpack,
+        },
+        bytes: lp.into_boxed_slice(),
+    }))
+}
+
+/// The packed block an RDB-encoded value from outside holds: the packed layouts are taken as
+/// they are, once their blocks pass a whole-block check. Err names what cannot be taken: a
+/// type or layout not kept yet, or a body that does not parse.
+fn packed_from_rdb(rdb_type: u8, body: &[u8]) -> Result<Packed, String> {
     use ondisk::rdb::codec::{read_len, read_string};
     use ondisk::rdb::RdbCursor;
     let (ty, encoding) = match rdb_type {
@@ -148,7 +299,7 @@ pub fn packed_from_rdb(rdb_type: u8, body: &[u8]) -> Result<Packed, String> {
     input.finish().map_err(bad)?;
     let sound = match encoding {
         PackedEncoding::Intset => super::intset::validate(&bytes),
-        PackedEncoding::Listpack => {
+        PackedEncoding::Listpack | PackedEncoding::ListpackEx => {
             let pairs = matches!(ty, ObjectType::Hash | ObjectType::ZSet);
             super::listpack::validate(&bytes, pairs) && super::listpack::len(&bytes) > 0
         }
