@@ -10,6 +10,8 @@ pub mod args;
 pub mod collection;
 pub mod dump;
 pub mod keys;
+pub mod list;
+pub mod set;
 pub mod string;
 
 use bytes::Bytes;

@@ -12,8 +12,11 @@ pub mod evict;
 pub mod hash;
 pub mod history;
 pub mod intset;
+pub mod list;
 pub mod listpack;
 pub mod object;
+pub mod rdb_types;
+pub mod set;
 pub mod ziplist;
 
 use std::rc::Rc;
