@@ -6,7 +6,7 @@
 //!
 //! Never: depends on anything above it; a setting read on the hot path never takes a lock.
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
 use std::sync::RwLock;
 
 use clap::Parser;
@@ -230,6 +230,13 @@ pub struct Settings {
     pub hash_max_listpack_entries: AtomicU64,
     /// Longest field or value of a hash kept as a listpack (`hash-max-listpack-value`).
     pub hash_max_listpack_value: AtomicU64,
+    /// Node size of lists (`list-max-listpack-size`): negative picks a byte limit (-2 = 8 KiB),
+    /// positive an element count.
+    pub list_max_listpack_size: AtomicI64,
+    /// `list-compress-depth`: accepted and reported; nodes are kept uncompressed.
+    pub list_compress_depth: AtomicI64,
+    /// Most members of a set kept as an intset (`set-max-intset-entries`).
+    pub set_max_intset_entries: AtomicU64,
     pub requirepass: RwLock<String>,
     pub port: u16,
     pub bind: String,
@@ -338,6 +345,9 @@ impl Settings {
             hll_sparse_max_bytes: AtomicU64::new(HLL_SPARSE_MAX_BYTES),
             hash_max_listpack_entries: AtomicU64::new(128),
             hash_max_listpack_value: AtomicU64::new(64),
+            list_max_listpack_size: AtomicI64::new(-2),
+            list_compress_depth: AtomicI64::new(0),
+            set_max_intset_entries: AtomicU64::new(512),
             requirepass: RwLock::new(f.requirepass.clone()),
             port: f.port,
             bind: f.bind.clone(),
@@ -377,6 +387,18 @@ impl Settings {
 
     pub fn hash_max_listpack_value(&self) -> usize {
         self.hash_max_listpack_value.load(Ordering::Relaxed) as usize
+    }
+
+    pub fn list_max_listpack_size(&self) -> i64 {
+        self.list_max_listpack_size.load(Ordering::Relaxed)
+    }
+
+    pub fn list_compress_depth(&self) -> i64 {
+        self.list_compress_depth.load(Ordering::Relaxed)
+    }
+
+    pub fn set_max_intset_entries(&self) -> usize {
+        self.set_max_intset_entries.load(Ordering::Relaxed) as usize
     }
 
     pub fn maxmemory(&self) -> u64 {
@@ -451,6 +473,22 @@ impl Settings {
             (
                 "hash-max-ziplist-value",
                 self.hash_max_listpack_value().to_string(),
+            ),
+            (
+                "list-max-listpack-size",
+                self.list_max_listpack_size().to_string(),
+            ),
+            (
+                "list-max-ziplist-size",
+                self.list_max_listpack_size().to_string(),
+            ),
+            (
+                "list-compress-depth",
+                self.list_compress_depth().to_string(),
+            ),
+            (
+                "set-max-intset-entries",
+                self.set_max_intset_entries().to_string(),
             ),
             ("port", self.port.to_string()),
             ("bind", self.bind.clone()),
@@ -541,6 +579,38 @@ impl Settings {
                     ));
                 }
                 self.hash_max_listpack_value.store(v, Ordering::Relaxed);
+            }
+            "list-max-listpack-size" | "list-max-ziplist-size" => {
+                let v: i64 = value
+                    .parse()
+                    .map_err(|_| bad("argument couldn't be parsed into an integer"))?;
+                if v < i64::from(i32::MIN) || v > i64::from(i32::MAX) {
+                    return Err(bad(
+                        "argument must be between -2147483648 and 2147483647 inclusive",
+                    ));
+                }
+                self.list_max_listpack_size.store(v, Ordering::Relaxed);
+            }
+            "list-compress-depth" => {
+                let v: i64 = value
+                    .parse()
+                    .map_err(|_| bad("argument couldn't be parsed into an integer"))?;
+                if !(0..=i64::from(i32::MAX)).contains(&v) {
+                    return Err(bad("argument must be between 0 and 2147483647 inclusive"));
+                }
+                self.list_compress_depth.store(v, Ordering::Relaxed);
+            }
+            "set-max-intset-entries" => {
+                let v: i64 = value
+                    .parse()
+                    .map_err(|_| bad("argument couldn't be parsed into an integer"))?;
+                if v < 0 {
+                    return Err(bad(
+                        "argument must be between 0 and 9223372036854775807 inclusive",
+                    ));
+                }
+                self.set_max_intset_entries
+                    .store(v as u64, Ordering::Relaxed);
             }
             "requirepass" => {
                 if let Ok(mut p) = self.requirepass.write() {

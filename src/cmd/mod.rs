@@ -14,6 +14,8 @@ pub mod dump;
 pub mod hash;
 pub mod hyperloglog;
 pub mod keys;
+pub mod list;
+pub mod set;
 pub mod string;
 
 use bytes::Bytes;

@@ -18,7 +18,8 @@ use super::admin::{client, command, config, connection, debug, info, keyspace, p
 use super::core::Core;
 use super::session::Session;
 use super::txn;
-use crate::cmd::{bitops, dump, hash, hyperloglog, keys, string, ShardFn};
+use super::txn_collections as txc;
+use crate::cmd::{bitops, dump, hash, hyperloglog, keys, list, set, string, ShardFn};
 use crate::protocol::Reply;
 
 /// How replies from the per-shard parts of a split command combine.
@@ -275,6 +276,44 @@ pub static TABLE: &[Spec] = &[
     spec!("hexpiretime", -5, R | F, 1, 1, 1, Keyed(hash::hexpiretime), "hash", "7.4.0", "Returns the expiration time of a hash field as a Unix timestamp, in seconds."),
     spec!("hpexpiretime", -5, R | F, 1, 1, 1, Keyed(hash::hpexpiretime), "hash", "7.4.0", "Returns the expiration time of a hash field as a Unix timestamp, in msec."),
     spec!("hpersist", -5, W | F, 1, 1, 1, Keyed(hash::hpersist), "hash", "7.4.0", "Removes the expiration time for each specified field"),
+    // lists
+    spec!("lpush", -3, W | M | F, 1, 1, 1, Keyed(list::lpush), "list", "1.0.0", "Prepends one or more elements to a list. Creates the key if it doesn't exist."),
+    spec!("rpush", -3, W | M | F, 1, 1, 1, Keyed(list::rpush), "list", "1.0.0", "Appends one or more elements to a list. Creates the key if it doesn't exist."),
+    spec!("lpushx", -3, W | M | F, 1, 1, 1, Keyed(list::lpushx), "list", "2.2.0", "Prepends one or more elements to a list only when the list exists."),
+    spec!("rpushx", -3, W | M | F, 1, 1, 1, Keyed(list::rpushx), "list", "2.2.0", "Appends an element to a list only when the list exists."),
+    spec!("lpop", -2, W | F, 1, 1, 1, Keyed(list::lpop), "list", "1.0.0", "Returns the first elements in a list after removing it. Deletes the list if the last element was popped."),
+    spec!("rpop", -2, W | F, 1, 1, 1, Keyed(list::rpop), "list", "1.0.0", "Returns and removes the last elements of a list. Deletes the list if the last element was popped."),
+    spec!("llen", 2, R | F, 1, 1, 1, Keyed(list::llen), "list", "1.0.0", "Returns the length of a list."),
+    spec!("lrange", 4, R, 1, 1, 1, Keyed(list::lrange), "list", "1.0.0", "Returns a range of elements from a list."),
+    spec!("lindex", 3, R, 1, 1, 1, Keyed(list::lindex), "list", "1.0.0", "Returns an element from a list by its index."),
+    spec!("lset", 4, W | M, 1, 1, 1, Keyed(list::lset), "list", "1.0.0", "Sets the value of an element in a list by its index."),
+    spec!("linsert", 5, W | M, 1, 1, 1, Keyed(list::linsert), "list", "2.2.0", "Inserts an element before or after another element in a list."),
+    spec!("lrem", 4, W, 1, 1, 1, Keyed(list::lrem), "list", "1.0.0", "Removes elements from a list. Deletes the list if the last element was removed."),
+    spec!("ltrim", 4, W, 1, 1, 1, Keyed(list::ltrim), "list", "1.0.0", "Removes elements from both ends a list. Deletes the list if all elements were trimmed."),
+    spec!("lpos", -3, R, 1, 1, 1, Keyed(list::lpos), "list", "6.0.6", "Returns the index of matching elements in a list."),
+    spec!("lmove", 5, W | M, 1, 2, 1, cross!(list::lmove, txc::lmove), "list", "6.2.0", "Returns an element after popping it from one list and pushing it to another. Deletes the list if the last element was moved."),
+    spec!("rpoplpush", 3, W | M, 1, 2, 1, cross!(list::lmove, txc::lmove), "list", "1.2.0", "Returns the last element of a list after removing and pushing it to another list. Deletes the list if the last element was popped."),
+    // LMPOP's keys follow its numkeys: routed by every argument after numkeys (a superset).
+    spec!("lmpop", -4, W, 2, -1, 1, cross!(list::lmpop, txc::lmpop), "list", "7.0.0", "Returns multiple elements from a list after removing them. Deletes the list if the last element was popped."),
+    // sets
+    spec!("sadd", -3, W | M | F, 1, 1, 1, Keyed(set::sadd), "set", "1.0.0", "Adds one or more members to a set. Creates the key if it doesn't exist."),
+    spec!("srem", -3, W | F, 1, 1, 1, Keyed(set::srem), "set", "1.0.0", "Removes one or more members from a set. Deletes the set if the last member was removed."),
+    spec!("sismember", 3, R | F, 1, 1, 1, Keyed(set::sismember), "set", "1.0.0", "Determines whether a member belongs to a set."),
+    spec!("smismember", -3, R | F, 1, 1, 1, Keyed(set::smismember), "set", "6.2.0", "Determines whether multiple members belong to a set."),
+    spec!("smembers", 2, R, 1, 1, 1, Keyed(set::smembers), "set", "1.0.0", "Returns all members of a set."),
+    spec!("scard", 2, R | F, 1, 1, 1, Keyed(set::scard), "set", "1.0.0", "Returns the number of members in a set."),
+    spec!("spop", -2, W | F, 1, 1, 1, Keyed(set::spop), "set", "1.0.0", "Returns one or more random members from a set after removing them. Deletes the set if the last member was popped."),
+    spec!("srandmember", -2, R, 1, 1, 1, Keyed(set::srandmember), "set", "1.0.0", "Get one or multiple random members from a set"),
+    spec!("smove", 4, W | F, 1, 2, 1, cross!(set::smove, txc::smove), "set", "1.0.0", "Moves a member from one set to another."),
+    spec!("sinter", -2, R, 1, -1, 1, cross!(set::sinter, txc::sinter), "set", "1.0.0", "Returns the intersect of multiple sets."),
+    // SINTERCARD's keys follow its numkeys: routed by every argument after numkeys (a superset).
+    spec!("sintercard", -3, R, 2, -1, 1, cross!(set::sintercard, txc::sintercard), "set", "7.0.0", "Returns the number of members of the intersect of multiple sets."),
+    spec!("sinterstore", -3, W | M, 1, -1, 1, cross!(set::sinterstore, txc::sinterstore), "set", "1.0.0", "Stores the intersect of multiple sets in a key."),
+    spec!("sunion", -2, R, 1, -1, 1, cross!(set::sunion, txc::sunion), "set", "1.0.0", "Returns the union of multiple sets."),
+    spec!("sunionstore", -3, W | M, 1, -1, 1, cross!(set::sunionstore, txc::sunionstore), "set", "1.0.0", "Stores the union of multiple sets in a key."),
+    spec!("sdiff", -2, R, 1, -1, 1, cross!(set::sdiff, txc::sdiff), "set", "1.0.0", "Returns the difference of multiple sets."),
+    spec!("sdiffstore", -3, W | M, 1, -1, 1, cross!(set::sdiffstore, txc::sdiffstore), "set", "1.0.0", "Stores the difference of multiple sets in a key."),
+    spec!("sscan", -3, R, 1, 1, 1, Keyed(set::sscan), "set", "2.8.0", "Iterates over members of a set."),
     // keys
     spec!("del", -2, W, 1, -1, 1, Split(keys::del, 1, Merge::Sum), "generic", "1.0.0", "Deletes one or more keys."),
     spec!("unlink", -2, W | F, 1, -1, 1, Split(keys::del, 1, Merge::Sum), "generic", "4.0.0", "Asynchronously deletes one or more keys."),

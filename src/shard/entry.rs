@@ -610,7 +610,7 @@ impl Entry {
             ValueRef::Str(_) if self.has(Entry::RAW) => "raw",
             ValueRef::Str(s) => string_encoding(s),
             ValueRef::External(_) => "raw",
-            ValueRef::Packed(k, _) => k.encoding.name(),
+            ValueRef::Packed(k, _) => k.encoding_name(),
             ValueRef::Object(o) => o.encoding(),
         }
     }

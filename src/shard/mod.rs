@@ -13,8 +13,11 @@ pub mod hash;
 pub mod hashform;
 pub mod history;
 pub mod intset;
+pub mod list;
 pub mod listpack;
 pub mod object;
+pub mod rdb_types;
+pub mod set;
 pub mod ziplist;
 
 use std::rc::Rc;

@@ -118,8 +118,17 @@ impl PackedKind {
     pub fn encode_rdb(self, bytes: &[u8], out: &mut Vec<u8>) -> u8 {
         if self.ty == ObjectType::List {
             // QUICKLIST_2: node count, then per node its container kind (2 = packed) and bytes.
-            ondisk::rdb::write_len(out, 1);
-            ondisk::rdb::write_len(out, 2);
+            super::list::encode_quicklist(std::iter::once(bytes), out);
+            return self.rdb_type();
+        }
+        if self.ty == ObjectType::Set {
+            // As Redis saves an intset: a string, LZF-compressed when that saves bytes.
+            ondisk::rdb::codec::write_string(
+                out,
+                bytes,
+                ondisk::rdb::codec::StringCompression::Lzf,
+            );
+            return self.rdb_type();
         }
         if self.encoding == PackedEncoding::ListpackEx {
             // The soonest field expiry first (0 when none), as Redis 7.4 writes it.
@@ -128,6 +137,16 @@ impl PackedKind {
         }
         ondisk::rdb::write_plain_string(out, bytes);
         self.rdb_type()
+    }
+
+    /// What OBJECT ENCODING says of a packed block of this kind: Redis 7.0 calls every list
+    /// "quicklist" (a packed list is its one node).
+    pub fn encoding_name(self) -> &'static str {
+        if self.ty == ObjectType::List {
+            "quicklist"
+        } else {
+            self.encoding.name()
+        }
     }
 }
 
@@ -138,6 +157,10 @@ pub struct PackLimits {
     pub hash_entries: usize,
     /// `hash-max-listpack-value`: longest field or value of a listpack hash.
     pub hash_value: usize,
+    /// `list-max-listpack-size`, clamped as a quicklist keeps it.
+    pub list_fill: i32,
+    /// `set-max-intset-entries`: most members of an intset set.
+    pub set_intset_entries: usize,
 }
 
 impl PackLimits {
@@ -145,6 +168,8 @@ impl PackLimits {
         PackLimits {
             hash_entries: s.hash_max_listpack_entries(),
             hash_value: s.hash_max_listpack_value(),
+            list_fill: super::list::clamp_fill(s.list_max_listpack_size()),
+            set_intset_entries: s.set_max_intset_entries(),
         }
     }
 }
@@ -154,6 +179,8 @@ impl Default for PackLimits {
         PackLimits {
             hash_entries: 128,
             hash_value: 64,
+            list_fill: -2,
+            set_intset_entries: 512,
         }
     }
 }
@@ -169,6 +196,13 @@ pub fn value_from_rdb(rdb_type: u8, body: &[u8], limits: &PackLimits) -> Result<
         types::HASH_ZIPLIST => hash_from_ziplist(body, limits),
         types::HASH_METADATA => super::hashform::from_rdb_metadata(body, limits),
         types::HASH_LISTPACK_EX => super::hashform::from_rdb_listpack_ex(body, limits),
+        types::LIST
+        | types::LIST_ZIPLIST
+        | types::LIST_QUICKLIST
+        | types::LIST_QUICKLIST_2
+        | types::SET
+        | types::SET_INTSET
+        | types::SET_LISTPACK => super::rdb_types::value_from_rdb(rdb_type, body, limits),
         _ => {
             let p = packed_from_rdb(rdb_type, body)?;
             if p.kind.ty == ObjectType::Hash {
