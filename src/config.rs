@@ -225,6 +225,10 @@ pub struct Settings {
     pub hash_max_listpack_entries: AtomicU64,
     /// Longest field or value of a hash kept as a listpack (`hash-max-listpack-value`).
     pub hash_max_listpack_value: AtomicU64,
+    /// Most members of a sorted set kept as a listpack (`zset-max-listpack-entries`).
+    pub zset_max_listpack_entries: AtomicU64,
+    /// Longest member of a sorted set kept as a listpack (`zset-max-listpack-value`).
+    pub zset_max_listpack_value: AtomicU64,
     pub requirepass: RwLock<String>,
     pub port: u16,
     pub bind: String,
@@ -332,6 +336,8 @@ impl Settings {
             pubsub_client_output_limit: AtomicU64::new(f.pubsub_client_output_limit),
             hash_max_listpack_entries: AtomicU64::new(128),
             hash_max_listpack_value: AtomicU64::new(64),
+            zset_max_listpack_entries: AtomicU64::new(128),
+            zset_max_listpack_value: AtomicU64::new(64),
             requirepass: RwLock::new(f.requirepass.clone()),
             port: f.port,
             bind: f.bind.clone(),
@@ -367,6 +373,14 @@ impl Settings {
 
     pub fn hash_max_listpack_value(&self) -> usize {
         self.hash_max_listpack_value.load(Ordering::Relaxed) as usize
+    }
+
+    pub fn zset_max_listpack_entries(&self) -> usize {
+        self.zset_max_listpack_entries.load(Ordering::Relaxed) as usize
+    }
+
+    pub fn zset_max_listpack_value(&self) -> usize {
+        self.zset_max_listpack_value.load(Ordering::Relaxed) as usize
     }
 
     pub fn maxmemory(&self) -> u64 {
@@ -437,6 +451,22 @@ impl Settings {
             (
                 "hash-max-ziplist-value",
                 self.hash_max_listpack_value().to_string(),
+            ),
+            (
+                "zset-max-listpack-entries",
+                self.zset_max_listpack_entries().to_string(),
+            ),
+            (
+                "zset-max-ziplist-entries",
+                self.zset_max_listpack_entries().to_string(),
+            ),
+            (
+                "zset-max-listpack-value",
+                self.zset_max_listpack_value().to_string(),
+            ),
+            (
+                "zset-max-ziplist-value",
+                self.zset_max_listpack_value().to_string(),
             ),
             ("port", self.port.to_string()),
             ("bind", self.bind.clone()),
@@ -516,6 +546,28 @@ impl Settings {
                     ));
                 }
                 self.hash_max_listpack_value.store(v, Ordering::Relaxed);
+            }
+            "zset-max-listpack-entries" | "zset-max-ziplist-entries" => {
+                let v: i64 = value
+                    .parse()
+                    .map_err(|_| bad("argument couldn't be parsed into an integer"))?;
+                if v < 0 {
+                    return Err(bad(
+                        "argument must be between 0 and 9223372036854775807 inclusive",
+                    ));
+                }
+                self.zset_max_listpack_entries
+                    .store(v as u64, Ordering::Relaxed);
+            }
+            "zset-max-listpack-value" | "zset-max-ziplist-value" => {
+                let v =
+                    parse_memory(value).ok_or_else(|| bad("argument must be a memory value"))?;
+                if v > i64::MAX as u64 {
+                    return Err(bad(
+                        "argument must be between 0 and 9223372036854775807 inclusive",
+                    ));
+                }
+                self.zset_max_listpack_value.store(v, Ordering::Relaxed);
             }
             "requirepass" => {
                 if let Ok(mut p) = self.requirepass.write() {

@@ -15,6 +15,7 @@ pub mod intset;
 pub mod listpack;
 pub mod object;
 pub mod ziplist;
+pub mod zset;
 
 use std::rc::Rc;
 use std::sync::Arc;

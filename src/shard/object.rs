@@ -128,6 +128,10 @@ pub struct PackLimits {
     pub hash_entries: usize,
     /// `hash-max-listpack-value`: longest field or value of a listpack hash.
     pub hash_value: usize,
+    /// `zset-max-listpack-entries`: most members of a listpack sorted set.
+    pub zset_entries: usize,
+    /// `zset-max-listpack-value`: longest member of a listpack sorted set.
+    pub zset_value: usize,
 }
 
 impl PackLimits {
@@ -135,6 +139,8 @@ impl PackLimits {
         PackLimits {
             hash_entries: s.hash_max_listpack_entries(),
             hash_value: s.hash_max_listpack_value(),
+            zset_entries: s.zset_max_listpack_entries(),
+            zset_value: s.zset_max_listpack_value(),
         }
     }
 }
@@ -144,6 +150,8 @@ impl Default for PackLimits {
         PackLimits {
             hash_entries: 128,
             hash_value: 64,
+            zset_entries: 128,
+            zset_value: 64,
         }
     }
 }
@@ -157,6 +165,9 @@ pub fn value_from_rdb(rdb_type: u8, body: &[u8], limits: &PackLimits) -> Result<
     match rdb_type {
         types::HASH => hash_from_pairs(body, limits),
         types::HASH_ZIPLIST => hash_from_ziplist(body, limits),
+        types::ZSET | types::ZSET_2 | types::ZSET_ZIPLIST | types::ZSET_LISTPACK => {
+            super::zset::from_rdb(rdb_type, body, limits)
+        }
         _ => {
             let p = packed_from_rdb(rdb_type, body)?;
             if p.kind.ty == ObjectType::Hash {
