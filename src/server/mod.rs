@@ -32,6 +32,7 @@ pub mod session;
 pub mod snapshot;
 pub mod table;
 pub mod txn;
+pub mod zset_cross;
 
 #[cfg(test)]
 mod tests;
