@@ -326,6 +326,42 @@ pub fn store_result(ctx: &mut Ctx, key: &[u8], entries: Entries) -> Reply {
     Reply::Int(n as i64)
 }
 
+/// ZRANGESTORE's store: `entries` in the order the range gave them, added one by one as Redis
+/// does (a listpack first unless a rank range is known to be too long, converted when a member
+/// passes the limits). The order matters for one thing: a -0 added while the result is still
+/// a listpack is kept there, and read back, as 0.
+pub fn store_range(ctx: &mut Ctx, key: &[u8], mut entries: Entries, req: &RangeReq) -> Reply {
+    let lim = limits(ctx);
+    let n = entries.len();
+    if n == 0 {
+        ctx.shard.remove(ctx.db, key);
+        return Reply::Int(0);
+    }
+    let mut packed = !(req.by == RangeBy::Rank && n > lim.zset_entries);
+    for (i, (m, s)) in entries.iter_mut().enumerate() {
+        if packed && (i + 1 > lim.zset_entries || m.len() > lim.zset_value) {
+            packed = false;
+        }
+        if packed && *s == 0.0 {
+            *s = 0.0;
+        }
+    }
+    let v = if packed {
+        entries.sort_by(|a, b| cmp_entry(a.1, &a.0, b.1, &b.0));
+        Value::Packed(zs::packed(lp_from_sorted(
+            entries.iter().map(|(m, s)| (&m[..], *s)),
+        )))
+    } else {
+        let mut z = LargeZSet::new();
+        for (m, s) in &entries {
+            z.insert(m, *s);
+        }
+        Value::Object(Box::new(z))
+    };
+    ctx.shard.store(ctx.db, key, v, 0);
+    Reply::Int(n as i64)
+}
+
 // ---------------------------------------------------------------------------------------------
 // Replies
 // ---------------------------------------------------------------------------------------------
@@ -695,7 +731,7 @@ pub fn zrangestore(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
         Err(e) => return e,
     };
     match range_entries(ctx, args, &req) {
-        Ok(v) => store_result(ctx, &args[1], v.unwrap_or_default()),
+        Ok(v) => store_range(ctx, &args[1], v.unwrap_or_default(), &req),
         Err(e) => e,
     }
 }
@@ -979,10 +1015,10 @@ fn pop_cmd(ctx: &mut Ctx, args: &[Bytes], max: bool) -> Reply {
     }
     let count = match args.get(2) {
         None => None,
+        // Redis words a count that does not parse as one out of range too.
         Some(a) => match parse_i64(a) {
-            None => return err(ERR_NOT_INT),
-            Some(c) if c < 0 => return err("ERR value is out of range, must be positive"),
-            Some(c) => Some(c as usize),
+            Some(c) if c >= 0 => Some(c as usize),
+            _ => return err("ERR value is out of range, must be positive"),
         },
     };
     if count == Some(0) {
@@ -1065,10 +1101,15 @@ pub fn zrandmember(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
         if n > RANDMEMBER_MAX {
             return err("ERR value is out of range");
         }
+        // A listpack is decoded once, not once a pick.
+        let all = matches!(z, Z::Packed(_)).then(|| z.entries());
         (0..n)
             .map(|_| {
                 let i = rng.gen_range(0..size);
-                z.range(i, i + 1, false).pop().unwrap_or_default()
+                match &all {
+                    Some(all) => all[i].clone(),
+                    None => z.range(i, i + 1, false).pop().unwrap_or_default(),
+                }
             })
             .collect()
     } else if l as u64 >= size as u64 {
@@ -1310,8 +1351,17 @@ fn aggregate(acc: &mut f64, v: f64, how: Aggregate) {
                 *acc = 0.0;
             }
         }
-        Aggregate::Min => *acc = acc.min(v),
-        Aggregate::Max => *acc = acc.max(v),
+        // As Redis compares (f64::min/max may pick either zero of -0 and 0).
+        Aggregate::Min => {
+            if v < *acc {
+                *acc = v;
+            }
+        }
+        Aggregate::Max => {
+            if v > *acc {
+                *acc = v;
+            }
+        }
     }
 }
 

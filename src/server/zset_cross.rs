@@ -122,8 +122,9 @@ pub async fn zrangestore(core: &Rc<Core>, _: &'static Spec, db: usize, args: &[B
         return shutting_down();
     };
     let all = args.to_vec();
+    let read_req = req.clone();
     let read = on(&txn, shard_of(&src, n), db, move |ctx| {
-        zset::range_entries(ctx, &all, &req)
+        zset::range_entries(ctx, &all, &read_req)
     })
     .await;
     let entries = match read {
@@ -132,7 +133,7 @@ pub async fn zrangestore(core: &Rc<Core>, _: &'static Spec, db: usize, args: &[B
         None => return shutting_down(),
     };
     on(&txn, shard_of(&dst, n), db, move |ctx| {
-        zset::store_result(ctx, &dst, entries)
+        zset::store_range(ctx, &dst, entries, &req)
     })
     .await
     .unwrap_or_else(shutting_down)

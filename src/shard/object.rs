@@ -107,8 +107,8 @@ impl PackedKind {
 }
 
 impl PackedKind {
-    /// Writes the RDB encoding of a packed block of this kind (the bytes as they are, as Redis
-    /// writes them; a list's listpack as a quicklist of one packed node) and returns its RDB
+    /// Writes the RDB encoding of a packed block of this kind (the bytes as they are, LZF
+    /// compressed when that saves bytes, as Redis writes them; a list's listpack as a quicklist of one packed node) and returns its RDB
     /// type code.
     pub fn encode_rdb(self, bytes: &[u8], out: &mut Vec<u8>) -> u8 {
         if self.ty == ObjectType::List {
@@ -116,7 +116,8 @@ impl PackedKind {
             ondisk::rdb::write_len(out, 1);
             ondisk::rdb::write_len(out, 2);
         }
-        ondisk::rdb::write_plain_string(out, bytes);
+        // As `rdbSaveRawString` with `rdbcompression yes`: LZF when it pays.
+        ondisk::rdb::codec::write_string(out, bytes, ondisk::rdb::StringCompression::Lzf);
         self.rdb_type()
     }
 }

@@ -48,8 +48,8 @@ const CHUNK_TARGET: usize = 256;
 /// C's `%.17g`: what Redis 7.0 replies with for a score.
 pub use crate::protocol::reply::format_double as fmt_g17;
 
-/// Redis' `d2string`: how a score is written into a listpack and into RDB type 3 (an integral
-/// value as an integer, else `%.17g`).
+/// Redis' `d2string`: a score's text (an integral value as an integer, else `%.17g`; -0 as
+/// "-0").
 pub fn d2string(d: f64) -> String {
     if d.is_nan() {
         "nan".into()
@@ -69,6 +69,16 @@ pub fn d2string(d: f64) -> String {
         (d as i64).to_string()
     } else {
         fmt_g17(d)
+    }
+}
+
+/// How a listpack holds a score (Redis' `zzlInsertAt`): an integral value in `double2ll`'s
+/// range as an integer (so -0 is stored, and read back, as 0), else its `d2string` text.
+pub fn lp_score_text(d: f64) -> String {
+    if d >= -(i64::MAX / 2) as f64 && d <= (i64::MAX / 2) as f64 && d == d.trunc() {
+        (d as i64).to_string()
+    } else {
+        d2string(d)
     }
 }
 
@@ -212,7 +222,7 @@ pub fn lp_insert(lp: &mut Vec<u8>, member: &[u8], score: f64) {
         }
         pos = after;
     }
-    let text = d2string(score);
+    let text = lp_score_text(score);
     listpack::insert(lp, pos, &[member, text.as_bytes()]);
 }
 
@@ -228,7 +238,7 @@ pub fn lp_from_sorted<'a>(entries: impl IntoIterator<Item = (&'a [u8], f64)>) ->
     let mut n = 0usize;
     for (m, s) in entries {
         body.extend_from_slice(&listpack::entry_bytes(m));
-        body.extend_from_slice(&listpack::entry_bytes(d2string(s).as_bytes()));
+        body.extend_from_slice(&listpack::entry_bytes(lp_score_text(s).as_bytes()));
         n += 2;
     }
     // One splice, then the header fixed by an empty insert at the end.

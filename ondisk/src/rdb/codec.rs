@@ -19,7 +19,7 @@
 //! DUMP    = rdb type u8, value encoding, RDB version u16 LE, CRC-64 LE of everything before
 //! ```
 
-use super::lzf::{lzf_compress, lzf_decompress};
+use super::lzf::{lzf_compress_within, lzf_decompress};
 use super::types;
 use crate::error::FormatError;
 use bytes::BufMut;
@@ -176,7 +176,8 @@ fn lzf_form(value: &[u8]) -> Option<Vec<u8>> {
     if value.len() <= LZF_MIN_LEN {
         return None;
     }
-    lzf_compress(value).filter(|c| c.len() + LZF_MIN_SAVING <= value.len())
+    // Redis gives liblzf `len - 4` bytes of room: the saving must be at least 4 bytes.
+    lzf_compress_within(value, value.len() - LZF_MIN_SAVING)
 }
 
 // ---------------------------------------------------------------------------------------------

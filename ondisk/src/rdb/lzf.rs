@@ -7,8 +7,6 @@
 
 /// Longest match one back-reference can express.
 const MAX_MATCH: usize = 7 + 255 + 2;
-/// Farthest back a reference can point.
-const MAX_OFFSET: usize = 1 << 13;
 /// Most output one input byte can produce (a 3-byte reference making 264 bytes).
 const MAX_EXPANSION: usize = MAX_MATCH.div_ceil(3);
 
@@ -92,66 +90,130 @@ pub fn lzf_decompress(input: &[u8], raw_len: usize) -> Result<Vec<u8>, LzfError>
     Ok(out)
 }
 
-/// Compresses `input` with a greedy single-probe hash matcher. Returns `None` when the result
-/// would not be smaller than the input (store it plain then).
+/// Compresses `input` as liblzf's `lzf_compress` (Redis' build: HLOG 16, VERY_FAST) does, so
+/// that RDB strings and DUMP payloads come out byte for byte as Redis writes them; None unless
+/// the result is shorter than the input.
 pub fn lzf_compress(input: &[u8]) -> Option<Vec<u8>> {
-    const HASH_BITS: u32 = 14;
-    if input.len() < 4 {
-        return None;
-    }
-    let mut out = Vec::with_capacity(input.len());
-    // Position + 1 of the last occurrence of each 3-byte hash; 0 = none.
-    let mut table = vec![0usize; 1 << HASH_BITS];
-    let hash = |p: usize| {
-        let v = u32::from(input[p]) << 16 | u32::from(input[p + 1]) << 8 | u32::from(input[p + 2]);
-        (v.wrapping_mul(2_654_435_761) >> (32 - HASH_BITS)) as usize
-    };
-    let mut lit_start = 0;
-    let mut ip = 0;
-    while ip + 2 < input.len() {
-        let h = hash(ip);
-        let cand = table[h];
-        table[h] = ip + 1;
-        if cand > 0 {
-            let r = cand - 1;
-            let dist = ip - r;
-            if dist <= MAX_OFFSET && input[r..r + 3] == input[ip..ip + 3] {
-                let max = MAX_MATCH.min(input.len() - ip);
-                let mut len = 3;
-                while len < max && input[r + len] == input[ip + len] {
-                    len += 1;
-                }
-                push_literals(&mut out, &input[lit_start..ip]);
-                let code = len - 2;
-                let off = dist - 1;
-                if code < 7 {
-                    out.push(((code << 5) | (off >> 8)) as u8);
-                } else {
-                    out.push(((7 << 5) | (off >> 8)) as u8);
-                    out.push((code - 7) as u8);
-                }
-                out.push((off & 0xff) as u8);
-                ip += len;
-                lit_start = ip;
-                if out.len() >= input.len() {
-                    return None;
-                }
-                continue;
-            }
-        }
-        ip += 1;
-    }
-    push_literals(&mut out, &input[lit_start..]);
-    (out.len() < input.len()).then_some(out)
+    lzf_compress_within(input, input.len().checked_sub(1)?)
 }
 
-fn push_literals(out: &mut Vec<u8>, mut lit: &[u8]) {
-    while !lit.is_empty() {
-        let n = lit.len().min(32);
-        out.push((n - 1) as u8);
-        out.extend_from_slice(&lit[..n]);
-        lit = &lit[n..];
+/// liblzf's `lzf_compress(in, in_len, out, out_len)`, ported step for step: None where it
+/// returns 0 (the output does not fit in `out_len` bytes, by its own conservative checks).
+pub fn lzf_compress_within(input: &[u8], out_len: usize) -> Option<Vec<u8>> {
+    const HLOG: u32 = 16;
+    const MAX_LIT: usize = 1 << 5;
+    const MAX_OFF: usize = 1 << 13;
+    const MAX_REF: usize = (1 << 8) + (1 << 3);
+    let in_len = input.len();
+    if in_len < 3 || out_len == 0 {
+        return None;
     }
+    let idx =
+        |h: u32| ((h >> (24 - HLOG)).wrapping_sub(h.wrapping_mul(5)) & ((1 << HLOG) - 1)) as usize;
+    let frst = |p: usize| u32::from(input[p]) << 8 | u32::from(input[p + 1]);
+    let next = |v: u32, p: usize| v << 8 | u32::from(input[p + 2]);
+    let mut out = vec![0u8; out_len];
+    // Position + 1 of the last place each hash was seen; 0 = none.
+    let mut htab = vec![0usize; 1 << HLOG];
+    let (mut ip, mut op, mut lit) = (0usize, 1usize, 0usize);
+    let mut hval = frst(0);
+    while ip + 2 < in_len {
+        hval = next(hval, ip);
+        let slot = idx(hval);
+        let found = htab[slot];
+        htab[slot] = ip + 1;
+        let reference = found.checked_sub(1).filter(|&r| {
+            ip - r - 1 < MAX_OFF
+                && r > 0
+                && input[r + 2] == input[ip + 2]
+                && input[r..r + 2] == input[ip..ip + 2]
+        });
+        if let Some(r) = reference {
+            let off = ip - r - 1;
+            let mut len = 2usize;
+            let maxlen = (in_len - ip - len).min(MAX_REF);
+            if op + 3 + 1 >= out_len && op - usize::from(lit == 0) + 3 + 1 >= out_len {
+                return None;
+            }
+            *out.get_mut(op.checked_sub(lit + 1)?)? = (lit as u8).wrapping_sub(1);
+            op -= usize::from(lit == 0);
+            let mut done = false;
+            if maxlen > 16 {
+                for _ in 0..16 {
+                    len += 1;
+                    if input[r + len] != input[ip + len] {
+                        done = true;
+                        break;
+                    }
+                }
+            }
+            if !done {
+                loop {
+                    len += 1;
+                    if !(len < maxlen && input[r + len] == input[ip + len]) {
+                        break;
+                    }
+                }
+            }
+            len -= 2;
+            ip += 1;
+            if len < 7 {
+                *out.get_mut(op)? = ((off >> 8) + (len << 5)) as u8;
+                op += 1;
+            } else {
+                *out.get_mut(op)? = ((off >> 8) + (7 << 5)) as u8;
+                *out.get_mut(op + 1)? = (len - 7) as u8;
+                op += 2;
+            }
+            *out.get_mut(op)? = off as u8;
+            op += 1;
+            lit = 0;
+            op += 1;
+            ip += len + 1;
+            if ip + 2 >= in_len {
+                break;
+            }
+            ip -= 2;
+            hval = frst(ip);
+            hval = next(hval, ip);
+            htab[idx(hval)] = ip + 1;
+            ip += 1;
+            hval = next(hval, ip);
+            htab[idx(hval)] = ip + 1;
+            ip += 1;
+        } else {
+            if op >= out_len {
+                return None;
+            }
+            lit += 1;
+            out[op] = input[ip];
+            op += 1;
+            ip += 1;
+            if lit == MAX_LIT {
+                *out.get_mut(op - lit - 1)? = (lit - 1) as u8;
+                lit = 0;
+                op += 1;
+            }
+        }
+    }
+    if op + 3 > out_len {
+        return None;
+    }
+    while ip < in_len {
+        lit += 1;
+        *out.get_mut(op)? = input[ip];
+        op += 1;
+        ip += 1;
+        if lit == MAX_LIT {
+            *out.get_mut(op - lit - 1)? = (lit - 1) as u8;
+            lit = 0;
+            op += 1;
+        }
+    }
+    *out.get_mut(op.checked_sub(lit + 1)?)? = (lit as u8).wrapping_sub(1);
+    op -= usize::from(lit == 0);
+    out.truncate(op);
+    Some(out)
 }
 
 #[cfg(test)]
