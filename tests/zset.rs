@@ -468,3 +468,90 @@ fn sorted_sets_survive_save_and_restart() {
         "$8\r\nlistpack\r\n",
     );
 }
+
+#[test]
+fn sorted_sets_count_against_maxmemory_and_lose_nothing() {
+    let s = Server::start(STRATA, &["--proactor_threads", "2", "--maxmemory", "20mb"]);
+    let mut c = s.raw();
+    let oom = "-OOM command not allowed when used memory > 'maxmemory'.\r\n";
+    let mut added = 0usize;
+    let mut hit_oom = false;
+    'fill: for k in 0..200 {
+        let key = format!("z:{k}");
+        for batch in 0..20 {
+            let mut args: Vec<Vec<u8>> = vec![b"ZADD".to_vec(), key.clone().into_bytes()];
+            for m in 0..500 {
+                args.push(format!("{}", batch * 500 + m).into_bytes());
+                args.push(format!("member-{batch}-{m}-{}", "x".repeat(20)).into_bytes());
+            }
+            let refs: Vec<&[u8]> = args.iter().map(|a| &a[..]).collect();
+            let r = c.call(&refs);
+            if r == b":500\r\n" {
+                added += 500;
+            } else {
+                assert_eq!(String::from_utf8_lossy(&r), oom, "ZADD past maxmemory");
+                hit_oom = true;
+                break 'fill;
+            }
+        }
+    }
+    assert!(hit_oom, "sorted sets never reached a 20 MB maxmemory");
+    // Everything acknowledged is there.
+    let mut total = 0usize;
+    for k in 0..200 {
+        let r = c.call(&[b"ZCARD", format!("z:{k}").as_bytes()]);
+        let n: usize = String::from_utf8_lossy(&r[1..r.len() - 2])
+            .parse()
+            .unwrap_or(0);
+        total += n;
+    }
+    assert_eq!(total, added);
+    // Reads and removals still work.
+    z(
+        &mut c,
+        &["ZSCORE", "z:0", "member-0-7-xxxxxxxxxxxxxxxxxxxx"],
+        "$1\r\n7\r\n",
+    );
+    z(&mut c, &["DEL", "z:0"], ":1\r\n");
+}
+
+#[test]
+fn command_table_declares_counted_keys() {
+    let s = server();
+    let mut c = s.raw();
+    let info = c.call(&[b"COMMAND", b"INFO", b"zunionstore"]);
+    let want: &[u8] = b"*1\r\n*10\r\n$11\r\nzunionstore\r\n:-4\r\n*3\r\n+write\r\n+denyoom\r\n+movablekeys\r\n:1\r\n:1\r\n:1\r\n";
+    assert!(info.starts_with(want), "{}", String::from_utf8_lossy(&info));
+    z(
+        &mut c,
+        &[
+            "COMMAND",
+            "GETKEYS",
+            "ZUNIONSTORE",
+            "d",
+            "2",
+            "a",
+            "b",
+            "WEIGHTS",
+            "1",
+            "2",
+        ],
+        "*3\r\n$1\r\nd\r\n$1\r\na\r\n$1\r\nb\r\n",
+    );
+    z(
+        &mut c,
+        &["COMMAND", "GETKEYS", "ZMPOP", "2", "a", "b", "MIN"],
+        "*2\r\n$1\r\na\r\n$1\r\nb\r\n",
+    );
+    z(
+        &mut c,
+        &["ZINTERCARD", "x", "a"],
+        "-ERR value is not an integer or out of range\r\n",
+    );
+    z(
+        &mut c,
+        &["ZMPOP", "0", "a", "MIN"],
+        "-ERR numkeys should be greater than 0\r\n",
+    );
+    z(&mut c, &["ZUNION", "3", "a", "b"], "-ERR syntax error\r\n");
+}

@@ -666,8 +666,9 @@ fn select(z: Z<'_>, req: &RangeReq) -> Entries {
             }
             return z.range(a, b, false);
         }
-        RangeBy::Score => z.score_span(req.score.as_ref().expect("parsed with BYSCORE")),
-        RangeBy::Lex => z.lex_span(req.lex.as_ref().expect("parsed with BYLEX")),
+        // `parse_range` sets the bounds its kind needs; without them the range is empty.
+        RangeBy::Score => req.score.as_ref().map_or((0, 0), |r| z.score_span(r)),
+        RangeBy::Lex => req.lex.as_ref().map_or((0, 0), |r| z.lex_span(r)),
     };
     match limit_span(span.0, span.1, req.offset, req.limit, req.rev) {
         Some((a, b)) => z.range(a, b, req.rev),
@@ -778,13 +779,13 @@ fn zadd_generic(ctx: &mut Ctx, args: &[Bytes], incr_cmd: bool) -> Reply {
         }
     }
     let rest = &args[at..];
-    if rest.is_empty() || rest.len() % 2 != 0 {
+    if rest.is_empty() || !rest.len().is_multiple_of(2) {
         return err(ERR_SYNTAX);
     }
     if f.nx && f.xx {
         return err("ERR XX and NX options at the same time are not compatible");
     }
-    if (f.gt && f.nx) || (f.lt && f.nx) || (f.gt && f.lt) {
+    if (f.nx && (f.gt || f.lt)) || (f.gt && f.lt) {
         return err("ERR GT, LT, and/or NX options at the same time are not compatible");
     }
     if f.incr && rest.len() > 2 {
@@ -1159,7 +1160,8 @@ pub fn zscan(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
             return err(ERR_SYNTAX);
         }
     }
-    let (next, found): (u64, Vec<(Vec<u8>, Vec<u8>)>) = match z {
+    // (member, score text) pairs.
+    let (next, found): (u64, Vec<ScanPair>) = match z {
         Z::Packed(lp) => {
             let items: Vec<Vec<u8>> = listpack::iter(lp).map(|(_, e)| e.to_vec()).collect();
             let pairs = items
@@ -1192,6 +1194,9 @@ pub fn zscan(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
         Reply::Array(out),
     ])
 }
+
+/// A member and its score as ZSCAN's text.
+type ScanPair = (Vec<u8>, Vec<u8>);
 
 /// A cursor as Redis' strtoul reads it (an optional sign, digits, no overflow).
 fn parse_cursor(b: &[u8]) -> Option<u64> {
