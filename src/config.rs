@@ -237,6 +237,10 @@ pub struct Settings {
     pub list_compress_depth: AtomicI64,
     /// Most members of a set kept as an intset (`set-max-intset-entries`).
     pub set_max_intset_entries: AtomicU64,
+    /// Most members of a sorted set kept as a listpack (`zset-max-listpack-entries`).
+    pub zset_max_listpack_entries: AtomicU64,
+    /// Longest member of a sorted set kept as a listpack (`zset-max-listpack-value`).
+    pub zset_max_listpack_value: AtomicU64,
     pub requirepass: RwLock<String>,
     pub port: u16,
     pub bind: String,
@@ -348,6 +352,8 @@ impl Settings {
             list_max_listpack_size: AtomicI64::new(-2),
             list_compress_depth: AtomicI64::new(0),
             set_max_intset_entries: AtomicU64::new(512),
+            zset_max_listpack_entries: AtomicU64::new(128),
+            zset_max_listpack_value: AtomicU64::new(64),
             requirepass: RwLock::new(f.requirepass.clone()),
             port: f.port,
             bind: f.bind.clone(),
@@ -399,6 +405,14 @@ impl Settings {
 
     pub fn set_max_intset_entries(&self) -> usize {
         self.set_max_intset_entries.load(Ordering::Relaxed) as usize
+    }
+
+    pub fn zset_max_listpack_entries(&self) -> usize {
+        self.zset_max_listpack_entries.load(Ordering::Relaxed) as usize
+    }
+
+    pub fn zset_max_listpack_value(&self) -> usize {
+        self.zset_max_listpack_value.load(Ordering::Relaxed) as usize
     }
 
     pub fn maxmemory(&self) -> u64 {
@@ -489,6 +503,22 @@ impl Settings {
             (
                 "set-max-intset-entries",
                 self.set_max_intset_entries().to_string(),
+            ),
+            (
+                "zset-max-listpack-entries",
+                self.zset_max_listpack_entries().to_string(),
+            ),
+            (
+                "zset-max-ziplist-entries",
+                self.zset_max_listpack_entries().to_string(),
+            ),
+            (
+                "zset-max-listpack-value",
+                self.zset_max_listpack_value().to_string(),
+            ),
+            (
+                "zset-max-ziplist-value",
+                self.zset_max_listpack_value().to_string(),
             ),
             ("port", self.port.to_string()),
             ("bind", self.bind.clone()),
@@ -611,6 +641,28 @@ impl Settings {
                 }
                 self.set_max_intset_entries
                     .store(v as u64, Ordering::Relaxed);
+            }
+            "zset-max-listpack-entries" | "zset-max-ziplist-entries" => {
+                let v: i64 = value
+                    .parse()
+                    .map_err(|_| bad("argument couldn't be parsed into an integer"))?;
+                if v < 0 {
+                    return Err(bad(
+                        "argument must be between 0 and 9223372036854775807 inclusive",
+                    ));
+                }
+                self.zset_max_listpack_entries
+                    .store(v as u64, Ordering::Relaxed);
+            }
+            "zset-max-listpack-value" | "zset-max-ziplist-value" => {
+                let v =
+                    parse_memory(value).ok_or_else(|| bad("argument must be a memory value"))?;
+                if v > i64::MAX as u64 {
+                    return Err(bad(
+                        "argument must be between 0 and 9223372036854775807 inclusive",
+                    ));
+                }
+                self.zset_max_listpack_value.store(v, Ordering::Relaxed);
             }
             "requirepass" => {
                 if let Ok(mut p) = self.requirepass.write() {

@@ -17,6 +17,7 @@ pub mod keys;
 pub mod list;
 pub mod set;
 pub mod string;
+pub mod zset;
 
 use bytes::Bytes;
 
@@ -31,6 +32,10 @@ pub struct Ctx<'a> {
 }
 
 pub type ShardFn = fn(&mut Ctx, &[Bytes]) -> Reply;
+
+/// The positions of a command's keys found from its arguments (keys after a count, as
+/// ZUNIONSTORE's): for commands whose keys the table's first/last/step cannot say.
+pub type KeysFn = fn(&[Bytes]) -> Vec<usize>;
 
 /// Redis' error for a wrong number of arguments to `name` (lower case, as Redis names it).
 pub fn wrong_args(name: &str) -> Reply {

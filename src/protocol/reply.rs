@@ -169,19 +169,35 @@ impl Reply {
     }
 }
 
-/// Formats a double the way Redis replies with one: integers without a fraction, `inf`/`-inf`,
-/// otherwise the shortest text that reads back as the same value.
+/// Formats a double the way Redis 7.0 replies with one (`addReplyDouble`): C's `%.17g`, and
+/// `inf`/`-inf`.
 pub fn format_double(d: f64) -> String {
-    if d.is_infinite() {
-        return if d > 0.0 { "inf".into() } else { "-inf".into() };
-    }
     if d.is_nan() {
         return "nan".into();
     }
-    if d == d.trunc() && d.abs() < 1e17 {
-        return format!("{}", d as i64);
+    if d.is_infinite() {
+        return if d > 0.0 { "inf".into() } else { "-inf".into() };
     }
-    format!("{d}")
+    let sci = format!("{d:.16e}");
+    let Some((mant, exp)) = sci.split_once('e') else {
+        return sci;
+    };
+    let exp: i32 = exp.parse().unwrap_or(0);
+    if !(-4..17).contains(&exp) {
+        let sign = if exp < 0 { '-' } else { '+' };
+        return format!("{}e{sign}{:02}", strip_zeros(mant), exp.abs());
+    }
+    let fixed = format!("{:.*}", (16 - exp) as usize, d);
+    strip_zeros(&fixed).to_string()
+}
+
+/// A `%g` mantissa without its trailing zeros (and point).
+fn strip_zeros(s: &str) -> &str {
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.')
+    } else {
+        s
+    }
 }
 
 fn line(out: &mut Vec<u8>, prefix: u8, body: &[u8]) {

@@ -147,6 +147,18 @@ fn route(core: &Core, session: &Session, req: &Request, oom: &mut Option<bool>) 
                 Route::Barrier(spec)
             }
         }
+        Exec::Movable(f, _, _) => {
+            let mut keys = spec
+                .keys_of(args)
+                .into_iter()
+                .map(|i| shard_of(&args[i], n));
+            let first = keys.next().unwrap_or(core.id);
+            if keys.all(|s| s == first) {
+                Route::Keyed(first, spec, f)
+            } else {
+                Route::Barrier(spec)
+            }
+        }
         Exec::Split(f, group, _) => {
             if !(args.len() - 1).is_multiple_of(group) {
                 return Route::Reply(wrong_args(spec.name));
@@ -422,7 +434,9 @@ async fn run_barrier(
         Exec::Split(f, group, merge) => {
             run_split(core, session.db, spec, f, group, merge, &args).await
         }
-        Exec::Cross(_, cross) => cross(core, spec, session.db, &args).await,
+        Exec::Cross(_, cross) | Exec::Movable(_, _, cross) => {
+            cross(core, spec, session.db, &args).await
+        }
         // Every keyed command with more than one key has a cross-shard form.
         Exec::Keyed(_) => err("ERR keys in request don't hash to the same shard"),
         Exec::Session(f) => f(Call {

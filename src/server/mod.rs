@@ -33,6 +33,7 @@ pub mod snapshot;
 pub mod table;
 pub mod txn;
 pub mod txn_collections;
+pub mod zset_cross;
 
 #[cfg(test)]
 mod tests;

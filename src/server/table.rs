@@ -19,7 +19,8 @@ use super::core::Core;
 use super::session::Session;
 use super::txn;
 use super::txn_collections as txc;
-use crate::cmd::{bitops, dump, hash, hyperloglog, keys, list, set, string, ShardFn};
+use super::zset_cross;
+use crate::cmd::{bitops, dump, hash, hyperloglog, keys, list, set, string, zset, KeysFn, ShardFn};
 use crate::protocol::Reply;
 
 /// How replies from the per-shard parts of a split command combine.
@@ -63,6 +64,10 @@ pub enum Exec {
     /// Runs on the shard that owns its keys; when they span shards, the second function runs
     /// them under a cross-shard transaction instead (RENAME, COPY, MSETNX, LCS).
     Cross(ShardFn, CrossFn),
+    /// Keys found from the arguments by the middle function (keys after a count: ZUNIONSTORE,
+    /// ZMPOP, ...); runs like [`Exec::Cross`]: on the keys' shard, or under a cross-shard
+    /// transaction when they span shards.
+    Movable(ShardFn, KeysFn, CrossFn),
     /// Keys are split by shard, each part runs the function with `[name, keys...]`, and the
     /// replies merge; `usize` is how many arguments make one key's group (1 for DEL, 2 for MSET).
     Split(ShardFn, usize, Merge),
@@ -87,6 +92,8 @@ pub const READS_WITH_GET: u32 = 1 << 8;
 /// Its reply is the value it reads, unchanged (GET): a value just read from disk is answered
 /// from the bytes read, without taking it into RAM.
 pub const VALUE_REPLY: u32 = 1 << 9;
+/// Its keys depend on its arguments (COMMAND INFO's `movablekeys`).
+pub const MOVABLE_KEYS: u32 = 1 << 10;
 
 pub struct Spec {
     pub name: &'static str,
@@ -141,6 +148,19 @@ impl Spec {
         (first..=last).step_by(step).filter(move |_| valid)
     }
 
+    /// Indices of the key arguments in `args`, counted keys included.
+    pub fn keys_of(&self, args: &[Bytes]) -> Vec<usize> {
+        let mut v: Vec<usize> = self.key_indices(args.len()).collect();
+        if let Exec::Movable(_, keys, _) = self.exec {
+            for i in keys(args) {
+                if !v.contains(&i) {
+                    v.push(i);
+                }
+            }
+        }
+        v
+    }
+
     /// Position in [`TABLE`] (CLIENT LIST's `cmd=` keeps it).
     pub fn index(&'static self) -> u32 {
         let offset = (self as *const Spec as usize).wrapping_sub(TABLE.as_ptr() as usize);
@@ -158,6 +178,7 @@ impl Spec {
             (NOAUTH, "no_auth"),
             (LOADING, "loading"),
             (FAST, "fast"),
+            (MOVABLE_KEYS, "movablekeys"),
         ] {
             if self.has(bit) {
                 v.push(name);
@@ -182,6 +203,16 @@ macro_rules! spec {
             since: $since,
             summary: $summary,
         }
+    };
+}
+
+/// A keyed command's function, its key finder and its cross-shard form as an
+/// [`Exec::Movable`].
+macro_rules! movable {
+    ($f:path, $keys:path, $across:path) => {
+        Exec::Movable($f, $keys, |core, spec, db, args| {
+            Box::pin($across(core, spec, db, args))
+        })
     };
 }
 
@@ -314,6 +345,39 @@ pub static TABLE: &[Spec] = &[
     spec!("sdiff", -2, R, 1, -1, 1, cross!(set::sdiff, txc::sdiff), "set", "1.0.0", "Returns the difference of multiple sets."),
     spec!("sdiffstore", -3, W | M, 1, -1, 1, cross!(set::sdiffstore, txc::sdiffstore), "set", "1.0.0", "Stores the difference of multiple sets in a key."),
     spec!("sscan", -3, R, 1, 1, 1, Keyed(set::sscan), "set", "2.8.0", "Iterates over members of a set."),
+    // sorted sets
+    spec!("zadd", -4, W | M | F, 1, 1, 1, Keyed(zset::zadd), "sorted_set", "1.2.0", "Adds one or more members to a sorted set, or updates their scores. Creates the key if it doesn't exist."),
+    spec!("zincrby", 4, W | M | F, 1, 1, 1, Keyed(zset::zincrby), "sorted_set", "1.2.0", "Increments the score of a member in a sorted set."),
+    spec!("zrem", -3, W | F, 1, 1, 1, Keyed(zset::zrem), "sorted_set", "1.2.0", "Removes one or more members from a sorted set. Deletes the sorted set if all members were removed."),
+    spec!("zcard", 2, R | F, 1, 1, 1, Keyed(zset::zcard), "sorted_set", "1.2.0", "Returns the number of members in a sorted set."),
+    spec!("zscore", 3, R | F, 1, 1, 1, Keyed(zset::zscore), "sorted_set", "1.2.0", "Returns the score of a member in a sorted set."),
+    spec!("zmscore", -3, R | F, 1, 1, 1, Keyed(zset::zmscore), "sorted_set", "6.2.0", "Returns the score of one or more members in a sorted set."),
+    spec!("zcount", 4, R | F, 1, 1, 1, Keyed(zset::zcount), "sorted_set", "2.0.0", "Returns the count of members in a sorted set that have scores within a range."),
+    spec!("zlexcount", 4, R | F, 1, 1, 1, Keyed(zset::zlexcount), "sorted_set", "2.8.9", "Returns the number of members in a sorted set within a lexicographical range."),
+    spec!("zrank", 3, R | F, 1, 1, 1, Keyed(zset::zrank), "sorted_set", "2.0.0", "Returns the index of a member in a sorted set ordered by ascending scores."),
+    spec!("zrevrank", 3, R | F, 1, 1, 1, Keyed(zset::zrevrank), "sorted_set", "2.0.0", "Returns the index of a member in a sorted set ordered by descending scores."),
+    spec!("zrange", -4, R, 1, 1, 1, Keyed(zset::zrange), "sorted_set", "1.2.0", "Returns members in a sorted set within a range of indexes."),
+    spec!("zrevrange", -4, R, 1, 1, 1, Keyed(zset::zrevrange), "sorted_set", "1.2.0", "Returns members in a sorted set within a range of indexes in reverse order."),
+    spec!("zrangebyscore", -4, R, 1, 1, 1, Keyed(zset::zrangebyscore), "sorted_set", "1.0.5", "Returns members in a sorted set within a range of scores."),
+    spec!("zrevrangebyscore", -4, R, 1, 1, 1, Keyed(zset::zrevrangebyscore), "sorted_set", "2.2.0", "Returns members in a sorted set within a range of scores in reverse order."),
+    spec!("zrangebylex", -4, R, 1, 1, 1, Keyed(zset::zrangebylex), "sorted_set", "2.8.9", "Returns members in a sorted set within a lexicographical range."),
+    spec!("zrevrangebylex", -4, R, 1, 1, 1, Keyed(zset::zrevrangebylex), "sorted_set", "2.8.9", "Returns members in a sorted set within a lexicographical range in reverse order."),
+    spec!("zrangestore", -5, W | M, 1, 2, 1, cross!(zset::zrangestore, zset_cross::zrangestore), "sorted_set", "6.2.0", "Stores a range of members from sorted set in a key."),
+    spec!("zremrangebyrank", 4, W, 1, 1, 1, Keyed(zset::zremrangebyrank), "sorted_set", "2.0.0", "Removes members in a sorted set within a range of indexes. Deletes the sorted set if all members were removed."),
+    spec!("zremrangebyscore", 4, W, 1, 1, 1, Keyed(zset::zremrangebyscore), "sorted_set", "1.2.0", "Removes members in a sorted set within a range of scores. Deletes the sorted set if all members were removed."),
+    spec!("zremrangebylex", 4, W, 1, 1, 1, Keyed(zset::zremrangebylex), "sorted_set", "2.8.9", "Removes members in a sorted set within a lexicographical range. Deletes the sorted set if all members were removed."),
+    spec!("zpopmin", -2, W | F, 1, 1, 1, Keyed(zset::zpopmin), "sorted_set", "5.0.0", "Returns the lowest-scoring members from a sorted set after removing them. Deletes the sorted set if the last member was popped."),
+    spec!("zpopmax", -2, W | F, 1, 1, 1, Keyed(zset::zpopmax), "sorted_set", "5.0.0", "Returns the highest-scoring members from a sorted set after removing them. Deletes the sorted set if the last member was popped."),
+    spec!("zmpop", -4, W | MOVABLE_KEYS, 0, 0, 0, movable!(zset::zmpop, zset::keys_zmpop, zset_cross::zmpop), "sorted_set", "7.0.0", "Returns the highest- or lowest-scoring members from one or more sorted sets after removing them. Deletes the sorted set if the last member was popped."),
+    spec!("zrandmember", -2, R, 1, 1, 1, Keyed(zset::zrandmember), "sorted_set", "6.2.0", "Returns one or more random members from a sorted set."),
+    spec!("zscan", -3, R, 1, 1, 1, Keyed(zset::zscan), "sorted_set", "2.8.0", "Iterates over members and scores of a sorted set."),
+    spec!("zunionstore", -4, W | M | MOVABLE_KEYS, 1, 1, 1, movable!(zset::zunionstore, zset::keys_store_after_count, zset_cross::zunionstore), "sorted_set", "2.0.0", "Stores the union of multiple sorted sets in a key."),
+    spec!("zinterstore", -4, W | M | MOVABLE_KEYS, 1, 1, 1, movable!(zset::zinterstore, zset::keys_store_after_count, zset_cross::zinterstore), "sorted_set", "2.0.0", "Stores the intersect of multiple sorted sets in a key."),
+    spec!("zdiffstore", -4, W | M | MOVABLE_KEYS, 1, 1, 1, movable!(zset::zdiffstore, zset::keys_store_after_count, zset_cross::zdiffstore), "sorted_set", "6.2.0", "Stores the difference of multiple sorted sets in a key."),
+    spec!("zunion", -3, R | MOVABLE_KEYS, 0, 0, 0, movable!(zset::zunion, zset::keys_after_count, zset_cross::zunion), "sorted_set", "6.2.0", "Returns the union of multiple sorted sets."),
+    spec!("zinter", -3, R | MOVABLE_KEYS, 0, 0, 0, movable!(zset::zinter, zset::keys_after_count, zset_cross::zinter), "sorted_set", "6.2.0", "Returns the intersect of multiple sorted sets."),
+    spec!("zdiff", -3, R | MOVABLE_KEYS, 0, 0, 0, movable!(zset::zdiff, zset::keys_after_count, zset_cross::zdiff), "sorted_set", "6.2.0", "Returns the difference between multiple sorted sets."),
+    spec!("zintercard", -3, R | MOVABLE_KEYS, 0, 0, 0, movable!(zset::zintercard, zset::keys_after_count, zset_cross::zintercard), "sorted_set", "7.0.0", "Returns the number of members of the intersect of multiple sorted sets."),
     // keys
     spec!("del", -2, W, 1, -1, 1, Split(keys::del, 1, Merge::Sum), "generic", "1.0.0", "Deletes one or more keys."),
     spec!("unlink", -2, W | F, 1, -1, 1, Split(keys::del, 1, Merge::Sum), "generic", "4.0.0", "Asynchronously deletes one or more keys."),

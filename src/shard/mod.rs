@@ -19,6 +19,7 @@ pub mod object;
 pub mod rdb_types;
 pub mod set;
 pub mod ziplist;
+pub mod zset;
 
 use std::rc::Rc;
 use std::sync::Arc;

@@ -112,8 +112,8 @@ impl PackedKind {
 }
 
 impl PackedKind {
-    /// Writes the RDB encoding of a packed block of this kind (the bytes as they are, as Redis
-    /// writes them; a list's listpack as a quicklist of one packed node) and returns its RDB
+    /// Writes the RDB encoding of a packed block of this kind (the bytes as they are, LZF
+    /// compressed when that saves bytes, as Redis writes them; a list's listpack as a quicklist of one packed node) and returns its RDB
     /// type code.
     pub fn encode_rdb(self, bytes: &[u8], out: &mut Vec<u8>) -> u8 {
         if self.ty == ObjectType::List {
@@ -135,7 +135,8 @@ impl PackedKind {
             let min = super::hashform::min_expiry(bytes).unwrap_or(0);
             out.extend_from_slice(&min.to_le_bytes());
         }
-        ondisk::rdb::write_plain_string(out, bytes);
+        // As `rdbSaveRawString` with `rdbcompression yes`: LZF when it pays.
+        ondisk::rdb::codec::write_string(out, bytes, ondisk::rdb::StringCompression::Lzf);
         self.rdb_type()
     }
 
@@ -161,6 +162,10 @@ pub struct PackLimits {
     pub list_fill: i32,
     /// `set-max-intset-entries`: most members of an intset set.
     pub set_intset_entries: usize,
+    /// `zset-max-listpack-entries`: most members of a listpack sorted set.
+    pub zset_entries: usize,
+    /// `zset-max-listpack-value`: longest member of a listpack sorted set.
+    pub zset_value: usize,
 }
 
 impl PackLimits {
@@ -170,6 +175,8 @@ impl PackLimits {
             hash_value: s.hash_max_listpack_value(),
             list_fill: super::list::clamp_fill(s.list_max_listpack_size()),
             set_intset_entries: s.set_max_intset_entries(),
+            zset_entries: s.zset_max_listpack_entries(),
+            zset_value: s.zset_max_listpack_value(),
         }
     }
 }
@@ -181,6 +188,8 @@ impl Default for PackLimits {
             hash_value: 64,
             list_fill: -2,
             set_intset_entries: 512,
+            zset_entries: 128,
+            zset_value: 64,
         }
     }
 }
@@ -203,6 +212,9 @@ pub fn value_from_rdb(rdb_type: u8, body: &[u8], limits: &PackLimits) -> Result<
         | types::SET
         | types::SET_INTSET
         | types::SET_LISTPACK => super::rdb_types::value_from_rdb(rdb_type, body, limits),
+        types::ZSET | types::ZSET_2 | types::ZSET_ZIPLIST | types::ZSET_LISTPACK => {
+            super::zset::from_rdb(rdb_type, body, limits)
+        }
         _ => {
             let p = packed_from_rdb(rdb_type, body)?;
             if p.kind.ty == ObjectType::Hash {

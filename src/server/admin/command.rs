@@ -93,7 +93,8 @@ pub fn command(Call { args, .. }: Call<'_>) -> Reply {
                 return err("ERR Invalid number of arguments specified for command");
             }
             let keys: Vec<Reply> = spec
-                .key_indices(cmd_args.len())
+                .keys_of(cmd_args)
+                .into_iter()
                 .map(|i| Reply::Bulk(cmd_args[i].clone()))
                 .collect();
             if keys.is_empty() {
