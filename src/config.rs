@@ -554,6 +554,28 @@ impl Settings {
         let bad = |why: &str| {
             format!("ERR CONFIG SET failed (possibly related to argument '{name}') - {why}")
         };
+        // Redis' numeric settings: an integer within bounds, or a memory value up to i64::MAX.
+        let int_in = |lo: i64, hi: i64| -> Result<i64, String> {
+            let v: i64 = value
+                .parse()
+                .map_err(|_| bad("argument couldn't be parsed into an integer"))?;
+            if v < lo || v > hi {
+                return Err(bad(&format!(
+                    "argument must be between {lo} and {hi} inclusive"
+                )));
+            }
+            Ok(v)
+        };
+        let memory_to_i64_max = || -> Result<u64, String> {
+            let v = parse_memory(value).ok_or_else(|| bad("argument must be a memory value"))?;
+            if v > i64::MAX as u64 {
+                return Err(bad(&format!(
+                    "argument must be between 0 and {} inclusive",
+                    i64::MAX
+                )));
+            }
+            Ok(v)
+        };
         match name.to_ascii_lowercase().as_str() {
             "maxmemory" => {
                 let v =
@@ -578,91 +600,39 @@ impl Settings {
                 self.pubsub_client_output_limit.store(v, Ordering::Relaxed);
             }
             "hll-sparse-max-bytes" => {
-                let v =
-                    parse_memory(value).ok_or_else(|| bad("argument must be a memory value"))?;
-                if v > i64::MAX as u64 {
-                    return Err(bad(&format!(
-                        "argument must be between 0 and {} inclusive",
-                        i64::MAX
-                    )));
-                }
-                self.hll_sparse_max_bytes.store(v, Ordering::Relaxed);
+                self.hll_sparse_max_bytes
+                    .store(memory_to_i64_max()?, Ordering::Relaxed);
             }
             "hash-max-listpack-entries" | "hash-max-ziplist-entries" => {
-                let v: i64 = value
-                    .parse()
-                    .map_err(|_| bad("argument couldn't be parsed into an integer"))?;
-                if v < 0 {
-                    return Err(bad(
-                        "argument must be between 0 and 9223372036854775807 inclusive",
-                    ));
-                }
+                let v = int_in(0, i64::MAX)?;
                 self.hash_max_listpack_entries
                     .store(v as u64, Ordering::Relaxed);
             }
             "hash-max-listpack-value" | "hash-max-ziplist-value" => {
-                let v =
-                    parse_memory(value).ok_or_else(|| bad("argument must be a memory value"))?;
-                if v > i64::MAX as u64 {
-                    return Err(bad(
-                        "argument must be between 0 and 9223372036854775807 inclusive",
-                    ));
-                }
-                self.hash_max_listpack_value.store(v, Ordering::Relaxed);
+                self.hash_max_listpack_value
+                    .store(memory_to_i64_max()?, Ordering::Relaxed);
             }
             "list-max-listpack-size" | "list-max-ziplist-size" => {
-                let v: i64 = value
-                    .parse()
-                    .map_err(|_| bad("argument couldn't be parsed into an integer"))?;
-                if v < i64::from(i32::MIN) || v > i64::from(i32::MAX) {
-                    return Err(bad(
-                        "argument must be between -2147483648 and 2147483647 inclusive",
-                    ));
-                }
+                let v = int_in(i32::MIN.into(), i32::MAX.into())?;
                 self.list_max_listpack_size.store(v, Ordering::Relaxed);
             }
             "list-compress-depth" => {
-                let v: i64 = value
-                    .parse()
-                    .map_err(|_| bad("argument couldn't be parsed into an integer"))?;
-                if !(0..=i64::from(i32::MAX)).contains(&v) {
-                    return Err(bad("argument must be between 0 and 2147483647 inclusive"));
-                }
+                let v = int_in(0, i32::MAX.into())?;
                 self.list_compress_depth.store(v, Ordering::Relaxed);
             }
             "set-max-intset-entries" => {
-                let v: i64 = value
-                    .parse()
-                    .map_err(|_| bad("argument couldn't be parsed into an integer"))?;
-                if v < 0 {
-                    return Err(bad(
-                        "argument must be between 0 and 9223372036854775807 inclusive",
-                    ));
-                }
+                let v = int_in(0, i64::MAX)?;
                 self.set_max_intset_entries
                     .store(v as u64, Ordering::Relaxed);
             }
             "zset-max-listpack-entries" | "zset-max-ziplist-entries" => {
-                let v: i64 = value
-                    .parse()
-                    .map_err(|_| bad("argument couldn't be parsed into an integer"))?;
-                if v < 0 {
-                    return Err(bad(
-                        "argument must be between 0 and 9223372036854775807 inclusive",
-                    ));
-                }
+                let v = int_in(0, i64::MAX)?;
                 self.zset_max_listpack_entries
                     .store(v as u64, Ordering::Relaxed);
             }
             "zset-max-listpack-value" | "zset-max-ziplist-value" => {
-                let v =
-                    parse_memory(value).ok_or_else(|| bad("argument must be a memory value"))?;
-                if v > i64::MAX as u64 {
-                    return Err(bad(
-                        "argument must be between 0 and 9223372036854775807 inclusive",
-                    ));
-                }
-                self.zset_max_listpack_value.store(v, Ordering::Relaxed);
+                self.zset_max_listpack_value
+                    .store(memory_to_i64_max()?, Ordering::Relaxed);
             }
             "requirepass" => {
                 if let Ok(mut p) = self.requirepass.write() {

@@ -133,6 +133,21 @@ impl<'a> ArgCursor<'a> {
     }
 }
 
+/// A SCAN-family cursor as Redis reads it (`strtoul`): digits after an optional sign (a negative
+/// value wraps around), nothing after them, no overflow.
+pub fn parse_cursor(b: &[u8]) -> Option<u64> {
+    let (neg, digits) = match b.first() {
+        Some(b'-') => (true, &b[1..]),
+        Some(b'+') => (false, &b[1..]),
+        _ => (false, b),
+    };
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let v: u64 = std::str::from_utf8(digits).ok()?.parse().ok()?;
+    Some(if neg { v.wrapping_neg() } else { v })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

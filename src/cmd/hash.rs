@@ -12,7 +12,7 @@
 
 use bytes::Bytes;
 
-use super::args::{err, int_arg, is, parse_i64, ERR_NOT_INT, ERR_SYNTAX};
+use super::args::{err, int_arg, is, parse_cursor, parse_i64, ERR_NOT_INT, ERR_SYNTAX};
 use super::collection::check_type;
 use super::Ctx;
 use crate::protocol::Reply;
@@ -392,21 +392,6 @@ pub fn hrandfield(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     } else {
         Reply::Array(picked.into_iter().map(|f| bulk(f.name)).collect())
     }
-}
-
-/// SCAN's cursor as Redis reads it (`strtoul`): decimal digits after an optional sign, a
-/// negative number wrapping around, nothing after the digits, no overflow.
-fn parse_cursor(b: &[u8]) -> Option<u64> {
-    let (neg, digits) = match b.first() {
-        Some(b'-') => (true, &b[1..]),
-        Some(b'+') => (false, &b[1..]),
-        _ => (false, b),
-    };
-    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    let v: u64 = std::str::from_utf8(digits).ok()?.parse().ok()?;
-    Some(if neg { v.wrapping_neg() } else { v })
 }
 
 /// HSCAN key cursor [MATCH pattern] [COUNT count] [NOVALUES]

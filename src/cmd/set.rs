@@ -631,10 +631,7 @@ pub fn sintercard(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
 
 /// SSCAN key cursor [MATCH pattern] [COUNT count].
 pub fn sscan(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
-    let cursor = match std::str::from_utf8(&args[2])
-        .ok()
-        .and_then(|s| s.parse::<u64>().ok())
-    {
+    let cursor = match super::args::parse_cursor(&args[2]) {
         Some(c) => c,
         None => return err("ERR invalid cursor"),
     };

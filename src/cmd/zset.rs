@@ -11,7 +11,9 @@ use bytes::Bytes;
 use rand::seq::index::sample;
 use rand::{Rng, SeedableRng};
 
-use super::args::{err, int_arg, is, parse_i64, ERR_NOT_FLOAT, ERR_NOT_INT, ERR_SYNTAX};
+use super::args::{
+    err, int_arg, is, parse_cursor, parse_i64, ERR_NOT_FLOAT, ERR_NOT_INT, ERR_SYNTAX,
+};
 use super::collection::{self, object_as, object_mut, take_packed, unknown_layout, Coll};
 use super::Ctx;
 use crate::protocol::Reply;
@@ -1198,20 +1200,6 @@ pub fn zscan(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
 
 /// A member and its score as ZSCAN's text.
 type ScanPair = (Vec<u8>, Vec<u8>);
-
-/// A cursor as Redis' strtoul reads it (an optional sign, digits, no overflow).
-fn parse_cursor(b: &[u8]) -> Option<u64> {
-    let (neg, digits) = match b.first() {
-        Some(b'-') => (true, &b[1..]),
-        Some(b'+') => (false, &b[1..]),
-        _ => (false, b),
-    };
-    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    let v: u64 = std::str::from_utf8(digits).ok()?.parse().ok()?;
-    Some(if neg { v.wrapping_neg() } else { v })
-}
 
 // ---------------------------------------------------------------------------------------------
 // Several keys: ZUNION, ZINTER, ZDIFF (+STORE), ZINTERCARD, ZMPOP

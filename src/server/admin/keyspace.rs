@@ -105,21 +105,6 @@ pub async fn keys(call: Call<'_>) -> Reply {
     Reply::Array(out)
 }
 
-/// Parses a cursor as Redis does with strtoul: digits with an optional sign (a negative value
-/// wraps around), nothing else, no overflow.
-fn parse_cursor(b: &[u8]) -> Option<u64> {
-    let (neg, digits) = match b.first() {
-        Some(b'-') => (true, &b[1..]),
-        Some(b'+') => (false, &b[1..]),
-        _ => (false, b),
-    };
-    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    let v: u64 = std::str::from_utf8(digits).ok()?.parse().ok()?;
-    Some(if neg { v.wrapping_neg() } else { v })
-}
-
 /// Bits of a SCAN cursor below the shard index.
 const SCAN_SHARD_SHIFT: u32 = 38;
 
