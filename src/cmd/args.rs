@@ -148,6 +148,32 @@ pub fn parse_cursor(b: &[u8]) -> Option<u64> {
     Some(if neg { v.wrapping_neg() } else { v })
 }
 
+/// Redis' index range rules (LRANGE, LTRIM, ZRANGE by rank, ...): the inclusive range
+/// `start..=end`, negative from the end, clipped to `len` items; None when empty.
+pub fn clip(start: i64, end: i64, len: usize) -> Option<(usize, usize)> {
+    let len = len as i64;
+    let mut start = if start < 0 {
+        len.saturating_add(start)
+    } else {
+        start
+    };
+    let mut end = if end < 0 {
+        len.saturating_add(end)
+    } else {
+        end
+    };
+    if start < 0 {
+        start = 0;
+    }
+    if start > end || start >= len {
+        return None;
+    }
+    if end >= len {
+        end = len - 1;
+    }
+    Some((start as usize, end as usize))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -273,32 +273,6 @@ pub fn lset(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     }
 }
 
-/// The inclusive range `start..=end` (negative from the end) clipped to a list of `len`;
-/// None when empty.
-fn clip(start: i64, end: i64, len: usize) -> Option<(usize, usize)> {
-    let len = len as i64;
-    let mut start = if start < 0 {
-        len.saturating_add(start)
-    } else {
-        start
-    };
-    let mut end = if end < 0 {
-        len.saturating_add(end)
-    } else {
-        end
-    };
-    if start < 0 {
-        start = 0;
-    }
-    if start > end || start >= len {
-        return None;
-    }
-    if end >= len {
-        end = len - 1;
-    }
-    Some((start as usize, end as usize))
-}
-
 pub fn lrange(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     let (start, end) = match (long(&args[2]), long(&args[3])) {
         (Ok(s), Ok(e)) => (s, e),

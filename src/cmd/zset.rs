@@ -520,21 +520,9 @@ impl LexRange {
     }
 }
 
-/// Redis' start/end normalisation for rank ranges: None when the range is empty.
+/// A rank range as Redis clips it, as `start..end` (end exclusive); None when empty.
 fn rank_range(start: i64, end: i64, len: usize) -> Option<(usize, usize)> {
-    let len = len as i64;
-    let mut start = if start < 0 { len + start } else { start };
-    let mut end = if end < 0 { len + end } else { end };
-    if start < 0 {
-        start = 0;
-    }
-    if start > end || start >= len {
-        return None;
-    }
-    if end >= len {
-        end = len - 1;
-    }
-    Some((start as usize, end as usize + 1))
+    super::args::clip(start, end, len).map(|(a, b)| (a, b + 1))
 }
 
 /// The ranks a score or lex span `lo..hi` gives after LIMIT, in reply order.
