@@ -78,6 +78,12 @@ impl ShardSet {
         self.all = true;
     }
 
+    /// The one shard needed, when exactly one is.
+    pub fn single(&self) -> Option<usize> {
+        let first = *self.shards.first()?;
+        (!self.all && self.shards.iter().all(|&s| s == first)).then_some(first)
+    }
+
     /// True when nothing but shard `here` is needed.
     pub fn only(&self, here: usize) -> bool {
         !self.all && self.shards.iter().all(|&s| s == here)

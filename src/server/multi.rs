@@ -29,6 +29,7 @@ use super::locked::{Locked, ShardSet};
 use super::session::Session;
 use super::table::{Call, Exec, Spec, DENYOOM, NO_MULTI, NO_QUEUE};
 use crate::cmd::args::{err, ERR_OOM};
+use crate::cmd::ShardFn;
 use crate::protocol::Reply;
 use crate::shard::{hash, is_expired, now_ms, shard_of, Shard};
 
@@ -283,8 +284,14 @@ pub async fn exec(call: Call<'_>) -> Reply {
     for w in &watched {
         need.add_shard(w.shard);
     }
-    if need.only(core.id) && core.global.settings.tiered.is_none() && all_inline(core, &queue) {
+    let tiered = core.global.settings.tiered.is_some();
+    if !tiered && need.only(core.id) && all_inline(core, &queue) {
         return exec_inline(core, session, queue, &watched).await;
+    }
+    if let Some(s) = need.single().filter(|&s| !tiered && s != core.id) {
+        if let Some(cmds) = keyed_on(core, s, &queue) {
+            return exec_remote(core, s, session.db, cmds, watched).await;
+        }
     }
     let Some(locked) = Locked::lock(core, need).await else {
         return err("ERR server is shutting down");
@@ -307,13 +314,83 @@ pub async fn exec(call: Call<'_>) -> Reply {
         return Reply::NilArray;
     }
     let mut replies = Vec::with_capacity(queue.len());
-    for q in queue {
-        replies.push(locked.run(core, session, q.spec, q.args).await);
-        if session.close_after_reply {
-            break;
+    let n = core.global.shards();
+    let mut rest = queue.into_iter().peekable();
+    while let Some(q) = rest.next() {
+        // Keyed commands in a row for the same other shard travel as one job.
+        let remote = dispatch::one_shard(n, core.id, q.spec, &q.args)
+            .filter(|&(s, _)| !tiered && s != core.id && locked.holds(s));
+        let Some((s, f)) = remote else {
+            replies.push(locked.run(core, session, q.spec, q.args).await);
+            if session.close_after_reply {
+                break;
+            }
+            continue;
+        };
+        let mut run = vec![(q.spec, f, q.args)];
+        while let Some(next) = rest.peek() {
+            match dispatch::one_shard(n, core.id, next.spec, &next.args) {
+                Some((s2, f)) if s2 == s => {
+                    let next = rest.next().expect("peeked");
+                    run.push((next.spec, f, next.args));
+                }
+                _ => break,
+            }
+        }
+        let db = session.db;
+        let count = run.len();
+        match locked
+            .on_shard(core, s, move |sh| run_all(sh, db, run))
+            .await
+        {
+            Some(rs) => replies.extend(rs),
+            None => replies.extend((0..count).map(|_| err("ERR server is shutting down"))),
         }
     }
     Reply::Array(replies)
+}
+
+/// A keyed command ready to run on its shard: (command, function, arguments).
+type KeyedCmd = (&'static Spec, ShardFn, Vec<Bytes>);
+
+fn run_all(sh: &mut Shard, db: usize, cmds: Vec<KeyedCmd>) -> Vec<Reply> {
+    let now = now_ms();
+    cmds.into_iter()
+        .map(|(spec, f, args)| exec::call(sh, db, now, spec, f, &args))
+        .collect()
+}
+
+/// The queue as keyed commands of shard `s`, when every one of them is.
+fn keyed_on(core: &Core, s: usize, queue: &[Queued]) -> Option<Vec<KeyedCmd>> {
+    let n = core.global.shards();
+    queue
+        .iter()
+        .map(|q| match dispatch::one_shard(n, core.id, q.spec, &q.args) {
+            Some((shard, f)) if shard == s => Some((q.spec, f, q.args.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// EXEC of keyed commands that all live on one other shard: one job there checks the watched
+/// keys and runs them all, with nothing else running on that core meanwhile.
+async fn exec_remote(
+    core: &Rc<Core>,
+    s: usize,
+    db: usize,
+    cmds: Vec<KeyedCmd>,
+    watched: Vec<WatchedKey>,
+) -> Reply {
+    let done = core
+        .on_shard(s, move |sh| {
+            check_watched(sh, &watched, now_ms()).then(|| run_all(sh, db, cmds))
+        })
+        .await;
+    match done {
+        Some(Some(replies)) => Reply::Array(replies),
+        Some(None) => Reply::NilArray,
+        None => err("ERR server is shutting down"),
+    }
 }
 
 /// True when every queued command runs on this core without waiting: keyed commands of this
