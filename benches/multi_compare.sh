@@ -41,14 +41,7 @@ choose_cpus
 declare -A RATE CPU
 for name in redis strata; do
     port="$(find_free_port "${PORT:-17379}")"
-    case "$name" in
-        strata) cmd=("$STRATA_BIN" --proactor_threads 1 --port "$port" --dbfilename "") ;;
-        redis) cmd=(redis-server --port "$port" --save '' --appendonly no --daemonize no) ;;
-    esac
-    pin_prefix "$SERVER_CPU"
-    "${PIN_CMD[@]}" "${cmd[@]}" >"$WORKDIR/$name.log" 2>&1 &
-    SERVER_PID=$!
-    wait_for_ping "$port" "$SERVER_PID" 20 || die "$name did not start: $(tail -5 "$WORKDIR/$name.log")"
+    start_pinned_server "$name" "$port" || die "$name did not start on port $port"
     c0="$(server_cpu_ticks)"
     pin_prefix "$CLIENT_CPU"
     read -r done elapsed rate < <("${PIN_CMD[@]}" python3 "$SCRIPT_DIR/multi_load.py" "$port" \
