@@ -30,6 +30,7 @@ pub mod load;
 pub mod offload;
 pub mod session;
 pub mod snapshot;
+pub mod sort;
 pub mod table;
 pub mod txn;
 pub mod txn_collections;
