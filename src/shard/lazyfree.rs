@@ -16,7 +16,10 @@ use super::object::TypedObject;
 /// Objects holding at least this many heap bytes are freed in the background.
 pub const LAZYFREE_BYTES: usize = 64 * 1024;
 
-static QUEUE: OnceLock<Option<Mutex<Sender<Box<dyn TypedObject>>>>> = OnceLock::new();
+/// The way to the background thread (None when it could not start).
+type Queue = Option<Mutex<Sender<Box<dyn TypedObject>>>>;
+
+static QUEUE: OnceLock<Queue> = OnceLock::new();
 static PENDING: AtomicU64 = AtomicU64::new(0);
 static FREED: AtomicU64 = AtomicU64::new(0);
 
