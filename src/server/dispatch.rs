@@ -168,7 +168,7 @@ pub(super) fn one_shard(
             let keys = spec.keys_of(args);
             Some((same(keys.iter().map(|&i| shard_of(&args[i], n)), here)?, f))
         }
-        Exec::Session(_) | Exec::Await(_) => None,
+        Exec::Session(_) | Exec::Await(_) | Exec::AwaitKeyed(..) => None,
     }
 }
 
@@ -456,6 +456,16 @@ pub(super) async fn run_barrier(
                 args,
             })
             .await
+        }
+        Exec::AwaitKeyed(f, _) => {
+            // Its writes (SORT ... STORE) are marked for WATCH as a cross-shard command's.
+            let (db, named) = (session.db, args.clone());
+            let fut = f(Call {
+                core,
+                session,
+                args,
+            });
+            txn::writing(spec, db, &named, fut).await
         }
     }
 }

@@ -53,20 +53,20 @@ pub struct ShardSet {
 }
 
 impl ShardSet {
-    /// Adds what `spec` with `args` needs: its keys' shards; a server command without keys
-    /// (KEYS, SCAN, DBSIZE, RANDOMKEY, FLUSHDB, FLUSHALL, SWAPDB, INFO, ...) every shard;
-    /// a connection command (`Exec::Session`: PING, SELECT, ...) none.
+    /// Adds what `spec` with `args` needs: a keyed command its keys' shards; a command that
+    /// may wait (`Exec::Await`, `Exec::AwaitKeyed`: KEYS, SCAN, DBSIZE, FLUSHALL, SWAPDB,
+    /// INFO, SORT whose patterns name keys anywhere, ...) every shard; a connection command
+    /// (`Exec::Session`: PING, SELECT, ...) none.
     pub fn add_command(&mut self, core: &Core, spec: &'static Spec, args: &[Bytes]) {
-        let n = core.global.shards();
-        let keys = spec.keys_of(args);
-        if keys.is_empty() {
-            if let Exec::Await(_) = spec.exec {
-                self.all = true;
+        match spec.exec {
+            Exec::Await(_) | Exec::AwaitKeyed(..) => self.all = true,
+            Exec::Session(_) => {}
+            _ => {
+                let n = core.global.shards();
+                let keys = spec.keys_of(args).into_iter();
+                self.shards.extend(keys.map(|i| shard_of(&args[i], n)));
             }
-            return;
         }
-        self.shards
-            .extend(keys.into_iter().map(|i| shard_of(&args[i], n)));
     }
 
     pub fn add_shard(&mut self, shard: usize) {

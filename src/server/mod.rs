@@ -32,6 +32,7 @@ pub mod multi;
 pub mod offload;
 pub mod session;
 pub mod snapshot;
+pub mod sort;
 pub mod table;
 pub mod txn;
 pub mod txn_collections;
