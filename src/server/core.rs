@@ -227,6 +227,8 @@ pub struct Core {
     pub shard: RefCell<Shard>,
     pub global: Arc<Global>,
     pub gate: Gate,
+    /// Clients blocked on this shard's keys (`server::blocking`).
+    pub waiters: super::blocking::Waiters,
 }
 
 impl Core {
@@ -236,6 +238,7 @@ impl Core {
             shard: RefCell::new(shard),
             global,
             gate: Gate::default(),
+            waiters: Default::default(),
         }
     }
 
@@ -247,6 +250,7 @@ impl Core {
                     self.gate.deferred.borrow_mut().push_back(Msg::Run(job));
                 } else {
                     job(self);
+                    super::blocking::serve(self);
                 }
             }
             Msg::RunTx(_, job) => job(self),
@@ -269,6 +273,8 @@ impl Core {
                 for w in self.gate.waiters.borrow_mut().drain(..) {
                     w.wake();
                 }
+                // What the transaction made ready is served before anything else runs.
+                super::blocking::serve(self);
                 // Replay what waited, in order, until another transaction takes the lock.
                 while !self.gate.is_locked() {
                     let next = self.gate.deferred.borrow_mut().pop_front();
@@ -290,7 +296,9 @@ impl Core {
     {
         if shard == self.id {
             self.gate.opened().await;
-            return Some(f(&mut self.shard.borrow_mut()));
+            let r = f(&mut self.shard.borrow_mut());
+            super::blocking::serve(self);
+            return Some(r);
         }
         let (tx, rx) = oneshot::channel();
         let job: Job = Box::new(move |core| {

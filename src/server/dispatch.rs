@@ -22,7 +22,7 @@ use smallvec::SmallVec;
 use super::core::Core;
 use super::session::Session;
 use super::table::{self, Call, Exec, Merge, Spec, DENYOOM, NOAUTH, WRITE};
-use super::{eviction, exec, txn};
+use super::{blocking, eviction, exec, txn};
 use crate::cmd::args::{err, ERR_NOAUTH, ERR_OOM};
 use crate::cmd::{wrong_args, Ctx, ShardFn};
 use crate::protocol::Reply;
@@ -173,7 +173,7 @@ fn route(core: &Core, session: &Session, req: &Request, oom: &mut Option<bool>) 
                 Route::Barrier(spec)
             }
         }
-        Exec::Session(_) | Exec::Await(_) => Route::Barrier(spec),
+        Exec::Session(_) | Exec::Await(_) | Exec::Blocking(_) => Route::Barrier(spec),
     }
 }
 
@@ -259,6 +259,8 @@ pub async fn dispatch(core: &Rc<Core>, session: &mut Session, reqs: Vec<Request>
                         &req.args,
                     )
                 });
+                // Clients blocked on what it pushed are served before the next command.
+                blocking::serve(core);
             }
             Route::Keyed(s, spec, f) => {
                 if groups.len() <= s {
@@ -380,6 +382,7 @@ async fn flush_groups(
                             out.push(
                                 exec::run_keyed(&c, db, spec, *f, args, now, 0, Some(&pre)).await,
                             );
+                            blocking::serve(&c);
                         }
                         out
                     }
@@ -450,6 +453,17 @@ async fn run_barrier(
                 session,
                 args,
             })
+            .await
+        }
+        Exec::Blocking(parse) => {
+            blocking::run(
+                Call {
+                    core,
+                    session,
+                    args,
+                },
+                parse,
+            )
             .await
         }
     }

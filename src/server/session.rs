@@ -9,7 +9,7 @@
 //!
 //! Never: touches a socket (the connection task in `net/` does) or a shard.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -68,6 +68,10 @@ pub struct ClientInfo {
     /// Index into the command table of the last command (u32::MAX = none yet).
     pub last_cmd: AtomicU32,
     pub killed: AtomicBool,
+    /// The token of the command blocked on keys (`server::blocking`); 0 when none is.
+    pub blocked: AtomicU64,
+    /// CLIENT UNBLOCK's request to that command (`server::blocking::UNBLOCK_*`); 0 when none.
+    pub unblock: AtomicU8,
     mailbox: mpsc::UnboundedSender<(Delivery, usize)>,
     /// Bytes posted and not yet taken by the connection.
     pending: AtomicUsize,
@@ -82,7 +86,7 @@ impl ClientInfo {
             .map(|s| s.name)
             .unwrap_or("NULL");
         format!(
-            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags=N db={} sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem={} tot-mem=0 events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
+            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem={} tot-mem=0 events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
             self.id,
             self.peer.addr,
             self.peer.laddr,
@@ -90,6 +94,11 @@ impl ClientInfo {
             get(&self.name),
             now_ms.saturating_sub(self.created_ms) / 1000,
             now_ms.saturating_sub(self.last_cmd_ms.load(Ordering::Relaxed)) / 1000,
+            if self.blocked.load(Ordering::Relaxed) != 0 {
+                "b"
+            } else {
+                "N"
+            },
             self.db.load(Ordering::Relaxed),
             self.pending.load(Ordering::Relaxed),
             cmd,
@@ -217,6 +226,8 @@ pub struct Session {
     pub close_after_reply: bool,
     pub client: Arc<ClientInfo>,
     inbox: mpsc::UnboundedReceiver<(Delivery, usize)>,
+    /// Deliveries taken while a command waited for its wake-up, kept for the connection.
+    held: VecDeque<(Delivery, usize)>,
     global: Arc<Global>,
 }
 
@@ -238,6 +249,8 @@ impl Session {
             lib_ver: Mutex::new(String::new()),
             last_cmd: u32::MAX.into(),
             killed: false.into(),
+            blocked: 0.into(),
+            unblock: 0.into(),
             mailbox: tx,
             pending: AtomicUsize::new(0),
         });
@@ -251,13 +264,18 @@ impl Session {
             close_after_reply: false,
             client,
             inbox: rx,
+            held: VecDeque::new(),
             global: global.clone(),
         }
     }
 
     /// The next delivery posted to this session; waits until one comes.
     pub async fn next_delivery(&mut self) -> Delivery {
-        match self.inbox.next().await {
+        let next = match self.held.pop_front() {
+            Some(d) => Some(d),
+            None => self.inbox.next().await,
+        };
+        match next {
             Some((d, weight)) => {
                 self.client.pending.fetch_sub(weight, Ordering::Relaxed);
                 d
@@ -270,9 +288,28 @@ impl Session {
 
     /// A delivery already waiting, without waiting for one.
     pub fn try_delivery(&mut self) -> Option<Delivery> {
-        let (d, weight) = self.inbox.try_recv().ok()?;
+        let (d, weight) = match self.held.pop_front() {
+            Some(d) => d,
+            None => self.inbox.try_recv().ok()?,
+        };
         self.client.pending.fetch_sub(weight, Ordering::Relaxed);
         Some(d)
+    }
+
+    /// Waits for a `Delivery::Wake` and returns its token; None when the session is killed.
+    /// Other deliveries are kept for the connection, which sends them after the reply.
+    pub async fn next_wake(&mut self) -> Option<u64> {
+        loop {
+            match self.inbox.next().await {
+                Some((Delivery::Wake(token), _)) => return Some(token),
+                Some((Delivery::Kill, w)) => {
+                    self.held.push_back((Delivery::Kill, w));
+                    return None;
+                }
+                Some(other) => self.held.push_back(other),
+                None => return None,
+            }
+        }
     }
 
     /// True once CLIENT KILL or the output limit dropped this client.

@@ -6,6 +6,7 @@
 //!
 //! Never: does I/O, waits, or locks: only its own core touches a shard.
 
+pub mod blocked;
 pub mod dashtable;
 pub mod entry;
 pub mod evict;
@@ -134,6 +135,8 @@ pub struct Shard {
     /// (db, key) of hashes that hold a field with an expiry: what the active sweep of fields
     /// visits. A key here may since have changed; the sweep drops it then.
     field_expiry_keys: std::collections::HashSet<(usize, Box<[u8]>)>,
+    /// Keys blocked clients wait on, and those a write made ready (`server::blocking`).
+    pub blocked: blocked::BlockedKeys,
 }
 
 /// Hashes with field expiries visited per active-expiry tick.
@@ -168,6 +171,7 @@ impl Shard {
                 .then(|| history::History::for_maxmemory(settings.maxmemory())),
             disk_epoch: 0,
             field_expiry_keys: Default::default(),
+            blocked: Default::default(),
             settings,
         }
     }
@@ -347,6 +351,9 @@ impl Shard {
         expire_at: u64,
     ) -> Option<Entry> {
         self.dirty += 1;
+        if !self.blocked.is_empty() {
+            self.blocked.stored(db, key);
+        }
         if entry.is_external() {
             self.disk_epoch += 1;
         }
@@ -408,6 +415,7 @@ impl Shard {
     pub fn swap_dbs(&mut self, a: usize, b: usize) {
         self.dbs.swap(a, b);
         self.disk_epoch += 1;
+        self.blocked.swapped(a, b);
         if !self.field_expiry_keys.is_empty() {
             let swap = |d: usize| {
                 if d == a {
