@@ -356,7 +356,7 @@ fn job_queue_delivers_every_job_exactly_once() {
     let s = server();
     let (q1, q2) = keys_on_different_shards("queue", 2);
     const PRODUCERS: usize = 4;
-    const JOBS: usize = 400;
+    const JOBS: usize = 250;
     const WORKERS: usize = 6;
     let total = PRODUCERS * JOBS;
     let done = Arc::new(AtomicUsize::new(0));
