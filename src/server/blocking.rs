@@ -132,24 +132,41 @@ fn form_spec(name: &[u8]) -> &'static Spec {
     table::lookup(name).unwrap_or(&table::TABLE[0])
 }
 
-fn bpop(args: &[Bytes], end: End) -> Result<Blocking, Reply> {
+/// LEFT or RIGHT, as LMPOP and LMOVE take it.
+fn end_word(e: End) -> Bytes {
+    Bytes::from_static(match e {
+        End::Left => b"LEFT",
+        End::Right => b"RIGHT",
+    })
+}
+
+/// `NAME key [key ...] timeout` (BLPOP, BRPOP, BZPOPMIN, BZPOPMAX): its form is `form_name
+/// numkeys key... end`.
+fn keys_then_timeout(
+    args: &[Bytes],
+    form_name: &'static [u8],
+    end: Bytes,
+    op: Op,
+) -> Result<Blocking, Reply> {
     let timeout_ms = timeout(&args[args.len() - 1])?;
     let keys = args[1..args.len() - 1].to_vec();
     let mut form = Vec::with_capacity(keys.len() + 3);
-    form.push(Bytes::from_static(b"lmpop"));
+    form.push(Bytes::from_static(form_name));
     form.push(Bytes::from(keys.len().to_string()));
     form.extend(keys.iter().cloned());
-    form.push(Bytes::from_static(match end {
-        End::Left => b"LEFT",
-        End::Right => b"RIGHT",
-    }));
+    form.push(end);
     Ok(Blocking {
         keys,
-        op: Op::List { end, count: None },
+        op,
         timeout_ms,
         form,
-        form_spec: form_spec(b"lmpop"),
+        form_spec: form_spec(form_name),
     })
+}
+
+fn bpop(args: &[Bytes], end: End) -> Result<Blocking, Reply> {
+    let op = Op::List { end, count: None };
+    keys_then_timeout(args, b"lmpop", end_word(end), op)
 }
 
 /// BLPOP key [key ...] timeout
@@ -220,20 +237,8 @@ pub fn blmpop(args: &[Bytes]) -> Result<Blocking, Reply> {
 }
 
 fn bzpop(args: &[Bytes], max: bool) -> Result<Blocking, Reply> {
-    let timeout_ms = timeout(&args[args.len() - 1])?;
-    let keys = args[1..args.len() - 1].to_vec();
-    let mut form = Vec::with_capacity(keys.len() + 3);
-    form.push(Bytes::from_static(b"zmpop"));
-    form.push(Bytes::from(keys.len().to_string()));
-    form.extend(keys.iter().cloned());
-    form.push(Bytes::from_static(if max { b"MAX" } else { b"MIN" }));
-    Ok(Blocking {
-        keys,
-        op: Op::Zset { max, count: None },
-        timeout_ms,
-        form,
-        form_spec: form_spec(b"zmpop"),
-    })
+    let end = Bytes::from_static(if max { b"MAX" } else { b"MIN" });
+    keys_then_timeout(args, b"zmpop", end, Op::Zset { max, count: None })
 }
 
 /// BZPOPMIN key [key ...] timeout
@@ -683,18 +688,12 @@ fn pop_for(core: &Core, db: usize, key: &Bytes, op: &Op) -> Reply {
         Op::List { end, count } => list::mpop_one(ctx, key, *end, count.unwrap_or(1)),
         Op::Zset { max, count } => zset::zmpop_key(ctx, key, *max, count.unwrap_or(1)),
         Op::Move { from, to, dst } => {
-            let end = |e: &End| {
-                Bytes::from_static(match e {
-                    End::Left => b"LEFT",
-                    End::Right => b"RIGHT",
-                })
-            };
             let args = [
                 Bytes::from_static(b"lmove"),
                 key.clone(),
                 dst.clone(),
-                end(from),
-                end(to),
+                end_word(*from),
+                end_word(*to),
             ];
             return list::lmove(ctx, &args);
         }
@@ -735,8 +734,9 @@ pub fn client_unblock(global: &Global, args: &[Bytes]) -> Reply {
 mod tests {
     use super::*;
 
-    fn args(v: &[&str]) -> Vec<Bytes> {
-        v.iter()
+    /// A command line split at spaces.
+    fn args(line: &str) -> Vec<Bytes> {
+        line.split(' ')
             .map(|a| Bytes::copy_from_slice(a.as_bytes()))
             .collect()
     }
@@ -756,8 +756,8 @@ mod tests {
 
     #[test]
     fn forms_and_their_replies() {
-        let b = blpop(&args(&["blpop", "a", "b", "0"])).unwrap();
-        assert_eq!(b.form, args(&["lmpop", "2", "a", "b", "LEFT"]));
+        let b = blpop(&args("blpop a b 0")).unwrap();
+        assert_eq!(b.form, args("lmpop 2 a b LEFT"));
         let r = Reply::Array(vec![
             Reply::bulk(Bytes::from_static(b"a")),
             Reply::Array(vec![Reply::bulk(Bytes::from_static(b"x"))]),
@@ -769,14 +769,11 @@ mod tests {
                 Reply::bulk(Bytes::from_static(b"x"))
             ])
         );
-        let b = bzmpop(&args(&["bzmpop", "1", "2", "a", "b", "MAX", "COUNT", "3"])).unwrap();
-        assert_eq!(b.keys, args(&["a", "b"]));
-        assert_eq!(b.form, args(&["zmpop", "2", "a", "b", "MAX", "COUNT", "3"]));
+        let b = bzmpop(&args("bzmpop 1 2 a b MAX COUNT 3")).unwrap();
+        assert_eq!(b.keys, args("a b"));
+        assert_eq!(b.form, args("zmpop 2 a b MAX COUNT 3"));
         let spec = table::lookup(b"bzmpop").unwrap();
-        assert_eq!(
-            spec.keys_of(&args(&["bzmpop", "1", "2", "a", "b", "MAX"])),
-            vec![3, 4]
-        );
-        assert!(blmove(&args(&["blmove", "a", "b", "UP", "LEFT", "0"])).is_err());
+        assert_eq!(spec.keys_of(&args("bzmpop 1 2 a b MAX")), vec![3, 4]);
+        assert!(blmove(&args("blmove a b UP LEFT 0")).is_err());
     }
 }
