@@ -776,4 +776,46 @@ mod tests {
         assert_eq!(spec.keys_of(&args("bzmpop 1 2 a b MAX")), vec![3, 4]);
         assert!(blmove(&args("blmove a b UP LEFT 0")).is_err());
     }
+
+    #[test]
+    fn try_once_never_blocks() {
+        super::super::tests::with_server(|core| async move {
+            let once = |parse: ParseFn, line: &'static str| {
+                let core = core.clone();
+                async move { try_once(&core, 0, parse, &args(line)).await }
+            };
+            assert_eq!(once(blpop, "blpop k j 0").await, Reply::NilArray);
+            assert_eq!(once(bzpopmax, "bzpopmax z 0").await, Reply::NilArray);
+            // Redis answers BLMOVE with a nil bulk where it may not block.
+            assert_eq!(once(blmove, "blmove k d LEFT LEFT 0").await, Reply::Nil);
+            assert_eq!(
+                once(brpop, "brpop k -1").await,
+                err("ERR timeout is negative")
+            );
+            {
+                let mut shard = core.shard.borrow_mut();
+                let ctx = &mut Ctx {
+                    shard: &mut shard,
+                    db: 0,
+                    now: now_ms(),
+                };
+                list::rpush(ctx, &args("rpush j a b c"));
+                zset::zadd(ctx, &args("zadd z 1 m 2 n"));
+            }
+            let bulk = |s: &'static str| Reply::bulk(Bytes::from_static(s.as_bytes()));
+            assert_eq!(
+                once(blpop, "blpop k j 0").await,
+                Reply::Array(vec![bulk("j"), bulk("a")])
+            );
+            assert_eq!(once(brpoplpush, "brpoplpush j d 0").await, bulk("c"));
+            assert_eq!(
+                once(bzpopmax, "bzpopmax z 0").await,
+                Reply::Array(vec![bulk("z"), bulk("n"), Reply::Double(2.0)])
+            );
+            assert_eq!(
+                once(blmpop, "blmpop 0 1 j RIGHT COUNT 5").await,
+                Reply::Array(vec![bulk("j"), Reply::Array(vec![bulk("b")])])
+            );
+        });
+    }
 }
