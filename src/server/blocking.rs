@@ -441,7 +441,6 @@ pub async fn run(call: Call<'_>, parse: ParseFn) -> Reply {
         state: Mutex::new(State::Waiting),
     });
     session.client.unblock.store(0, Ordering::Relaxed);
-    session.client.blocked.store(token, Ordering::Relaxed);
     let n = core.global.shards();
     let mut per_shard: Vec<(usize, Vec<Bytes>)> = Vec::new();
     for k in &b.keys {
@@ -457,6 +456,9 @@ pub async fn run(call: Call<'_>, parse: ParseFn) -> Reply {
         on_core(core, *s, move |c| register(c, w, keys))
     }))
     .await;
+    // Counted blocked once in line everywhere: a client seen blocked in INFO or CLIENT LIST
+    // is served before anyone who blocks after it.
+    session.client.blocked.store(token, Ordering::Relaxed);
     let deadline = (b.timeout_ms > 0).then(|| Instant::now() + Duration::from_millis(b.timeout_ms));
     let reply = loop {
         let wake = {
