@@ -403,12 +403,13 @@ async fn run_form(core: &Rc<Core>, db: usize, b: &Blocking) -> Reply {
     }
 }
 
-/// What a blocking command answers inside MULTI/EXEC or a script, where it never blocks: its
-/// data when a key has some, else the reply of its timeout. An EXEC runner that runs commands
-/// on held shards itself can instead run [`Blocking::form`] with [`Blocking::form_spec`] like
-/// any queued command and pass the reply through [`Blocking::finish`].
-/// (Redis answers BLMOVE there with a nil bulk, as LMOVE, but with the nil array on a real
-/// timeout.)
+/// What a blocking command answers where it may not block, outside any transaction: its
+/// data when a key has some, else what Redis answers there (the nil array; BLMOVE and
+/// BRPOPLPUSH a nil bulk, as LMOVE — their nil array is only for a real timeout). Runs its
+/// form with jobs of its own, so it must not be called while holding shard locks: an EXEC or
+/// script runner that holds them runs [`Blocking::form`] as [`Blocking::form_spec`] like any
+/// queued command, under its locks, and passes the reply through [`Blocking::finish`]; the
+/// shards to lock are the spec's `keys_of(args)`.
 pub async fn try_once(core: &Rc<Core>, db: usize, parse: ParseFn, args: &[Bytes]) -> Reply {
     match parse(args) {
         Ok(b) => b.finish(run_form(core, db, &b).await),
