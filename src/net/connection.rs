@@ -16,8 +16,9 @@ use tracing::debug;
 
 use super::socket::Socket;
 use crate::protocol::{Parsed, Reply, RequestParser};
-use crate::server::dispatch::{dispatch, Request};
+use crate::server::dispatch::{dispatch, Replies, Request};
 use crate::server::session::{Delivery, Peer, Session};
+use crate::server::table::BLOCKING;
 use crate::server::Core;
 
 /// Requests parsed from one read before they are executed (bounds memory per connection).
@@ -110,9 +111,18 @@ async fn conn_loop(core: &Rc<Core>, session: &mut Session, stream: &Socket) -> s
                     }
                 }
             }
-            let more = reqs.len() == max_batch;
+            let mut more = reqs.len() == max_batch;
             if !reqs.is_empty() {
-                let replies = dispatch(core, session, reqs).await;
+                let blocks = reqs.iter().any(|r| r.spec.is_some_and(|s| s.has(BLOCKING)));
+                let replies = if blocks {
+                    let (replies, read) =
+                        dispatch_watching(core, session, reqs, stream, &mut inbuf).await;
+                    // Requests that came while it waited are parsed next.
+                    more |= read;
+                    replies
+                } else {
+                    dispatch(core, session, reqs).await
+                };
                 for (r, resp3) in replies.iter() {
                     r.encode(resp3, &mut out);
                 }
@@ -141,6 +151,44 @@ async fn conn_loop(core: &Rc<Core>, session: &mut Session, stream: &Socket) -> s
             inbuf = BytesMut::from(&inbuf[..]);
         }
     }
+}
+
+/// Most bytes read ahead while a command blocks; past them the socket is left alone.
+const READ_AHEAD_WHILE_BLOCKED: usize = 1 << 20;
+
+/// Runs a batch holding a blocking command while reading the socket: a client that hangs up
+/// meanwhile is killed, which ends the wait (a blocked client leaves nothing behind). Returns
+/// the replies and whether bytes were read.
+async fn dispatch_watching(
+    core: &Rc<Core>,
+    session: &mut Session,
+    reqs: Vec<Request>,
+    stream: &Socket,
+    inbuf: &mut BytesMut,
+) -> (Replies, bool) {
+    let client = session.client.clone();
+    let global = core.global.clone();
+    let before = inbuf.len();
+    let replies = {
+        let watch = async {
+            while inbuf.len() < READ_AHEAD_WHILE_BLOCKED {
+                match stream.read_into(inbuf, READ_CHUNK).await {
+                    Ok(0) | Err(_) => {
+                        client.kill(&global);
+                        return;
+                    }
+                    Ok(_) => {}
+                }
+            }
+        };
+        let run = std::pin::pin!(dispatch(core, session, reqs));
+        match select(run, std::pin::pin!(watch)).await {
+            Either::Left((r, _)) => r,
+            // Hung up, or read as much ahead as it may: the batch runs on.
+            Either::Right(((), run)) => run.await,
+        }
+    };
+    (replies, inbuf.len() > before)
 }
 
 /// Adds a delivery's bytes to `out`; false when the connection must close.

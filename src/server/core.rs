@@ -235,6 +235,8 @@ pub struct Core {
     pub shard: RefCell<Shard>,
     pub global: Arc<Global>,
     pub gate: Gate,
+    /// Clients blocked on this shard's keys (`server::blocking`).
+    pub waiters: super::blocking::Waiters,
 }
 
 impl Core {
@@ -244,6 +246,7 @@ impl Core {
             shard: RefCell::new(shard),
             global,
             gate: Gate::default(),
+            waiters: Default::default(),
         }
     }
 
@@ -255,6 +258,7 @@ impl Core {
                     self.gate.deferred.borrow_mut().push_back(Msg::Run(job));
                 } else {
                     job(self);
+                    super::blocking::serve(self);
                 }
             }
             Msg::RunTx(_, job) => job(self),
@@ -277,6 +281,8 @@ impl Core {
                 for w in self.gate.waiters.borrow_mut().drain(..) {
                     w.wake();
                 }
+                // What the transaction made ready is served before anything else runs.
+                super::blocking::serve(self);
                 // Replay what waited, in order, until another transaction takes the lock.
                 while !self.gate.is_locked() {
                     let next = self.gate.deferred.borrow_mut().pop_front();
@@ -302,7 +308,9 @@ impl Core {
             if held.is_none() {
                 self.gate.opened().await;
             }
-            return Some(f(&mut self.shard.borrow_mut()));
+            let r = f(&mut self.shard.borrow_mut());
+            super::blocking::serve(self);
+            return Some(r);
         }
         let (tx, rx) = oneshot::channel();
         let job: Job = Box::new(move |core| {

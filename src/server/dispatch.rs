@@ -22,7 +22,7 @@ use smallvec::SmallVec;
 use super::core::Core;
 use super::session::Session;
 use super::table::{self, Call, Exec, Merge, Spec, DENYOOM, NOAUTH, WRITE};
-use super::{eviction, exec, multi, txn};
+use super::{blocking, eviction, exec, multi, txn};
 use crate::cmd::args::{err, ERR_NOAUTH, ERR_OOM};
 use crate::cmd::{wrong_args, ShardFn};
 use crate::protocol::Reply;
@@ -168,7 +168,7 @@ pub(super) fn one_shard(
             let keys = spec.keys_of(args);
             Some((same(keys.iter().map(|&i| shard_of(&args[i], n)), here)?, f))
         }
-        Exec::Session(_) | Exec::Await(_) | Exec::AwaitKeyed(..) => None,
+        Exec::Session(_) | Exec::Await(_) | Exec::AwaitKeyed(..) | Exec::Blocking(_) => None,
     }
 }
 
@@ -267,6 +267,8 @@ pub async fn dispatch(core: &Rc<Core>, session: &mut Session, reqs: Vec<Request>
                 } else {
                     exec::call(&mut core.shard.borrow_mut(), db, now, spec, f, &req.args)
                 });
+                // Clients blocked on what it pushed are served before the next command.
+                blocking::serve(core);
             }
             Route::Keyed(s, spec, f) => {
                 if groups.len() <= s {
@@ -388,6 +390,7 @@ async fn flush_groups(
                             out.push(
                                 exec::run_keyed(&c, db, spec, *f, args, now, 0, Some(&pre)).await,
                             );
+                            blocking::serve(&c);
                         }
                         out
                     }
@@ -466,6 +469,17 @@ pub(super) async fn run_barrier(
                 args,
             });
             txn::writing(spec, db, &named, fut).await
+        }
+        Exec::Blocking(parse) => {
+            blocking::run(
+                Call {
+                    core,
+                    session,
+                    args,
+                },
+                parse,
+            )
+            .await
         }
     }
 }

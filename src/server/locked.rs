@@ -137,6 +137,18 @@ impl Locked {
         args: Vec<Bytes>,
     ) -> Reply {
         let deny = std::mem::replace(&mut session.multi.deny_blocking, true);
+        // A blocking pop never blocks here: its non-blocking form runs under the held locks,
+        // answered as Redis answers it where it may not block.
+        if let Exec::Blocking(parse) = spec.exec {
+            session.multi.deny_blocking = deny;
+            return match parse(&args) {
+                Err(e) => e,
+                Ok(b) => {
+                    let form = b.form.clone();
+                    b.finish(Box::pin(self.run(core, session, b.form_spec, form)).await)
+                }
+            };
+        }
         let reply = match dispatch::one_shard(core.global.shards(), core.id, spec, &args) {
             Some((shard, f)) => self.keyed(core, session.db, shard, spec, f, args).await,
             None => {

@@ -21,6 +21,7 @@
 //! Never: touches a socket or a wire format (that is `net/` and `protocol/`).
 
 pub mod admin;
+pub mod blocking;
 pub mod core;
 pub mod dispatch;
 pub mod error;

@@ -442,5 +442,7 @@ async fn exec_inline(
         }
     }
     session.multi.deny_blocking = deny;
+    // Clients blocked on keys the transaction pushed are served once it is whole.
+    super::blocking::serve(core);
     Reply::Array(replies)
 }

@@ -9,7 +9,7 @@
 //!
 //! Never: touches a socket (the connection task in `net/` does) or a shard.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{
     AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
 };
@@ -72,6 +72,10 @@ pub struct ClientInfo {
     pub killed: AtomicBool,
     /// Commands queued since MULTI; -1 outside MULTI (CLIENT LIST's `multi`, flag `x`).
     pub multi: AtomicI64,
+    /// The token of the command blocked on keys (`server::blocking`); 0 when none is.
+    pub blocked: AtomicU64,
+    /// CLIENT UNBLOCK's request to that command (`server::blocking::UNBLOCK_*`); 0 when none.
+    pub unblock: AtomicU8,
     mailbox: mpsc::UnboundedSender<(Delivery, usize)>,
     /// Bytes posted and not yet taken by the connection.
     pending: AtomicUsize,
@@ -86,7 +90,17 @@ impl ClientInfo {
             .map(|s| s.name)
             .unwrap_or("NULL");
         let multi = self.multi.load(Ordering::Relaxed);
-        let flags = if multi >= 0 { "x" } else { "N" };
+        // Redis' order: P (pub/sub), x (MULTI), b (blocked); N for none.
+        let mut flags = String::new();
+        if multi >= 0 {
+            flags.push('x');
+        }
+        if self.blocked.load(Ordering::Relaxed) != 0 {
+            flags.push('b');
+        }
+        if flags.is_empty() {
+            flags.push('N');
+        }
         format!(
             "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={flags} db={} sub=0 psub=0 ssub=0 multi={multi} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem={} tot-mem=0 events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
             self.id,
@@ -225,6 +239,8 @@ pub struct Session {
     /// MULTI's queue and the keys WATCHed (`server::multi`).
     pub multi: super::multi::MultiState,
     inbox: mpsc::UnboundedReceiver<(Delivery, usize)>,
+    /// Deliveries taken while a command waited for its wake-up, kept for the connection.
+    held: VecDeque<(Delivery, usize)>,
     global: Arc<Global>,
 }
 
@@ -247,6 +263,8 @@ impl Session {
             last_cmd: u32::MAX.into(),
             killed: false.into(),
             multi: (-1).into(),
+            blocked: 0.into(),
+            unblock: 0.into(),
             mailbox: tx,
             pending: AtomicUsize::new(0),
         });
@@ -261,13 +279,18 @@ impl Session {
             client,
             multi: Default::default(),
             inbox: rx,
+            held: VecDeque::new(),
             global: global.clone(),
         }
     }
 
     /// The next delivery posted to this session; waits until one comes.
     pub async fn next_delivery(&mut self) -> Delivery {
-        match self.inbox.next().await {
+        let next = match self.held.pop_front() {
+            Some(d) => Some(d),
+            None => self.inbox.next().await,
+        };
+        match next {
             Some((d, weight)) => {
                 self.client.pending.fetch_sub(weight, Ordering::Relaxed);
                 d
@@ -280,9 +303,28 @@ impl Session {
 
     /// A delivery already waiting, without waiting for one.
     pub fn try_delivery(&mut self) -> Option<Delivery> {
-        let (d, weight) = self.inbox.try_recv().ok()?;
+        let (d, weight) = match self.held.pop_front() {
+            Some(d) => d,
+            None => self.inbox.try_recv().ok()?,
+        };
         self.client.pending.fetch_sub(weight, Ordering::Relaxed);
         Some(d)
+    }
+
+    /// Waits for a `Delivery::Wake` and returns its token; None when the session is killed.
+    /// Other deliveries are kept for the connection, which sends them after the reply.
+    pub async fn next_wake(&mut self) -> Option<u64> {
+        loop {
+            match self.inbox.next().await {
+                Some((Delivery::Wake(token), _)) => return Some(token),
+                Some((Delivery::Kill, w)) => {
+                    self.held.push_back((Delivery::Kill, w));
+                    return None;
+                }
+                Some(other) => self.held.push_back(other),
+                None => return None,
+            }
+        }
     }
 
     /// True once CLIENT KILL or the output limit dropped this client.

@@ -15,6 +15,7 @@ use bytes::Bytes;
 use futures::future::LocalBoxFuture;
 
 use super::admin::{client, command, config, connection, debug, info, keyspace, persist};
+use super::blocking;
 use super::core::Core;
 use super::multi;
 use super::session::Session;
@@ -81,6 +82,10 @@ pub enum Exec {
     /// Like [`Exec::Await`], for a keyed command whose keys the middle function finds and
     /// whose steps may need any shard (SORT: its BY and GET patterns name keys anywhere).
     AwaitKeyed(AwaitFn, KeysFn),
+    /// A blocking pop (`server::blocking`): the function parses it; it waits on the
+    /// connection's core for its keys. Inside MULTI/EXEC or a script, run
+    /// `blocking::try_once` (never blocks) instead.
+    Blocking(super::blocking::ParseFn),
 }
 
 pub const WRITE: u32 = 1;
@@ -104,6 +109,8 @@ pub const MOVABLE_KEYS: u32 = 1 << 10;
 pub const NO_QUEUE: u32 = 1 << 20;
 /// Refused inside MULTI (Redis' `no_multi`: SAVE, SHUTDOWN).
 pub const NO_MULTI: u32 = 1 << 21;
+/// May wait for data (COMMAND INFO's `blocking`; the connection watches its socket meanwhile).
+pub const BLOCKING: u32 = 1 << 11;
 
 pub struct Spec {
     pub name: &'static str,
@@ -168,6 +175,13 @@ impl Spec {
                 }
             }
         }
+        if let Exec::Blocking(_) = self.exec {
+            for i in super::blocking::counted_keys(self, args) {
+                if !v.contains(&i) {
+                    v.push(i);
+                }
+            }
+        }
         v
     }
 
@@ -190,6 +204,7 @@ impl Spec {
             (FAST, "fast"),
             (MOVABLE_KEYS, "movablekeys"),
             (NO_MULTI, "no_multi"),
+            (BLOCKING, "blocking"),
         ] {
             if self.has(bit) {
                 v.push(name);
@@ -344,6 +359,11 @@ pub static TABLE: &[Spec] = &[
     spec!("rpoplpush", 3, W | M, 1, 2, 1, cross!(list::lmove, txc::lmove), "list", "1.2.0", "Returns the last element of a list after removing and pushing it to another list. Deletes the list if the last element was popped."),
     // LMPOP's keys follow its numkeys: routed by every argument after numkeys (a superset).
     spec!("lmpop", -4, W, 2, -1, 1, cross!(list::lmpop, txc::lmpop), "list", "7.0.0", "Returns multiple elements from a list after removing them. Deletes the list if the last element was popped."),
+    spec!("blpop", -3, W | BLOCKING, 1, -2, 1, Exec::Blocking(blocking::blpop), "list", "2.0.0", "Removes and returns the first element in a list. Blocks until an element is available otherwise. Deletes the list if the last element was popped."),
+    spec!("brpop", -3, W | BLOCKING, 1, -2, 1, Exec::Blocking(blocking::brpop), "list", "2.0.0", "Removes and returns the last element in a list. Blocks until an element is available otherwise. Deletes the list if the last element was popped."),
+    spec!("blmove", 6, W | M | BLOCKING, 1, 2, 1, Exec::Blocking(blocking::blmove), "list", "6.2.0", "Pops an element from a list, pushes it to another list and returns it. Blocks until an element is available otherwise. Deletes the list if the last element was moved."),
+    spec!("brpoplpush", 4, W | M | BLOCKING, 1, 2, 1, Exec::Blocking(blocking::brpoplpush), "list", "2.2.0", "Pops an element from a list, pushes it to another list and returns it. Block until an element is available otherwise. Deletes the list if the last element was popped."),
+    spec!("blmpop", -5, W | BLOCKING | MOVABLE_KEYS, 0, 0, 0, Exec::Blocking(blocking::blmpop), "list", "7.0.0", "Pops the first element from one of multiple lists. Blocks until an element is available otherwise. Deletes the list if the last element was popped."),
     // sets
     spec!("sadd", -3, W | M | F, 1, 1, 1, Keyed(set::sadd), "set", "1.0.0", "Adds one or more members to a set. Creates the key if it doesn't exist."),
     spec!("srem", -3, W | F, 1, 1, 1, Keyed(set::srem), "set", "1.0.0", "Removes one or more members from a set. Deletes the set if the last member was removed."),
@@ -387,6 +407,9 @@ pub static TABLE: &[Spec] = &[
     spec!("zpopmin", -2, W | F, 1, 1, 1, Keyed(zset::zpopmin), "sorted_set", "5.0.0", "Returns the lowest-scoring members from a sorted set after removing them. Deletes the sorted set if the last member was popped."),
     spec!("zpopmax", -2, W | F, 1, 1, 1, Keyed(zset::zpopmax), "sorted_set", "5.0.0", "Returns the highest-scoring members from a sorted set after removing them. Deletes the sorted set if the last member was popped."),
     spec!("zmpop", -4, W | MOVABLE_KEYS, 0, 0, 0, movable!(zset::zmpop, zset::keys_zmpop, zset_cross::zmpop), "sorted_set", "7.0.0", "Returns the highest- or lowest-scoring members from one or more sorted sets after removing them. Deletes the sorted set if the last member was popped."),
+    spec!("bzpopmin", -3, W | F | BLOCKING, 1, -2, 1, Exec::Blocking(blocking::bzpopmin), "sorted_set", "5.0.0", "Removes and returns the member with the lowest score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped."),
+    spec!("bzpopmax", -3, W | F | BLOCKING, 1, -2, 1, Exec::Blocking(blocking::bzpopmax), "sorted_set", "5.0.0", "Removes and returns the member with the highest score from one or more sorted sets. Blocks until a member available otherwise.  Deletes the sorted set if the last element was popped."),
+    spec!("bzmpop", -5, W | BLOCKING | MOVABLE_KEYS, 0, 0, 0, Exec::Blocking(blocking::bzmpop), "sorted_set", "7.0.0", "Removes and returns a member by score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped."),
     spec!("zrandmember", -2, R, 1, 1, 1, Keyed(zset::zrandmember), "sorted_set", "6.2.0", "Returns one or more random members from a sorted set."),
     spec!("zscan", -3, R, 1, 1, 1, Keyed(zset::zscan), "sorted_set", "2.8.0", "Iterates over members and scores of a sorted set."),
     spec!("zunionstore", -4, W | M | MOVABLE_KEYS, 1, 1, 1, movable!(zset::zunionstore, zset::keys_store_after_count, zset_cross::zunionstore), "sorted_set", "2.0.0", "Stores the union of multiple sorted sets in a key."),

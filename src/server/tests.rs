@@ -18,7 +18,7 @@ use crate::protocol::Reply;
 use crate::runtime::Bell;
 
 /// Runs `test` on a fresh one-core server (snapshots go to a temporary dir).
-fn with_server<F, Fut>(test: F)
+pub(crate) fn with_server<F, Fut>(test: F)
 where
     F: FnOnce(Rc<Core>) -> Fut + Send + 'static,
     Fut: std::future::Future<Output = ()> + 'static,

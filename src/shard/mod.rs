@@ -6,6 +6,7 @@
 //!
 //! Never: does I/O, waits, or locks: only its own core touches a shard.
 
+pub mod blocked;
 pub mod dashtable;
 pub mod entry;
 pub mod evict;
@@ -138,6 +139,8 @@ pub struct Shard {
     field_expiry_keys: std::collections::HashSet<(usize, Box<[u8]>)>,
     /// Keys clients WATCH, with versions every change bumps (see [`watch`]).
     pub watches: watch::Watches,
+    /// Keys blocked clients wait on, and those a write made ready (`server::blocking`).
+    pub blocked: blocked::BlockedKeys,
 }
 
 /// Hashes with field expiries visited per active-expiry tick.
@@ -173,6 +176,7 @@ impl Shard {
             disk_epoch: 0,
             field_expiry_keys: Default::default(),
             watches: Default::default(),
+            blocked: Default::default(),
             settings,
         }
     }
@@ -354,6 +358,9 @@ impl Shard {
     ) -> Option<Entry> {
         self.dirty += 1;
         self.watches.touch(db, key);
+        if !self.blocked.is_empty() {
+            self.blocked.stored(db, key);
+        }
         if entry.is_external() {
             self.disk_epoch += 1;
         }
@@ -419,6 +426,7 @@ impl Shard {
         }
         self.dbs.swap(a, b);
         self.disk_epoch += 1;
+        self.blocked.swapped(a, b);
         if !self.field_expiry_keys.is_empty() {
             let swap = |d: usize| {
                 if d == a {

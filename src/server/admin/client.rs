@@ -116,6 +116,9 @@ pub fn client(call: Call<'_>) -> Reply {
             Reply::Verbatim(text)
         }
         "kill" => client_kill(core, session, &args),
+        "unblock" if args.len() == 3 || args.len() == 4 => {
+            crate::server::blocking::client_unblock(&core.global, &args)
+        }
         "no-evict" | "no-touch" if args.len() == 3 => {
             if is(&args[2], "on") || is(&args[2], "off") {
                 Reply::Ok
@@ -142,6 +145,8 @@ pub fn client(call: Call<'_>) -> Reply {
             "    Set client meta attr. Options are: LIB-NAME, LIB-VER.",
             "SETNAME <name>",
             "    Assign the name <name> to the current connection.",
+            "UNBLOCK <clientid> [TIMEOUT|ERROR]",
+            "    Unblock the specified blocked client.",
             "HELP",
             "    Print this help.",
         ]),

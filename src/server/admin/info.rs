@@ -99,7 +99,10 @@ pub async fn info(Call { core, args, .. }: Call<'_>) -> Reply {
         let n = g.clients.len();
         section(
             "Clients",
-            format!("connected_clients:{n}\r\nblocked_clients:0\r\n"),
+            format!(
+                "connected_clients:{n}\r\nblocked_clients:{}\r\n",
+                crate::server::blocking::blocked_clients(g)
+            ),
         );
     }
     if want("memory") {
