@@ -41,6 +41,8 @@ pub enum Reply {
     /// A message outside any request's reply (pub/sub, invalidations): a push in RESP3 (`>`),
     /// an array in RESP2.
     Push(Vec<Reply>),
+    /// Several replies in a row for one request (SUBSCRIBE confirms each channel apart).
+    Many(Vec<Reply>),
 }
 
 impl Reply {
@@ -69,6 +71,7 @@ impl Reply {
             Reply::Array(v) | Reply::Set(v) | Reply::Push(v) => {
                 16 + v.iter().map(Reply::size_hint).sum::<usize>()
             }
+            Reply::Many(v) => v.iter().map(Reply::size_hint).sum::<usize>(),
             Reply::Map(v) | Reply::Pairs(v) => {
                 16 + v
                     .iter()
@@ -163,6 +166,11 @@ impl Reply {
                     out.extend_from_slice(b"\r\n");
                 } else {
                     bulk(out, s.as_bytes());
+                }
+            }
+            Reply::Many(items) => {
+                for i in items {
+                    i.encode(resp3, out);
                 }
             }
         }

@@ -21,7 +21,7 @@ use smallvec::SmallVec;
 
 use super::core::Core;
 use super::session::Session;
-use super::table::{self, Call, Exec, Merge, Spec, DENYOOM, NOAUTH, WRITE};
+use super::table::{self, Call, Exec, Merge, Spec, DENYOOM, NOAUTH, PUBSUB_OK, WRITE};
 use super::{eviction, exec, txn};
 use crate::cmd::args::{err, ERR_NOAUTH, ERR_OOM};
 use crate::cmd::{wrong_args, Ctx, ShardFn};
@@ -127,6 +127,9 @@ fn route(core: &Core, session: &Session, req: &Request, oom: &mut Option<bool>) 
         if over {
             return Route::Reply(err(ERR_OOM));
         }
+    }
+    if session.subs.active() && !session.resp3 && !spec.has(PUBSUB_OK) {
+        return Route::Reply(Reply::Error(format!("ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context", spec.name)));
     }
     session
         .client

@@ -17,6 +17,7 @@ use futures::channel::mpsc;
 use futures::StreamExt;
 
 use super::core::Global;
+use super::pubsub::Subscriptions;
 use super::table::TABLE;
 use crate::protocol::Reply;
 
@@ -71,6 +72,8 @@ pub struct ClientInfo {
     mailbox: mpsc::UnboundedSender<(Delivery, usize)>,
     /// Bytes posted and not yet taken by the connection.
     pending: AtomicUsize,
+    /// Channels, patterns and shard channels subscribed to (CLIENT LIST `sub=`, `psub=`, `ssub=`).
+    subscriptions: [AtomicUsize; 3],
 }
 
 impl ClientInfo {
@@ -81,8 +84,12 @@ impl ClientInfo {
             .get(self.last_cmd.load(Ordering::Relaxed) as usize)
             .map(|s| s.name)
             .unwrap_or("NULL");
+        let [sub, psub, ssub] = self
+            .subscriptions
+            .each_ref()
+            .map(|n| n.load(Ordering::Relaxed));
         format!(
-            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags=N db={} sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem={} tot-mem=0 events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
+            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem={} tot-mem=0 events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
             self.id,
             self.peer.addr,
             self.peer.laddr,
@@ -90,7 +97,11 @@ impl ClientInfo {
             get(&self.name),
             now_ms.saturating_sub(self.created_ms) / 1000,
             now_ms.saturating_sub(self.last_cmd_ms.load(Ordering::Relaxed)) / 1000,
+            if sub + psub + ssub > 0 { "P" } else { "N" },
             self.db.load(Ordering::Relaxed),
+            sub,
+            psub,
+            ssub,
             self.pending.load(Ordering::Relaxed),
             cmd,
             self.resp.load(Ordering::Relaxed),
@@ -148,6 +159,13 @@ impl ClientInfo {
         // no memory of ours.
         unsafe {
             libc::shutdown(self.peer.fd, libc::SHUT_RDWR);
+        }
+    }
+
+    /// Records the session's subscription counts for CLIENT LIST.
+    pub fn set_subscriptions(&self, channels: usize, patterns: usize, shard: usize) {
+        for (slot, n) in self.subscriptions.iter().zip([channels, patterns, shard]) {
+            slot.store(n, Ordering::Relaxed);
         }
     }
 
@@ -216,6 +234,8 @@ pub struct Session {
     /// error, CLIENT KILL of oneself).
     pub close_after_reply: bool,
     pub client: Arc<ClientInfo>,
+    /// Pub/sub subscriptions; any puts a RESP2 session in subscribe mode.
+    pub subs: Subscriptions,
     inbox: mpsc::UnboundedReceiver<(Delivery, usize)>,
     global: Arc<Global>,
 }
@@ -240,6 +260,7 @@ impl Session {
             killed: false.into(),
             mailbox: tx,
             pending: AtomicUsize::new(0),
+            subscriptions: Default::default(),
         });
         global.clients.insert(client.clone());
         global.total_connections.fetch_add(1, Ordering::Relaxed);
@@ -250,6 +271,7 @@ impl Session {
             authed: global.settings.requirepass().is_empty(),
             close_after_reply: false,
             client,
+            subs: Subscriptions::default(),
             inbox: rx,
             global: global.clone(),
         }
@@ -297,6 +319,7 @@ impl Session {
 
 impl Drop for Session {
     fn drop(&mut self) {
+        self.subs.clear(&self.global, &self.client);
         // Before the connection's socket closes: see `Registry::remove`.
         self.global.clients.remove(self.id);
     }
