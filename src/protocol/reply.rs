@@ -62,6 +62,16 @@ impl Reply {
         matches!(self, Reply::Error(_))
     }
 
+    /// What of it a client with replies turned off still gets (CLIENT REPLY OFF/SKIP): its
+    /// pushes.
+    pub fn pushes_only(self) -> Reply {
+        match self {
+            Reply::Push(_) => self,
+            Reply::Many(v) => Reply::Many(v.into_iter().filter(|r| matches!(r, Reply::Push(_))).collect()),
+            _ => Reply::Many(Vec::new()),
+        }
+    }
+
     /// About how many bytes its encoding takes (what a session's output limit counts).
     pub fn size_hint(&self) -> usize {
         match self {

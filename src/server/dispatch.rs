@@ -20,7 +20,7 @@ use futures::FutureExt;
 use smallvec::SmallVec;
 
 use super::core::Core;
-use super::session::Session;
+use super::session::{ReplyMode, Session};
 use super::table::{self, Call, Exec, Merge, Spec, DENYOOM, NOAUTH, PUBSUB_OK, WRITE};
 use super::{eviction, exec, txn};
 use crate::cmd::args::{err, ERR_NOAUTH, ERR_OOM};
@@ -196,6 +196,8 @@ pub async fn dispatch(core: &Rc<Core>, session: &mut Session, reqs: Vec<Request>
     let mut groups: Vec<Vec<Pending>> = Vec::new();
     let tiered = core.global.settings.tiered.is_some();
     let mut oom = None;
+    // Requests whose replies CLIENT REPLY OFF/SKIP silences.
+    let mut silent: SmallVec<[usize; 1]> = SmallVec::new();
     if n >= 4 {
         prefetch_local(core, session.db, &reqs);
     }
@@ -241,6 +243,10 @@ pub async fn dispatch(core: &Rc<Core>, session: &mut Session, reqs: Vec<Request>
     // snapshot.
     let now = now_ms();
     for (i, req) in reqs.into_iter().enumerate() {
+        let skip = session.reply_mode == ReplyMode::SkipNext;
+        if skip {
+            session.reply_mode = ReplyMode::On;
+        }
         match route(core, session, &req, &mut oom) {
             Route::Reply(r) => replies[i] = Some(r),
             Route::Keyed(s, spec, f) if s == core.id => {
@@ -278,12 +284,20 @@ pub async fn dispatch(core: &Rc<Core>, session: &mut Session, reqs: Vec<Request>
                 }
             }
         }
+        if skip || session.reply_mode == ReplyMode::Off {
+            silent.push(i);
+        }
         if session.close_after_reply {
             replies.truncate(i + 1);
             break;
         }
     }
     flush_groups(core, session.db, &mut groups, &mut replies).await;
+    for i in silent {
+        if let Some(r) = replies.get_mut(i).and_then(Option::take) {
+            replies[i] = Some(r.pushes_only());
+        }
+    }
     Replies {
         // Every request routed to a group got its reply when the groups were flushed.
         list: replies

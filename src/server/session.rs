@@ -169,6 +169,13 @@ impl ClientInfo {
         }
     }
 
+    /// True while the client has any pub/sub subscription (CLIENT LIST TYPE pubsub).
+    pub fn subscribed(&self) -> bool {
+        self.subscriptions
+            .iter()
+            .any(|n| n.load(Ordering::Relaxed) > 0)
+    }
+
     /// Bytes posted and not yet taken (CLIENT LIST's `omem`).
     pub fn pending_output(&self) -> usize {
         self.pending.load(Ordering::Relaxed)
@@ -223,6 +230,15 @@ impl Registry {
     }
 }
 
+/// CLIENT REPLY: whether the session's replies are sent (pushes always are).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReplyMode {
+    On,
+    Off,
+    /// CLIENT REPLY SKIP: the next command's reply is not sent.
+    SkipNext,
+}
+
 /// One connection's protocol state and mailbox, owned by its connection task and lent to the
 /// dispatcher for each batch.
 pub struct Session {
@@ -236,6 +252,7 @@ pub struct Session {
     pub client: Arc<ClientInfo>,
     /// Pub/sub subscriptions; any puts a RESP2 session in subscribe mode.
     pub subs: Subscriptions,
+    pub reply_mode: ReplyMode,
     inbox: mpsc::UnboundedReceiver<(Delivery, usize)>,
     global: Arc<Global>,
 }
@@ -272,6 +289,7 @@ impl Session {
             close_after_reply: false,
             client,
             subs: Subscriptions::default(),
+            reply_mode: ReplyMode::On,
             inbox: rx,
             global: global.clone(),
         }
