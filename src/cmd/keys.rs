@@ -7,6 +7,7 @@ use bytes::Bytes;
 
 use super::args::*;
 use super::Ctx;
+use crate::notify;
 use crate::protocol::Reply;
 
 /// DEL / UNLINK part: keys removed.
@@ -15,6 +16,7 @@ pub fn del(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     for k in &args[1..] {
         if ctx.shard.contains(ctx.db, k, ctx.now) {
             ctx.shard.remove(ctx.db, k);
+            ctx.notify(notify::GENERIC, "del", k);
             n += 1;
         }
     }
@@ -132,8 +134,10 @@ fn expire_generic(ctx: &mut Ctx, args: &[Bytes], unit_ms: i64, absolute: bool, c
     }
     if at <= ctx.now as i64 {
         ctx.shard.remove(ctx.db, key);
+        ctx.notify(notify::GENERIC, "del", key);
     } else {
         ctx.shard.set_expire(ctx.db, key, at as u64, ctx.now);
+        ctx.notify(notify::GENERIC, "expire", key);
     }
     Reply::Int(1)
 }
@@ -193,6 +197,7 @@ pub fn persist(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
         .is_some_and(|(_, at)| at != 0);
     if has_ttl {
         ctx.shard.set_expire(ctx.db, &args[1], 0, ctx.now);
+        ctx.notify(notify::GENERIC, "persist", &args[1]);
     }
     Reply::Int(has_ttl as i64)
 }
@@ -210,8 +215,12 @@ fn rename_generic(ctx: &mut Ctx, args: &[Bytes], nx: bool) -> Reply {
         return Reply::Int(0);
     }
     if let Some(taken) = ctx.shard.take(ctx.db, src) {
+        // The old destination goes first, so the key is new again (Redis' `new` event).
+        ctx.shard.remove(ctx.db, dst);
         ctx.shard.put_taken(ctx.db, dst, taken);
     }
+    ctx.notify(notify::GENERIC, "rename_from", src);
+    ctx.notify(notify::GENERIC, "rename_to", dst);
     if nx {
         Reply::Int(1)
     } else {
@@ -276,6 +285,7 @@ pub fn copy(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
         ctx.shard.remove(db, &args[2]);
     }
     ctx.shard.store(db, &args[2], e.to_value(args[1].len()), at);
+    ctx.shard.notify(notify::GENERIC, "copy_to", db, &args[2]);
     Reply::Int(1)
 }
 
@@ -294,6 +304,8 @@ pub fn move_(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     if let Some(taken) = ctx.shard.take(ctx.db, key) {
         ctx.shard.put_taken(db, key, taken);
     }
+    ctx.notify(notify::GENERIC, "move_from", key);
+    ctx.shard.notify(notify::GENERIC, "move_to", db, key);
     Reply::Int(1)
 }
 

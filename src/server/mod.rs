@@ -60,6 +60,7 @@ pub async fn start_core(
     rx: mpsc::UnboundedReceiver<Msg>,
 ) -> Rc<Core> {
     let mut shard = Shard::new(id, global.settings.clone());
+    shard.events = Some(Arc::new(pubsub::KeyspaceEvents::new(global.clone())));
     let tier = match &global.settings.tiered {
         Some(ts) => {
             let path = ts.file_path(id);

@@ -313,3 +313,39 @@ pub fn unsubscribe(global: &Global, session: &mut Session, kind: Kind, names: &[
     session.subs.publish_counts(&session.client);
     Reply::Many(out)
 }
+
+/// Keyspace events published as Redis does: `__keyspace@<db>__:<key>` with the event as the
+/// message, `__keyevent@<db>__:<event>` with the key, as `notify-keyspace-events` asks.
+pub struct KeyspaceEvents {
+    global: Arc<Global>,
+}
+
+impl KeyspaceEvents {
+    pub fn new(global: Arc<Global>) -> KeyspaceEvents {
+        KeyspaceEvents { global }
+    }
+}
+
+impl crate::shard::notify::EventSink for KeyspaceEvents {
+    fn keyspace_event(&self, flags: u32, event: &str, db: usize, key: &[u8]) {
+        let g = &self.global;
+        // Nobody listens: nothing to build.
+        if !g.pubsub.any() {
+            return;
+        }
+        let channel = |space: &str, name: &[u8]| {
+            let mut c = format!("__{space}@{db}__:").into_bytes();
+            c.extend_from_slice(name);
+            Bytes::from(c)
+        };
+        if flags & crate::notify::KEYSPACE != 0 {
+            let ch = channel("keyspace", key);
+            g.pubsub
+                .publish(g, &ch, &Bytes::copy_from_slice(event.as_bytes()), false);
+        }
+        if flags & crate::notify::KEYEVENT != 0 {
+            let ch = channel("keyevent", event.as_bytes());
+            g.pubsub.publish(g, &ch, &Bytes::copy_from_slice(key), false);
+        }
+    }
+}

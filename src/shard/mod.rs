@@ -15,6 +15,7 @@ pub mod history;
 pub mod intset;
 pub mod list;
 pub mod listpack;
+pub mod notify;
 pub mod object;
 pub mod rdb_types;
 pub mod set;
@@ -134,6 +135,8 @@ pub struct Shard {
     /// (db, key) of hashes that hold a field with an expiry: what the active sweep of fields
     /// visits. A key here may since have changed; the sweep drops it then.
     field_expiry_keys: std::collections::HashSet<(usize, Box<[u8]>)>,
+    /// Where keyspace events go (see [`Shard::notify`]); None until the server sets it.
+    pub events: Option<notify::Sink>,
 }
 
 /// Hashes with field expiries visited per active-expiry tick.
@@ -168,6 +171,7 @@ impl Shard {
                 .then(|| history::History::for_maxmemory(settings.maxmemory())),
             disk_epoch: 0,
             field_expiry_keys: Default::default(),
+            events: None,
             settings,
         }
     }
@@ -279,6 +283,7 @@ impl Shard {
             self.release(gone.key.as_bytes(), &gone.value);
         }
         self.stats.expired_keys += 1;
+        self.notify(crate::notify::EXPIRED, "expired", db, key);
         None
     }
 
@@ -358,7 +363,10 @@ impl Shard {
         if expire_at != 0 {
             d.volatile += 1;
         }
-        let (old, old_ttl) = d.table.insert(key, h, entry, expire_at)?;
+        let Some((old, old_ttl)) = d.table.insert(key, h, entry, expire_at) else {
+            self.notify(crate::notify::NEW, "new", db, key);
+            return None;
+        };
         if old_ttl != 0 {
             d.volatile = d.volatile.saturating_sub(1);
         }
@@ -636,7 +644,10 @@ impl Shard {
         let now = now_ms();
         let mut reaped = 0;
         let mut freed: Vec<DiskPtr> = Vec::new();
-        for db in &mut self.dbs {
+        // Keys reaped, kept only when someone wants their `expired` events.
+        let mut expired: Option<Vec<(usize, Key)>> =
+            self.notifies(crate::notify::EXPIRED).then(Vec::new);
+        for (n, db) in self.dbs.iter_mut().enumerate() {
             if db.volatile == 0 || db.table.is_empty() {
                 continue;
             }
@@ -666,6 +677,9 @@ impl Shard {
                         if let Some(p) = e.external(k.len()) {
                             freed.push(p);
                         }
+                        if let Some(v) = expired.as_mut() {
+                            v.push((n, k));
+                        }
                     },
                 );
                 db.volatile_seen += volatile_seen;
@@ -690,6 +704,9 @@ impl Shard {
             }
         }
         self.stats.expired_keys += reaped as u64;
+        for (db, k) in expired.unwrap_or_default() {
+            self.notify(crate::notify::EXPIRED, "expired", db, k.as_bytes());
+        }
         for p in freed {
             self.free_disk(p);
         }
