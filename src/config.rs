@@ -620,7 +620,8 @@ impl Settings {
                 self.pubsub_client_output_limit.store(v, Ordering::Relaxed);
             }
             "notify-keyspace-events" => {
-                let v = crate::notify::parse(value).ok_or_else(|| bad("Invalid event class character. Use 'Ag$lshzxeKEtmdn'."))?;
+                let v = crate::notify::parse(value)
+                    .ok_or_else(|| bad("Invalid event class character. Use 'Ag$lshzxeKEtmdn'."))?;
                 self.notify_keyspace_events.store(v, Ordering::Relaxed);
             }
             "hll-sparse-max-bytes" => {

@@ -17,7 +17,8 @@ pub const STREAM: u32 = 1 << 10; // t
 pub const KEY_MISS: u32 = 1 << 11; // m (not part of A, as in Redis)
 pub const MODULE: u32 = 1 << 13; // d
 pub const NEW: u32 = 1 << 14; // n (not part of A, as in Redis)
-pub const ALL: u32 = GENERIC | STRING | LIST | SET | HASH | ZSET | EXPIRED | EVICTED | STREAM | MODULE;
+pub const ALL: u32 =
+    GENERIC | STRING | LIST | SET | HASH | ZSET | EXPIRED | EVICTED | STREAM | MODULE;
 
 /// The classes named by `s` (`"KEA"`, `"Kx"`, `""`), or None when it holds a letter Redis does
 /// not know.

@@ -51,7 +51,11 @@ fn events_of(port: u16, cmds: &[&[&str]]) -> Vec<(String, String)> {
         let a: Vec<&[u8]> = args.iter().map(|s| s.as_bytes()).collect();
         c.send(&cmd(&a));
         let r = c.reply();
-        assert!(!r.starts_with(b"-"), "{args:?}: {}", String::from_utf8_lossy(&r));
+        assert!(
+            !r.starts_with(b"-"),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&r)
+        );
     }
     drain(&mut l, &mut c)
 }
@@ -178,9 +182,16 @@ fn events_match_redis_server() {
     };
     let redis = events_of(real.port, SEQUENCE);
     for (i, (a, b)) in strata.iter().zip(&redis).enumerate() {
-        assert_eq!(a, b, "event {i} differs; Strata: {strata:#?}\nRedis: {redis:#?}");
+        assert_eq!(
+            a, b,
+            "event {i} differs; Strata: {strata:#?}\nRedis: {redis:#?}"
+        );
     }
-    assert_eq!(strata.len(), redis.len(), "Strata: {strata:#?}\nRedis: {redis:#?}");
+    assert_eq!(
+        strata.len(),
+        redis.len(),
+        "Strata: {strata:#?}\nRedis: {redis:#?}"
+    );
 }
 
 #[test]
@@ -194,13 +205,21 @@ fn config_flag_and_default_off() {
     );
     // Off: nothing published.
     assert_eq!(events_of(s.port, &[&["SET", "k", "v"]]), vec![]);
-    rt(&mut c, &["CONFIG", "SET", "notify-keyspace-events", "KEA"], "+OK\r\n");
+    rt(
+        &mut c,
+        &["CONFIG", "SET", "notify-keyspace-events", "KEA"],
+        "+OK\r\n",
+    );
     rt(
         &mut c,
         &["CONFIG", "GET", "notify-keyspace-events"],
         &arr(&[&b("notify-keyspace-events"), &b("AKE")]),
     );
-    rt(&mut c, &["CONFIG", "SET", "notify-keyspace-events", "Kg$xn"], "+OK\r\n");
+    rt(
+        &mut c,
+        &["CONFIG", "SET", "notify-keyspace-events", "Kg$xn"],
+        "+OK\r\n",
+    );
     rt(
         &mut c,
         &["CONFIG", "GET", "notify-keyspace-events"],
@@ -212,7 +231,11 @@ fn config_flag_and_default_off() {
         &e("ERR CONFIG SET failed (possibly related to argument 'notify-keyspace-events') - Invalid event class character. Use 'Ag$lshzxeKEtmdn'."),
     );
     // Classes without K or E publish nothing.
-    rt(&mut c, &["CONFIG", "SET", "notify-keyspace-events", "A"], "+OK\r\n");
+    rt(
+        &mut c,
+        &["CONFIG", "SET", "notify-keyspace-events", "A"],
+        "+OK\r\n",
+    );
     assert_eq!(events_of(s.port, &[&["SET", "k", "v"]]), vec![]);
     // The start-up flag.
     let s2 = Server::start(
@@ -270,7 +293,11 @@ fn events_from_both_cores() {
 fn active_expiry_reports_expired() {
     let s = server();
     let mut c = s.raw();
-    rt(&mut c, &["CONFIG", "SET", "notify-keyspace-events", "Ex"], "+OK\r\n");
+    rt(
+        &mut c,
+        &["CONFIG", "SET", "notify-keyspace-events", "Ex"],
+        "+OK\r\n",
+    );
     let mut l = listener(s.port);
     rt(&mut c, &["SET", "gone", "v", "PX", "30"], "+OK\r\n");
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -313,7 +340,10 @@ fn cache_mode_eviction_reports_evicted() {
     for chunk in (0..16_000).collect::<Vec<_>>().chunks(500) {
         let mut p = redis::pipe();
         for i in chunk {
-            p.cmd("SET").arg(format!("key:{i}")).arg(&value[..]).ignore();
+            p.cmd("SET")
+                .arg(format!("key:{i}"))
+                .arg(&value[..])
+                .ignore();
         }
         p.query::<()>(&mut c).unwrap();
     }
@@ -323,7 +353,10 @@ fn cache_mode_eviction_reports_evicted() {
     let Resp::Array(Some(parts)) = msg else {
         panic!("not a message: {msg:?}");
     };
-    assert_eq!(parts[1], Resp::Bulk(Some(b"__keyevent@0__:evicted".to_vec())));
+    assert_eq!(
+        parts[1],
+        Resp::Bulk(Some(b"__keyevent@0__:evicted".to_vec()))
+    );
     let Resp::Bulk(Some(key)) = &parts[2] else {
         panic!("no key");
     };

@@ -36,7 +36,10 @@ fn wait_numsub(raw: &mut Raw, channel: &str, n: i64) {
         if String::from_utf8_lossy(&raw.reply()) == want {
             return;
         }
-        assert!(Instant::now() < deadline, "NUMSUB {channel} never reached {n}");
+        assert!(
+            Instant::now() < deadline,
+            "NUMSUB {channel} never reached {n}"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
 }
@@ -67,14 +70,22 @@ fn resp2_subscribe_mode_bytes_and_rules() {
     );
     rt(&mut sub, &["PING"], &arr(&[&b("pong"), &b("")]));
     rt(&mut sub, &["PING", "hi"], &arr(&[&b("pong"), &b("hi")]));
-    rt(&mut sub, &["PSUBSCRIBE", "h*"], &confirm("psubscribe", "h*", 3));
+    rt(
+        &mut sub,
+        &["PSUBSCRIBE", "h*"],
+        &confirm("psubscribe", "h*", 3),
+    );
     rt(&mut publ, &["PUBLISH", "hat", "x"], &i(1));
     assert_eq!(
         String::from_utf8_lossy(&sub.reply()),
         arr(&[&b("pmessage"), &b("h*"), &b("hat"), &b("x")])
     );
     // A channel matched by name and by pattern gets both.
-    rt(&mut sub, &["SUBSCRIBE", "hat"], &confirm("subscribe", "hat", 4));
+    rt(
+        &mut sub,
+        &["SUBSCRIBE", "hat"],
+        &confirm("subscribe", "hat", 4),
+    );
     rt(&mut publ, &["PUBLISH", "hat", "y"], &i(2));
     let mut got = vec![
         String::from_utf8_lossy(&sub.reply()).into_owned(),
@@ -87,8 +98,16 @@ fn resp2_subscribe_mode_bytes_and_rules() {
     ];
     want.sort();
     assert_eq!(got, want);
-    rt(&mut sub, &["UNSUBSCRIBE", "nosuch"], &confirm("unsubscribe", "nosuch", 4));
-    rt(&mut sub, &["PUNSUBSCRIBE"], &confirm("punsubscribe", "h*", 3));
+    rt(
+        &mut sub,
+        &["UNSUBSCRIBE", "nosuch"],
+        &confirm("unsubscribe", "nosuch", 4),
+    );
+    rt(
+        &mut sub,
+        &["PUNSUBSCRIBE"],
+        &confirm("punsubscribe", "h*", 3),
+    );
     rt(
         &mut sub,
         &["PUNSUBSCRIBE"],
@@ -100,7 +119,9 @@ fn resp2_subscribe_mode_bytes_and_rules() {
         .collect();
     left.sort();
     assert_eq!(left.len(), 3);
-    assert!(left.iter().all(|r| r.starts_with("*3\r\n$11\r\nunsubscribe\r\n")));
+    assert!(left
+        .iter()
+        .all(|r| r.starts_with("*3\r\n$11\r\nunsubscribe\r\n")));
     assert!(left.iter().any(|r| r.ends_with(":0\r\n")));
     // Out of subscribe mode: everything works again.
     rt(&mut sub, &["PING"], "+PONG\r\n");
@@ -121,19 +142,45 @@ fn resp3_pushes_beside_replies() {
     let mut publ = s.raw();
     sub.send(&cmd(&[b"HELLO", b"3"]));
     sub.reply();
-    rt(&mut sub, &["SUBSCRIBE", "ch"], ">3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n");
+    rt(
+        &mut sub,
+        &["SUBSCRIBE", "ch"],
+        ">3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n",
+    );
     // RESP3 has no subscribe mode: any command runs, and its reply is a normal one.
     rt(&mut sub, &["SET", "k", "v"], "+OK\r\n");
     rt(&mut sub, &["GET", "k"], "$1\r\nv\r\n");
     rt(&mut sub, &["PING"], "+PONG\r\n");
     rt(&mut publ, &["PUBLISH", "ch", "m1"], &i(1));
-    assert_eq!(String::from_utf8_lossy(&sub.reply()), push3("message", "ch", "m1"));
-    rt(&mut sub, &["SSUBSCRIBE", "sc"], ">3\r\n$10\r\nssubscribe\r\n$2\r\nsc\r\n:1\r\n");
+    assert_eq!(
+        String::from_utf8_lossy(&sub.reply()),
+        push3("message", "ch", "m1")
+    );
+    rt(
+        &mut sub,
+        &["SSUBSCRIBE", "sc"],
+        ">3\r\n$10\r\nssubscribe\r\n$2\r\nsc\r\n:1\r\n",
+    );
     rt(&mut publ, &["SPUBLISH", "sc", "m2"], &i(1));
-    assert_eq!(String::from_utf8_lossy(&sub.reply()), push3("smessage", "sc", "m2"));
-    rt(&mut sub, &["UNSUBSCRIBE", "ch"], ">3\r\n$11\r\nunsubscribe\r\n$2\r\nch\r\n:0\r\n");
-    rt(&mut sub, &["SUNSUBSCRIBE"], ">3\r\n$12\r\nsunsubscribe\r\n$2\r\nsc\r\n:0\r\n");
-    rt(&mut sub, &["PUNSUBSCRIBE"], ">3\r\n$12\r\npunsubscribe\r\n_\r\n:0\r\n");
+    assert_eq!(
+        String::from_utf8_lossy(&sub.reply()),
+        push3("smessage", "sc", "m2")
+    );
+    rt(
+        &mut sub,
+        &["UNSUBSCRIBE", "ch"],
+        ">3\r\n$11\r\nunsubscribe\r\n$2\r\nch\r\n:0\r\n",
+    );
+    rt(
+        &mut sub,
+        &["SUNSUBSCRIBE"],
+        ">3\r\n$12\r\nsunsubscribe\r\n$2\r\nsc\r\n:0\r\n",
+    );
+    rt(
+        &mut sub,
+        &["PUNSUBSCRIBE"],
+        ">3\r\n$12\r\npunsubscribe\r\n_\r\n:0\r\n",
+    );
 }
 
 #[test]
@@ -142,31 +189,79 @@ fn sharded_channels_and_introspection() {
     let mut a = s.raw();
     let mut c = s.raw();
     let mut publ = s.raw();
-    rt_many(&mut a, &["SSUBSCRIBE", "s1", "s2"], &format!("{}{}", confirm("ssubscribe", "s1", 1), confirm("ssubscribe", "s2", 2)));
+    rt_many(
+        &mut a,
+        &["SSUBSCRIBE", "s1", "s2"],
+        &format!(
+            "{}{}",
+            confirm("ssubscribe", "s1", 1),
+            confirm("ssubscribe", "s2", 2)
+        ),
+    );
     rt(&mut c, &["SUBSCRIBE", "s1"], &confirm("subscribe", "s1", 1));
-    rt_many(&mut c, &["PSUBSCRIBE", "s*", "x*"], &format!("{}{}", confirm("psubscribe", "s*", 2), confirm("psubscribe", "x*", 3)));
+    rt_many(
+        &mut c,
+        &["PSUBSCRIBE", "s*", "x*"],
+        &format!(
+            "{}{}",
+            confirm("psubscribe", "s*", 2),
+            confirm("psubscribe", "x*", 3)
+        ),
+    );
     // Sharded and plain channels are apart; patterns never see SPUBLISH.
     rt(&mut publ, &["SPUBLISH", "s1", "hi"], &i(1));
-    assert_eq!(String::from_utf8_lossy(&a.reply()), arr(&[&b("smessage"), &b("s1"), &b("hi")]));
+    assert_eq!(
+        String::from_utf8_lossy(&a.reply()),
+        arr(&[&b("smessage"), &b("s1"), &b("hi")])
+    );
     rt(&mut publ, &["PUBLISH", "s1", "yo"], &i(2));
     assert_eq!(String::from_utf8_lossy(&c.reply()), msg("s1", "yo"));
     assert_eq!(
         String::from_utf8_lossy(&c.reply()),
         arr(&[&b("pmessage"), &b("s*"), &b("s1"), &b("yo")])
     );
-    rt(&mut publ, &["PUBSUB", "NUMSUB", "s1", "s2", "none"], &arr(&[&b("s1"), &i(1), &b("s2"), &i(0), &b("none"), &i(0)]));
-    rt(&mut publ, &["PUBSUB", "SHARDNUMSUB", "s1", "s2"], &arr(&[&b("s1"), &i(1), &b("s2"), &i(1)]));
+    rt(
+        &mut publ,
+        &["PUBSUB", "NUMSUB", "s1", "s2", "none"],
+        &arr(&[&b("s1"), &i(1), &b("s2"), &i(0), &b("none"), &i(0)]),
+    );
+    rt(
+        &mut publ,
+        &["PUBSUB", "SHARDNUMSUB", "s1", "s2"],
+        &arr(&[&b("s1"), &i(1), &b("s2"), &i(1)]),
+    );
     rt(&mut publ, &["PUBSUB", "NUMSUB"], "*0\r\n");
     rt(&mut publ, &["PUBSUB", "NUMPAT"], &i(2));
     rt(&mut publ, &["PUBSUB", "CHANNELS"], &arr(&[&b("s1")]));
     rt(&mut publ, &["PUBSUB", "CHANNELS", "x*"], "*0\r\n");
     let chans = publ.call(&[b"PUBSUB", b"SHARDCHANNELS"]);
     let chans = String::from_utf8_lossy(&chans);
-    assert!(chans.starts_with("*2\r\n") && chans.contains("$2\r\ns1\r\n") && chans.contains("$2\r\ns2\r\n"), "{chans}");
-    rt(&mut publ, &["PUBSUB", "SHARDCHANNELS", "*2"], &arr(&[&b("s2")]));
-    rt(&mut publ, &["PUBSUB", "NUMPAT", "x"], &e("ERR wrong number of arguments for 'pubsub|numpat' command"));
-    rt(&mut publ, &["PUBSUB", "CHANNELS", "a", "b"], &e("ERR unknown subcommand or wrong number of arguments for 'CHANNELS'. Try PUBSUB HELP."));
-    rt(&mut publ, &["PUBSUB", "FOO"], &e("ERR unknown subcommand 'FOO'. Try PUBSUB HELP."));
+    assert!(
+        chans.starts_with("*2\r\n")
+            && chans.contains("$2\r\ns1\r\n")
+            && chans.contains("$2\r\ns2\r\n"),
+        "{chans}"
+    );
+    rt(
+        &mut publ,
+        &["PUBSUB", "SHARDCHANNELS", "*2"],
+        &arr(&[&b("s2")]),
+    );
+    rt(
+        &mut publ,
+        &["PUBSUB", "NUMPAT", "x"],
+        &e("ERR wrong number of arguments for 'pubsub|numpat' command"),
+    );
+    rt(
+        &mut publ,
+        &["PUBSUB", "CHANNELS", "a", "b"],
+        &e("ERR unknown subcommand or wrong number of arguments for 'CHANNELS'. Try PUBSUB HELP."),
+    );
+    rt(
+        &mut publ,
+        &["PUBSUB", "FOO"],
+        &e("ERR unknown subcommand 'FOO'. Try PUBSUB HELP."),
+    );
     // CLIENT LIST knows each client's subscriptions.
     let list = publ.call_text(&[b"CLIENT", b"LIST"]);
     assert!(list.contains("flags=P db=0 sub=0 psub=0 ssub=2 "), "{list}");
@@ -176,7 +271,10 @@ fn sharded_channels_and_introspection() {
     drop(a);
     let deadline = Instant::now() + Duration::from_secs(10);
     while publ.call(&[b"PUBSUB", b"SHARDCHANNELS"]) != b"*0\r\n" {
-        assert!(Instant::now() < deadline, "shard channels outlived their subscriber");
+        assert!(
+            Instant::now() < deadline,
+            "shard channels outlived their subscriber"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
     // RESET leaves subscribe mode.
@@ -195,9 +293,17 @@ fn fifty_subscribers_across_cores_keep_publish_order() {
     for (n, sub) in subs.iter_mut().enumerate() {
         // Half on a pattern: they count as receivers too.
         if n % 2 == 0 {
-            rt(sub, &["SUBSCRIBE", "news"], &confirm("subscribe", "news", 1));
+            rt(
+                sub,
+                &["SUBSCRIBE", "news"],
+                &confirm("subscribe", "news", 1),
+            );
         } else {
-            rt(sub, &["PSUBSCRIBE", "n*s"], &confirm("psubscribe", "n*s", 1));
+            rt(
+                sub,
+                &["PSUBSCRIBE", "n*s"],
+                &confirm("psubscribe", "n*s", 1),
+            );
         }
     }
     let per_publisher = 300;
@@ -228,7 +334,10 @@ fn fifty_subscribers_across_cores_keep_publish_order() {
             let payload = text.trim_end().rsplit("\r\n").next().unwrap().to_string();
             let (p, m) = payload.split_once(':').unwrap();
             let (p, m): (usize, usize) = (p.parse().unwrap(), m.parse().unwrap());
-            assert_eq!(m, next[p], "subscriber {n}: publisher {p}'s messages out of order");
+            assert_eq!(
+                m, next[p],
+                "subscriber {n}: publisher {p}'s messages out of order"
+            );
             next[p] += 1;
         }
     }
@@ -240,7 +349,12 @@ fn fifty_subscribers_across_cores_keep_publish_order() {
 fn slow_subscriber_dropped_at_output_limit() {
     let s = Server::start(
         STRATA,
-        &["--proactor_threads", "2", "--pubsub_client_output_limit", "1mb"],
+        &[
+            "--proactor_threads",
+            "2",
+            "--pubsub_client_output_limit",
+            "1mb",
+        ],
     );
     let pid = s.pid();
     let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
@@ -248,7 +362,11 @@ fn slow_subscriber_dropped_at_output_limit() {
     let addr: std::net::SocketAddr = format!("127.0.0.1:{}", s.port).parse().unwrap();
     sock.connect(&addr.into()).unwrap();
     let mut slow = Raw::from_stream(sock.into());
-    rt(&mut slow, &["SUBSCRIBE", "firehose"], &confirm("subscribe", "firehose", 1));
+    rt(
+        &mut slow,
+        &["SUBSCRIBE", "firehose"],
+        &confirm("subscribe", "firehose", 1),
+    );
     let mut publ = s.raw();
     let rss_before = proc_status_kb(pid, "VmRSS").unwrap() * 1024;
     let sampler = rss_sampler(pid);
@@ -263,16 +381,26 @@ fn slow_subscriber_dropped_at_output_limit() {
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let peak = handle.join().unwrap();
     assert_eq!(receivers[0], 1);
-    assert_eq!(*receivers.last().unwrap(), 0, "the slow subscriber was never dropped");
+    assert_eq!(
+        *receivers.last().unwrap(),
+        0,
+        "the slow subscriber was never dropped"
+    );
     // Dropped near the limit: 1 MiB waiting, the chunk being written, and what the kernel's
     // socket buffers took (Linux grows a loopback send buffer up to 4 MiB).
     let delivered = receivers.iter().filter(|&&n| n == 1).count();
-    assert!(delivered < 112, "{delivered} messages of 64 KiB went to a client that never reads");
+    assert!(
+        delivered < 112,
+        "{delivered} messages of 64 KiB went to a client that never reads"
+    );
     assert!(
         peak < rss_before + (24 << 20),
         "RSS grew from {rss_before} to {peak} for a subscriber that never reads"
     );
     let (_, err) = slow.read_until_close(Duration::from_secs(10));
-    assert!(err.is_none(), "the slow subscriber's connection stayed open: {err:?}");
+    assert!(
+        err.is_none(),
+        "the slow subscriber's connection stayed open: {err:?}"
+    );
     wait_numsub(&mut publ, "firehose", 0);
 }

@@ -840,7 +840,11 @@ fn zadd_generic(ctx: &mut Ctx, args: &[Bytes], incr_cmd: bool) -> Reply {
         Err(e) => return e,
     };
     if added + updated > 0 {
-        ctx.notify(notify::ZSET, if f.incr { "zincr" } else { "zadd" }, &args[1]);
+        ctx.notify(
+            notify::ZSET,
+            if f.incr { "zincr" } else { "zadd" },
+            &args[1],
+        );
     }
     if f.incr {
         if processed > 0 {
@@ -983,7 +987,9 @@ pub fn zremrangebyrank(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
         (Ok(a), Ok(b)) => (a, b),
         (Err(e), _) | (_, Err(e)) => return e,
     };
-    remrange(ctx, args, "zremrangebyrank", &|z| rank_range(start, end, z.len()))
+    remrange(ctx, args, "zremrangebyrank", &|z| {
+        rank_range(start, end, z.len())
+    })
 }
 
 pub fn zremrangebyscore(ctx: &mut Ctx, args: &[Bytes]) -> Reply {

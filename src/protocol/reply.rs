@@ -67,7 +67,11 @@ impl Reply {
     pub fn pushes_only(self) -> Reply {
         match self {
             Reply::Push(_) => self,
-            Reply::Many(v) => Reply::Many(v.into_iter().filter(|r| matches!(r, Reply::Push(_))).collect()),
+            Reply::Many(v) => Reply::Many(
+                v.into_iter()
+                    .filter(|r| matches!(r, Reply::Push(_)))
+                    .collect(),
+            ),
             _ => Reply::Many(Vec::new()),
         }
     }

@@ -345,7 +345,8 @@ impl crate::shard::notify::EventSink for KeyspaceEvents {
         }
         if flags & crate::notify::KEYEVENT != 0 {
             let ch = channel("keyevent", event.as_bytes());
-            g.pubsub.publish(g, &ch, &Bytes::copy_from_slice(key), false);
+            g.pubsub
+                .publish(g, &ch, &Bytes::copy_from_slice(key), false);
         }
     }
 }
