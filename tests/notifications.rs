@@ -194,6 +194,49 @@ fn events_match_redis_server() {
     );
 }
 
+/// Reads of missing keys (the `m` class), as redis-server reports them.
+const MISSES: &[&[&str]] = &[
+    &["CONFIG", "SET", "notify-keyspace-events", "KEm"],
+    &["SET", "here", "v"],
+    &["GET", "here"],
+    &["GET", "nokey"],
+    &["MGET", "here", "nokey2"],
+    &["STRLEN", "nokey"],
+    &["GETRANGE", "nokey", "0", "1"],
+    &["HGET", "nohash", "f"],
+    &["HGETALL", "nohash"],
+    &["LRANGE", "nolist", "0", "-1"],
+    &["LLEN", "nolist"],
+    &["SMEMBERS", "noset"],
+    &["SISMEMBER", "noset", "a"],
+    &["ZRANGE", "noz", "0", "-1"],
+    &["ZSCORE", "noz", "a"],
+    &["GETBIT", "nokey", "1"],
+    &["PFCOUNT", "nokey"],
+    &["SET", "here", "w"],
+    &["INCR", "nokey3"],
+    &["TYPE", "nokey"],
+    &["TTL", "nokey"],
+    &["PTTL", "here"],
+    &["EXISTS", "nokey", "here"],
+    &["DUMP", "nokey"],
+    &["OBJECT", "ENCODING", "nokey"],
+];
+
+#[test]
+fn key_miss_events_match_redis_server() {
+    let s = server();
+    let strata = events_of(s.port, MISSES);
+    assert!(strata.contains(&("__keyevent@0__:keymiss".into(), "nokey".into())));
+    assert!(!strata.iter().any(|(_, p)| p == "here" || p == "nokey3"));
+    let dir = tempfile::tempdir().unwrap();
+    let Some(real) = RedisServer::start(dir.path(), "dump.rdb", &[]) else {
+        return;
+    };
+    let redis = events_of(real.port, MISSES);
+    assert_eq!(strata, redis);
+}
+
 #[test]
 fn config_flag_and_default_off() {
     let s = server();

@@ -26,12 +26,15 @@ pub fn del(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
 /// EXISTS part: a key named twice counts twice.
 pub fn exists(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     let now = ctx.now;
-    Reply::Int(
-        args[1..]
-            .iter()
-            .filter(|k| ctx.shard.contains(ctx.db, k, now))
-            .count() as i64,
-    )
+    let mut n = 0;
+    for k in &args[1..] {
+        if ctx.shard.contains(ctx.db, k, now) {
+            n += 1;
+        } else {
+            ctx.notify(notify::KEY_MISS, "keymiss", k);
+        }
+    }
+    Reply::Int(n)
 }
 
 pub fn touch(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
@@ -49,7 +52,10 @@ pub fn touch(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
 
 pub fn type_(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     match ctx.shard.lookup_mut(ctx.db, &args[1], ctx.now) {
-        None => Reply::Status("none"),
+        None => {
+            ctx.notify(notify::KEY_MISS, "keymiss", &args[1]);
+            Reply::Status("none")
+        }
         Some(e) => Reply::Status(e.type_name()),
     }
 }
@@ -161,6 +167,7 @@ pub fn pexpireat(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
 /// TTL family: -2 missing, -1 no TTL; `absolute` gives the expiry time instead of what is left.
 fn ttl_generic(ctx: &mut Ctx, key: &[u8], in_ms: bool, absolute: bool) -> Reply {
     let Some((_, at)) = ctx.shard.lookup_mut_ttl(ctx.db, key, ctx.now) else {
+        ctx.notify(notify::KEY_MISS, "keymiss", key);
         return Reply::Int(-2);
     };
     if at == 0 {

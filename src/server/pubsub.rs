@@ -166,6 +166,12 @@ impl Channels {
             .unwrap_or(0)
     }
 
+    /// Live channels (INFO's `pubsub_channels`, `pubsubshard_channels`).
+    pub fn channels(&self, shard: bool) -> usize {
+        let kind = if shard { Kind::Shard } else { Kind::Channel };
+        self.table(kind).read().map(|t| t.len()).unwrap_or(0)
+    }
+
     /// PUBSUB NUMPAT: distinct patterns subscribed to.
     pub fn patterns(&self) -> usize {
         self.patterns.read().map(|t| t.len()).unwrap_or(0)

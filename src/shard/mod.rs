@@ -205,6 +205,7 @@ impl Shard {
         match self.find_live(db, key, now) {
             None => {
                 self.stats.keyspace_misses += 1;
+                self.notify(crate::notify::KEY_MISS, "keymiss", db, key);
                 None
             }
             Some(pos) => self.hit_at(db, pos).map(|(e, _)| &*e),
