@@ -222,8 +222,11 @@ fn rename_generic(ctx: &mut Ctx, args: &[Bytes], nx: bool) -> Reply {
         return Reply::Int(0);
     }
     if let Some(taken) = ctx.shard.take(ctx.db, src) {
-        // The old destination goes first, so the key is new again (Redis' `new` event).
-        ctx.shard.remove(ctx.db, dst);
+        // The old destination goes first, so the key is new again (Redis' `new` event); the
+        // rename stays one change.
+        if ctx.shard.remove(ctx.db, dst).is_some() {
+            ctx.shard.dirty = ctx.shard.dirty.saturating_sub(1);
+        }
         ctx.shard.put_taken(ctx.db, dst, taken);
     }
     ctx.notify(notify::GENERIC, "rename_from", src);

@@ -243,7 +243,10 @@ async fn rename_across(core: &Rc<Core>, db: usize, args: &[Bytes], nx: bool) -> 
     };
     if txn
         .run(ds, move |s| {
-            s.remove(db, &dst);
+            // As the one-shard RENAME: the old destination first, one change in all.
+            if s.remove(db, &dst).is_some() {
+                s.dirty = s.dirty.saturating_sub(1);
+            }
             s.put_taken(db, &dst, taken);
             s.notify(notify::GENERIC, "rename_from", db, &args_src);
             s.notify(notify::GENERIC, "rename_to", db, &dst);
