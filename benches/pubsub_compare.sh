@@ -46,17 +46,9 @@ RESULTS="$WORKDIR/results" # server rate achieved p50 p99 lost
 : >"$RESULTS"
 
 stop_server() {
-    local pid="$SERVER_PID"
-    [[ -n "$pid" ]] || return 0
+    [[ -n "$SERVER_PID" ]] || return 0
+    stop_pid "$SERVER_PID"
     SERVER_PID=""
-    kill -TERM "$pid" 2>/dev/null || true
-    local i
-    for ((i = 0; i < 50; i++)); do
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    kill -KILL "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
 }
 cleanup() {
     stop_server

@@ -10,35 +10,22 @@ use crate::protocol::Reply;
 use crate::server::pubsub::{self, Kind};
 use crate::server::table::Call;
 
-pub fn subscribe(call: Call<'_>) -> Reply {
-    let (core, session, args) = call.parts();
-    pubsub::subscribe(&core.global, session, Kind::Channel, &args[1..])
+/// A subscribe-family command: `$f` of `server::pubsub` on `$kind` with the names given.
+macro_rules! subscription_command {
+    ($name:ident, $f:ident, $kind:expr) => {
+        pub fn $name(call: Call<'_>) -> Reply {
+            let (core, session, args) = call.parts();
+            pubsub::$f(&core.global, session, $kind, &args[1..])
+        }
+    };
 }
 
-pub fn psubscribe(call: Call<'_>) -> Reply {
-    let (core, session, args) = call.parts();
-    pubsub::subscribe(&core.global, session, Kind::Pattern, &args[1..])
-}
-
-pub fn ssubscribe(call: Call<'_>) -> Reply {
-    let (core, session, args) = call.parts();
-    pubsub::subscribe(&core.global, session, Kind::Shard, &args[1..])
-}
-
-pub fn unsubscribe(call: Call<'_>) -> Reply {
-    let (core, session, args) = call.parts();
-    pubsub::unsubscribe(&core.global, session, Kind::Channel, &args[1..])
-}
-
-pub fn punsubscribe(call: Call<'_>) -> Reply {
-    let (core, session, args) = call.parts();
-    pubsub::unsubscribe(&core.global, session, Kind::Pattern, &args[1..])
-}
-
-pub fn sunsubscribe(call: Call<'_>) -> Reply {
-    let (core, session, args) = call.parts();
-    pubsub::unsubscribe(&core.global, session, Kind::Shard, &args[1..])
-}
+subscription_command!(subscribe, subscribe, Kind::Channel);
+subscription_command!(psubscribe, subscribe, Kind::Pattern);
+subscription_command!(ssubscribe, subscribe, Kind::Shard);
+subscription_command!(unsubscribe, unsubscribe, Kind::Channel);
+subscription_command!(punsubscribe, unsubscribe, Kind::Pattern);
+subscription_command!(sunsubscribe, unsubscribe, Kind::Shard);
 
 pub fn publish(Call { core, args, .. }: Call<'_>) -> Reply {
     let g = &core.global;
