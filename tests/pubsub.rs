@@ -404,3 +404,48 @@ fn slow_subscriber_dropped_at_output_limit() {
     );
     wait_numsub(&mut publ, "firehose", 0);
 }
+
+/// CLIENT REPLY OFF and SKIP silence replies but never pushes; RESET brings back a fresh
+/// connection's state; INFO counts channels and patterns.
+#[test]
+fn client_reply_modes_reset_and_info() {
+    let s = server();
+    let mut c = s.raw();
+    let mut publ = s.raw();
+    c.send(&cmd(&[b"CLIENT", b"REPLY", b"OFF"]));
+    c.send(&cmd(&[b"SET", b"k", b"v"]));
+    // Confirmations and messages are pushes: they still come.
+    rt(&mut c, &["SUBSCRIBE", "ch"], &confirm("subscribe", "ch", 1));
+    rt(&mut publ, &["PUBLISH", "ch", "hi"], &i(1));
+    assert_eq!(String::from_utf8_lossy(&c.reply()), msg("ch", "hi"));
+    rt(&mut c, &["UNSUBSCRIBE"], &confirm("unsubscribe", "ch", 0));
+    rt(&mut c, &["CLIENT", "REPLY", "ON"], "+OK\r\n");
+    c.send(&cmd(&[b"CLIENT", b"REPLY", b"SKIP"]));
+    c.send(&cmd(&[b"GET", b"k"]));
+    rt(&mut c, &["GET", "k"], "$1\r\nv\r\n");
+    rt(
+        &mut c,
+        &["CLIENT", "REPLY", "MAYBE"],
+        &e("ERR syntax error"),
+    );
+    // RESET: RESP2 again, no name, db 0, no subscriptions.
+    c.send(&cmd(&[b"HELLO", b"3"]));
+    c.reply();
+    rt(&mut c, &["CLIENT", "SETNAME", "me"], "+OK\r\n");
+    rt(&mut c, &["SELECT", "3"], "+OK\r\n");
+    rt(
+        &mut c,
+        &["PSUBSCRIBE", "p*"],
+        ">3\r\n$10\r\npsubscribe\r\n$2\r\np*\r\n:1\r\n",
+    );
+    let info = publ.call_text(&[b"INFO", b"stats"]);
+    assert!(
+        info.contains("pubsub_channels:0\r\npubsub_patterns:1\r\npubsubshard_channels:0\r\n"),
+        "{info}"
+    );
+    rt(&mut c, &["RESET"], "+RESET\r\n");
+    rt(&mut c, &["CLIENT", "GETNAME"], "$-1\r\n");
+    rt(&mut c, &["GET", "k"], "$1\r\nv\r\n");
+    rt(&mut c, &["HGETALL", "nohash"], "*0\r\n");
+    rt(&mut publ, &["PUBSUB", "NUMPAT"], &i(0));
+}
