@@ -364,3 +364,48 @@ fn dump_restore_both_ways_with_redis_and_snapshots() {
     let keys = sorted(scan_all(&mut s.client(), &["TYPE", "set"]));
     assert_eq!(keys.len(), 4);
 }
+
+#[test]
+fn large_sets_are_freed_in_the_background_whatever_removes_them() {
+    let s = server();
+    let mut c = s.client();
+    let freed = |c: &mut redis::Connection| info_u64(c, "stats", "lazyfreed_objects");
+    let wait_for = |c: &mut redis::Connection, want: u64| {
+        for _ in 0..500 {
+            if freed(c) >= want {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        panic!("lazyfreed_objects stayed at {} (wanted {want})", freed(c));
+    };
+    let big = |c: &mut redis::Connection, key: &str| {
+        for chunk in (0..20_000).collect::<Vec<u32>>().chunks(1000) {
+            let mut cmd = redis::cmd("SADD");
+            cmd.arg(key);
+            for m in chunk {
+                cmd.arg(format!("member:{m}"));
+            }
+            let _: i64 = cmd.query(c).expect("sadd");
+        }
+    };
+    assert_eq!(freed(&mut c), 0);
+    big(&mut c, "big");
+    let _: i64 = redis::cmd("SADD")
+        .arg("small")
+        .arg("a")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(q::<i64>(&mut c, &["DEL", "big", "small"]), 2);
+    wait_for(&mut c, 1);
+    // Overwritten and flushed objects take the same way.
+    big(&mut c, "big");
+    let _: () = redis::cmd("SET").arg("big").arg("x").query(&mut c).unwrap();
+    wait_for(&mut c, 2);
+    big(&mut c, "big2");
+    let _: () = redis::cmd("FLUSHALL").query(&mut c).unwrap();
+    wait_for(&mut c, 3);
+    assert_eq!(freed(&mut c), 3, "a small set went the background way");
+    assert_eq!(info_u64(&mut c, "memory", "lazyfree_pending_objects"), 0);
+    assert_eq!(q::<i64>(&mut c, &["DBSIZE"]), 0);
+}

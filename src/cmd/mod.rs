@@ -16,6 +16,7 @@ pub mod hyperloglog;
 pub mod keys;
 pub mod list;
 pub mod set;
+pub mod sort;
 pub mod string;
 pub mod zset;
 

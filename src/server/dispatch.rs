@@ -176,7 +176,7 @@ fn route(core: &Core, session: &Session, req: &Request, oom: &mut Option<bool>) 
                 Route::Barrier(spec)
             }
         }
-        Exec::Session(_) | Exec::Await(_) => Route::Barrier(spec),
+        Exec::Session(_) | Exec::Await(_) | Exec::AwaitKeyed(..) => Route::Barrier(spec),
     }
 }
 
@@ -461,7 +461,7 @@ async fn run_barrier(
             session,
             args,
         }),
-        Exec::Await(f) => {
+        Exec::Await(f) | Exec::AwaitKeyed(f, _) => {
             f(Call {
                 core,
                 session,

@@ -31,6 +31,7 @@ pub mod offload;
 pub mod pubsub;
 pub mod session;
 pub mod snapshot;
+pub mod sort;
 pub mod table;
 pub mod txn;
 pub mod txn_collections;

@@ -17,9 +17,11 @@ use futures::future::LocalBoxFuture;
 use super::admin::{client, command, config, connection, debug, info, keyspace, persist, pubsub};
 use super::core::Core;
 use super::session::Session;
+use super::sort;
 use super::txn;
 use super::txn_collections as txc;
 use super::zset_cross;
+use crate::cmd::sort as cmd_sort;
 use crate::cmd::{bitops, dump, hash, hyperloglog, keys, list, set, string, zset, KeysFn, ShardFn};
 use crate::protocol::Reply;
 
@@ -75,6 +77,9 @@ pub enum Exec {
     Session(SessionFn),
     /// Runs on the connection's core with the session and may wait (fan-out, saves, sleeps).
     Await(AwaitFn),
+    /// Like [`Exec::Await`], for a keyed command whose keys the middle function finds and
+    /// whose steps may need any shard (SORT: its BY and GET patterns name keys anywhere).
+    AwaitKeyed(AwaitFn, KeysFn),
 }
 
 pub const WRITE: u32 = 1;
@@ -153,7 +158,7 @@ impl Spec {
     /// Indices of the key arguments in `args`, counted keys included.
     pub fn keys_of(&self, args: &[Bytes]) -> Vec<usize> {
         let mut v: Vec<usize> = self.key_indices(args.len()).collect();
-        if let Exec::Movable(_, keys, _) = self.exec {
+        if let Exec::Movable(_, keys, _) | Exec::AwaitKeyed(_, keys) = self.exec {
             for i in keys(args) {
                 if !v.contains(&i) {
                     v.push(i);
@@ -222,6 +227,13 @@ macro_rules! movable {
 macro_rules! awaits {
     ($f:path) => {
         Exec::Await(|call| Box::pin($f(call)))
+    };
+}
+
+/// An `async fn(Call) -> Reply` and its key finder as an [`Exec::AwaitKeyed`].
+macro_rules! awaits_keyed {
+    ($f:path, $keys:path) => {
+        Exec::AwaitKeyed(|call| Box::pin($f(call)), $keys)
     };
 }
 
@@ -404,6 +416,8 @@ pub static TABLE: &[Spec] = &[
     spec!("restore", -4, W | M, 1, 1, 1, Keyed(dump::restore), "generic", "2.6.0", "Creates a key from the serialized representation of a value."),
     spec!("keys", 2, R, 0, 0, 0, awaits!(keyspace::keys), "generic", "1.0.0", "Returns all key names that match a pattern."),
     spec!("scan", -2, R, 0, 0, 0, awaits!(keyspace::scan), "generic", "2.8.0", "Iterates over the key names in the database."),
+    spec!("sort", -2, W | M | MOVABLE_KEYS, 1, 1, 1, awaits_keyed!(sort::sort, cmd_sort::keys_sort), "generic", "1.0.0", "Sorts the elements in a list, a set, or a sorted set, optionally storing the result."),
+    spec!("sort_ro", -2, R, 1, 1, 1, awaits!(sort::sort_ro), "generic", "7.0.0", "Returns the sorted elements of a list, a set, or a sorted set."),
     spec!("randomkey", 1, R, 0, 0, 0, awaits!(keyspace::randomkey), "generic", "1.0.0", "Returns a random key name from the database."),
     spec!("dbsize", 1, R | F, 0, 0, 0, awaits!(keyspace::dbsize), "server", "1.0.0", "Returns the number of keys in the database."),
     spec!("flushdb", -1, W, 0, 0, 0, awaits!(keyspace::flushdb), "server", "1.0.0", "Removes all keys from the current database."),

@@ -480,7 +480,8 @@ impl Entry {
             KIND_OBJECT => {
                 // SAFETY: an object-kind entry owns the box at its address (made by `put` with
                 // Box::into_raw); the kind is reset below, so it is dropped once.
-                drop(unsafe { Box::from_raw(self.object_ptr()) });
+                let outer = unsafe { Box::from_raw(self.object_ptr()) };
+                super::lazyfree::free(*outer);
             }
             _ => {}
         }

@@ -13,6 +13,7 @@ pub mod hash;
 pub mod hashform;
 pub mod history;
 pub mod intset;
+pub mod lazyfree;
 pub mod list;
 pub mod listpack;
 pub mod notify;

@@ -110,7 +110,7 @@ pub async fn info(Call { core, args, .. }: Call<'_>) -> Reply {
         section(
             "Memory",
             format!(
-                "used_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\nused_memory_table:{table_bytes}\r\nmaxmemory:{max}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\ncache_mode:{}\r\nmem_fragmentation_ratio:{:.2}\r\n",
+                "used_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\nused_memory_table:{table_bytes}\r\nmaxmemory:{max}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\ncache_mode:{}\r\nmem_fragmentation_ratio:{:.2}\r\nlazyfree_pending_objects:{}\r\n",
                 human_bytes(used),
                 human_bytes(rss),
                 human_bytes(peak),
@@ -118,6 +118,7 @@ pub async fn info(Call { core, args, .. }: Call<'_>) -> Reply {
                 g.settings.policy_name(),
                 u8::from(g.settings.cache_mode),
                 if used > 0 { rss as f64 / used as f64 } else { 0.0 },
+                crate::shard::lazyfree::pending(),
             ),
         );
     }
@@ -157,7 +158,7 @@ pub async fn info(Call { core, args, .. }: Call<'_>) -> Reply {
         section(
             "Stats",
             format!(
-                "total_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:0\r\nexpired_keys:{}\r\nevicted_keys:{}\r\nevicted_keys_ram:{}\r\nevicted_keys_ssd:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\npubsubshard_channels:{}\r\n",
+                "total_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:0\r\nexpired_keys:{}\r\nevicted_keys:{}\r\nevicted_keys_ram:{}\r\nevicted_keys_ssd:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\npubsubshard_channels:{}\r\nlazyfreed_objects:{}\r\n",
                 g.total_connections.load(Ordering::Relaxed),
                 total.commands,
                 total.expired_keys,
@@ -169,6 +170,7 @@ pub async fn info(Call { core, args, .. }: Call<'_>) -> Reply {
                 g.pubsub.channels(false),
                 g.pubsub.patterns(),
                 g.pubsub.channels(true),
+                crate::shard::lazyfree::freed(),
             ),
         );
     }
