@@ -152,3 +152,16 @@ build_strata() {
     fi
     [[ -x "$STRATA_BIN" ]] || die "strata binary not found at $STRATA_BIN"
 }
+
+# Stop process $1 (a child of this shell): TERM so it exits cleanly, KILL if it hangs past
+# 5 s, then reap it so no zombie is left.
+stop_pid() {
+    local pid="$1" i
+    kill -TERM "$pid" 2>/dev/null || true
+    for ((i = 0; i < 50; i++)); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill -KILL "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+}

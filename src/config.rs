@@ -135,6 +135,11 @@ pub struct Flags {
     #[arg(long = "pubsub_client_output_limit", alias = "pubsub-client-output-limit", default_value = "32mb", value_parser = parse_mem_flag)]
     pub pubsub_client_output_limit: u64,
 
+    /// Keyspace notification classes, as Redis' `notify-keyspace-events` (e.g. `KEA`, `Ex`);
+    /// empty = off.
+    #[arg(long = "notify_keyspace_events", alias = "notify-keyspace-events", default_value = "", value_parser = parse_notify_flag)]
+    pub notify_keyspace_events: u32,
+
     /// Log level: error, warn, info, debug or trace.
     #[arg(long = "log_level", alias = "log-level", default_value = "info")]
     pub log_level: String,
@@ -158,6 +163,10 @@ fn parse_compression(s: &str) -> Result<ondisk::snapshot::Compression, String> {
 
 fn parse_tier_codec(s: &str) -> Result<tiering::Codec, String> {
     s.parse()
+}
+
+fn parse_notify_flag(s: &str) -> Result<u32, String> {
+    crate::notify::parse(s).ok_or_else(|| format!("invalid keyspace notification classes '{s}'"))
 }
 
 fn parse_mem_flag(s: &str) -> Result<u64, String> {
@@ -224,6 +233,8 @@ pub struct Settings {
     pub hz: AtomicU32,
     pub keys_output_limit: AtomicU64,
     pub pubsub_client_output_limit: AtomicU64,
+    /// `notify-keyspace-events` as bits of `crate::notify`.
+    pub notify_keyspace_events: AtomicU32,
     /// Largest sparse HyperLogLog (header included) before it turns dense.
     pub hll_sparse_max_bytes: AtomicU64,
     /// Most fields of a hash kept as a listpack (`hash-max-listpack-entries`).
@@ -346,6 +357,7 @@ impl Settings {
             hz: AtomicU32::new(f.hz),
             keys_output_limit: AtomicU64::new(f.keys_output_limit),
             pubsub_client_output_limit: AtomicU64::new(f.pubsub_client_output_limit),
+            notify_keyspace_events: AtomicU32::new(f.notify_keyspace_events),
             hll_sparse_max_bytes: AtomicU64::new(HLL_SPARSE_MAX_BYTES),
             hash_max_listpack_entries: AtomicU64::new(128),
             hash_max_listpack_value: AtomicU64::new(64),
@@ -381,6 +393,10 @@ impl Settings {
     /// Bytes of pushed messages a client may have waiting (0 = no limit).
     pub fn pubsub_client_output_limit(&self) -> u64 {
         self.pubsub_client_output_limit.load(Ordering::Relaxed)
+    }
+
+    pub fn notify_flags(&self) -> u32 {
+        self.notify_keyspace_events.load(Ordering::Relaxed)
     }
 
     pub fn hll_sparse_max_bytes(&self) -> u64 {
@@ -469,6 +485,10 @@ impl Settings {
             (
                 "hll-sparse-max-bytes",
                 self.hll_sparse_max_bytes().to_string(),
+            ),
+            (
+                "notify-keyspace-events",
+                crate::notify::format(self.notify_flags()),
             ),
             ("requirepass", self.requirepass()),
             // Redis 7's names, and the pre-7 names it keeps as aliases.
@@ -598,6 +618,11 @@ impl Settings {
                 let v =
                     parse_memory(value).ok_or_else(|| bad("argument must be a memory value"))?;
                 self.pubsub_client_output_limit.store(v, Ordering::Relaxed);
+            }
+            "notify-keyspace-events" => {
+                let v = crate::notify::parse(value)
+                    .ok_or_else(|| bad("Invalid event class character. Use 'Ag$lshzxeKEtmdn'."))?;
+                self.notify_keyspace_events.store(v, Ordering::Relaxed);
             }
             "hll-sparse-max-bytes" => {
                 self.hll_sparse_max_bytes

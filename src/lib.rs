@@ -20,6 +20,7 @@ pub mod cron;
 pub mod glob;
 pub mod memory;
 pub mod net;
+pub mod notify;
 pub mod protocol;
 pub mod runtime;
 pub mod server;

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 
 /// Bottom to top. A module may import those before it, never those after it.
 const LAYERS: &[&str] = &[
-    "memory", "glob", "cron", "protocol", "config", "shard", "cmd", "runtime", "server", "net",
-    "boot",
+    "memory", "glob", "notify", "cron", "protocol", "config", "shard", "cmd", "runtime", "server",
+    "net", "boot",
 ];
 
 fn rank(module: &str) -> Option<usize> {

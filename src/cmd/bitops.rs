@@ -16,6 +16,7 @@ use bytes::Bytes;
 use super::args::*;
 use super::string::{as_str, lookup_str, mark_raw, store_edited};
 use super::Ctx;
+use crate::notify;
 use crate::protocol::{Reply, MAX_BULK_LEN};
 use crate::shard::{CompactBytes, Entry, Value};
 
@@ -142,6 +143,7 @@ fn run_setbit(ctx: &mut Ctx, args: &[Bytes]) -> Result<Reply, Reply> {
         buf[byte] &= !mask;
     }
     store_edited(ctx, key, buf, existed);
+    ctx.notify(notify::STRING, "setbit", key);
     Ok(Reply::Int(i64::from(was)))
 }
 
@@ -432,11 +434,13 @@ pub fn bitop_store(ctx: &mut Ctx, dest: &[u8], result: Vec<u8>) -> Reply {
         // Only a key that was there counts as a write.
         if ctx.shard.lookup_mut(ctx.db, dest, ctx.now).is_some() {
             ctx.shard.remove(ctx.db, dest);
+            ctx.notify(notify::GENERIC, "del", dest);
         }
     } else {
         ctx.shard
             .store(ctx.db, dest, Value::Str(CompactBytes::from_vec(result)), 0);
         mark_raw(ctx, dest);
+        ctx.notify(notify::STRING, "set", dest);
     }
     Reply::Int(len)
 }
@@ -748,6 +752,7 @@ fn run_bitfield(ctx: &mut Ctx, args: &[Bytes], read_only: bool) -> Result<Reply,
         store_edited(ctx, key, buf, existed);
         // store_edited counted one write.
         ctx.shard.dirty = (ctx.shard.dirty + changes).saturating_sub(1);
+        ctx.notify(notify::STRING, "setbit", key);
     } else {
         mark_raw(ctx, key);
     }

@@ -100,3 +100,12 @@ pub fn remove_if_empty(ctx: &mut Ctx, key: &[u8], empty: bool) {
 pub fn unknown_layout() -> Reply {
     err("ERR internal error: unknown object layout")
 }
+
+/// Reports keyspace event `event` (class `class`) for a change to the collection at `key`,
+/// then `del` when the change left it empty (and so removed), in Redis' order.
+pub fn notify_change(ctx: &mut Ctx, class: u32, event: &str, key: &[u8]) {
+    ctx.notify(class, event, key);
+    if ctx.shard.notifies(crate::notify::GENERIC) && !ctx.shard.contains(ctx.db, key, ctx.now) {
+        ctx.notify(crate::notify::GENERIC, "del", key);
+    }
+}

@@ -141,6 +141,7 @@ pub fn restore(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
         entry.set_freq(f as u32);
     }
     ctx.shard.store_entry(ctx.db, key, entry, expire_at);
+    ctx.notify(crate::notify::GENERIC, "restore", key);
     Reply::Ok
 }
 

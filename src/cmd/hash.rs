@@ -15,6 +15,7 @@ use bytes::Bytes;
 use super::args::{err, int_arg, is, parse_cursor, parse_i64, ERR_NOT_INT, ERR_SYNTAX};
 use super::collection::check_type;
 use super::Ctx;
+use crate::notify;
 use crate::protocol::Reply;
 use crate::shard::hashform::{self, HashForm, HashRef, OwnedField};
 use crate::shard::object::PackLimits;
@@ -158,6 +159,7 @@ fn hset_generic(ctx: &mut Ctx, args: &[Bytes], name: &str) -> Result<i64, Reply>
         }
         Ok(added)
     })?;
+    ctx.notify(notify::HASH, "hset", &args[1]);
     Ok(r.unwrap_or(0))
 }
 
@@ -172,6 +174,9 @@ pub fn hsetnx(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
         h.set(&args[2], &args[3], false, &l);
         Ok(1)
     });
+    if matches!(r, Ok(Some(1))) {
+        ctx.notify(notify::HASH, "hset", &args[1]);
+    }
     match r {
         Ok(v) => Reply::Int(v.unwrap_or(0)),
         Err(e) => e,
@@ -207,6 +212,9 @@ pub fn hdel(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     let r = write(ctx, &args[1], false, |h| {
         Ok(args[2..].iter().filter(|f| h.remove(f)).count() as i64)
     });
+    if matches!(r, Ok(Some(n)) if n > 0) {
+        super::collection::notify_change(ctx, notify::HASH, "hdel", &args[1]);
+    }
     match r {
         Ok(v) => Reply::Int(v.unwrap_or(0)),
         Err(e) => e,
@@ -288,6 +296,9 @@ pub fn hincrby(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
         h.set(&args[2], new.to_string().as_bytes(), true, &l);
         Ok(new)
     });
+    if r.is_ok() {
+        ctx.notify(notify::HASH, "hincrby", &args[1]);
+    }
     match r {
         Ok(v) => Reply::Int(v.unwrap_or(0)),
         Err(e) => e,
@@ -321,6 +332,9 @@ pub fn hincrbyfloat(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
         h.set(&args[2], &new, true, &l);
         Ok(new)
     });
+    if r.is_ok() {
+        ctx.notify(notify::HASH, "hincrbyfloat", &args[1]);
+    }
     match r {
         Ok(Some(v)) => bulk(v),
         Ok(None) => Reply::Nil,

@@ -26,6 +26,7 @@ use super::args::{err, is};
 use super::bitops::c_str;
 use super::string::{as_str, lookup_str, mark_raw, store_edited};
 use super::Ctx;
+use crate::notify;
 use crate::protocol::Reply;
 
 pub const ERR_NOT_HLL: &str = "WRONGTYPE Key is not a valid HyperLogLog string value.";
@@ -552,6 +553,7 @@ pub fn pfadd(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     }
     if updated {
         store_edited(ctx, key, v, existed);
+        ctx.notify(notify::STRING, "pfadd", key);
     } else {
         mark_raw(ctx, key);
     }
@@ -623,6 +625,7 @@ pub fn pfmerge_store(ctx: &mut Ctx, dest: &[u8], union: &Union) -> Reply {
     match merged {
         Ok(v) => {
             store_edited(ctx, dest, v, existed);
+            ctx.notify(notify::STRING, "pfadd", dest);
             Reply::Ok
         }
         Err(e) => e,

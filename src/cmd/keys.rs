@@ -7,6 +7,7 @@ use bytes::Bytes;
 
 use super::args::*;
 use super::Ctx;
+use crate::notify;
 use crate::protocol::Reply;
 
 /// DEL / UNLINK part: keys removed.
@@ -15,6 +16,7 @@ pub fn del(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     for k in &args[1..] {
         if ctx.shard.contains(ctx.db, k, ctx.now) {
             ctx.shard.remove(ctx.db, k);
+            ctx.notify(notify::GENERIC, "del", k);
             n += 1;
         }
     }
@@ -24,12 +26,15 @@ pub fn del(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
 /// EXISTS part: a key named twice counts twice.
 pub fn exists(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     let now = ctx.now;
-    Reply::Int(
-        args[1..]
-            .iter()
-            .filter(|k| ctx.shard.contains(ctx.db, k, now))
-            .count() as i64,
-    )
+    let mut n = 0;
+    for k in &args[1..] {
+        if ctx.shard.contains(ctx.db, k, now) {
+            n += 1;
+        } else {
+            ctx.notify(notify::KEY_MISS, "keymiss", k);
+        }
+    }
+    Reply::Int(n)
 }
 
 pub fn touch(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
@@ -47,7 +52,10 @@ pub fn touch(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
 
 pub fn type_(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     match ctx.shard.lookup_mut(ctx.db, &args[1], ctx.now) {
-        None => Reply::Status("none"),
+        None => {
+            ctx.notify(notify::KEY_MISS, "keymiss", &args[1]);
+            Reply::Status("none")
+        }
         Some(e) => Reply::Status(e.type_name()),
     }
 }
@@ -132,8 +140,10 @@ fn expire_generic(ctx: &mut Ctx, args: &[Bytes], unit_ms: i64, absolute: bool, c
     }
     if at <= ctx.now as i64 {
         ctx.shard.remove(ctx.db, key);
+        ctx.notify(notify::GENERIC, "del", key);
     } else {
         ctx.shard.set_expire(ctx.db, key, at as u64, ctx.now);
+        ctx.notify(notify::GENERIC, "expire", key);
     }
     Reply::Int(1)
 }
@@ -157,6 +167,7 @@ pub fn pexpireat(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
 /// TTL family: -2 missing, -1 no TTL; `absolute` gives the expiry time instead of what is left.
 fn ttl_generic(ctx: &mut Ctx, key: &[u8], in_ms: bool, absolute: bool) -> Reply {
     let Some((_, at)) = ctx.shard.lookup_mut_ttl(ctx.db, key, ctx.now) else {
+        ctx.notify(notify::KEY_MISS, "keymiss", key);
         return Reply::Int(-2);
     };
     if at == 0 {
@@ -193,6 +204,7 @@ pub fn persist(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
         .is_some_and(|(_, at)| at != 0);
     if has_ttl {
         ctx.shard.set_expire(ctx.db, &args[1], 0, ctx.now);
+        ctx.notify(notify::GENERIC, "persist", &args[1]);
     }
     Reply::Int(has_ttl as i64)
 }
@@ -210,8 +222,15 @@ fn rename_generic(ctx: &mut Ctx, args: &[Bytes], nx: bool) -> Reply {
         return Reply::Int(0);
     }
     if let Some(taken) = ctx.shard.take(ctx.db, src) {
+        // The old destination goes first, so the key is new again (Redis' `new` event); the
+        // rename stays one change.
+        if ctx.shard.remove(ctx.db, dst).is_some() {
+            ctx.shard.dirty = ctx.shard.dirty.saturating_sub(1);
+        }
         ctx.shard.put_taken(ctx.db, dst, taken);
     }
+    ctx.notify(notify::GENERIC, "rename_from", src);
+    ctx.notify(notify::GENERIC, "rename_to", dst);
     if nx {
         Reply::Int(1)
     } else {
@@ -276,6 +295,7 @@ pub fn copy(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
         ctx.shard.remove(db, &args[2]);
     }
     ctx.shard.store(db, &args[2], e.to_value(args[1].len()), at);
+    ctx.shard.notify(notify::GENERIC, "copy_to", db, &args[2]);
     Reply::Int(1)
 }
 
@@ -294,6 +314,8 @@ pub fn move_(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     if let Some(taken) = ctx.shard.take(ctx.db, key) {
         ctx.shard.put_taken(db, key, taken);
     }
+    ctx.notify(notify::GENERIC, "move_from", key);
+    ctx.shard.notify(notify::GENERIC, "move_to", db, key);
     Reply::Int(1)
 }
 

@@ -12,6 +12,7 @@ use bytes::Bytes;
 use super::args::*;
 use super::collection::{self, Coll};
 use super::Ctx;
+use crate::notify;
 use crate::protocol::Reply;
 use crate::shard::list::{clamp_fill, list_value, QuickList};
 use crate::shard::listpack::Element;
@@ -135,10 +136,30 @@ fn push_generic(ctx: &mut Ctx, args: &[Bytes], end: End, create: bool) -> Reply 
         ql.len()
     });
     match r {
-        Ok(Some(n)) => Reply::Int(n as i64),
+        Ok(Some(n)) => {
+            ctx.notify(notify::LIST, push_event(end), &args[1]);
+            Reply::Int(n as i64)
+        }
         Ok(None) => Reply::Int(0),
         Err(e) => e,
     }
+}
+
+/// The keyspace event of a push onto `end`.
+pub fn push_event(end: End) -> &'static str {
+    match end {
+        End::Left => "lpush",
+        End::Right => "rpush",
+    }
+}
+
+/// Reports a pop from `end` of the list at `key` (and `del` if it emptied the list).
+pub fn popped(ctx: &mut Ctx, key: &[u8], end: End) {
+    let event = match end {
+        End::Left => "lpop",
+        End::Right => "rpop",
+    };
+    collection::notify_change(ctx, notify::LIST, event, key);
 }
 
 pub fn lpush(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
@@ -204,10 +225,15 @@ fn pop_generic(ctx: &mut Ctx, args: &[Bytes], end: End, name: &str) -> Reply {
         Err(e) => e,
         Ok(None) if count.is_some() => Reply::NilArray,
         Ok(None) => Reply::Nil,
-        Ok(Some(mut v)) => match count {
-            Some(_) => Reply::Array(v.into_iter().map(Reply::Bulk).collect()),
-            None => v.pop().map_or(Reply::Nil, Reply::Bulk),
-        },
+        Ok(Some(mut v)) => {
+            if !v.is_empty() {
+                popped(ctx, &args[1], end);
+            }
+            match count {
+                Some(_) => Reply::Array(v.into_iter().map(Reply::Bulk).collect()),
+                None => v.pop().map_or(Reply::Nil, Reply::Bulk),
+            }
+        }
     }
 }
 
@@ -266,6 +292,9 @@ pub fn lset(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
             _ => Err(err("ERR index out of range")),
         }
     });
+    if let Ok(Some(Ok(_))) = r {
+        ctx.notify(notify::LIST, "lset", &args[1]);
+    }
     match r {
         Ok(Some(Ok(r))) | Ok(Some(Err(r))) => r,
         Ok(None) => err(ERR_NO_KEY),
@@ -302,7 +331,12 @@ pub fn ltrim(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
         }
     });
     match r {
-        Ok(_) => Reply::Ok,
+        Ok(found) => {
+            if found.is_some() {
+                collection::notify_change(ctx, notify::LIST, "ltrim", &args[1]);
+            }
+            Reply::Ok
+        }
         Err(e) => e,
     }
 }
@@ -327,7 +361,12 @@ pub fn linsert(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
         }
     });
     match r {
-        Ok(Some(n)) => Reply::Int(n),
+        Ok(Some(n)) => {
+            if n > 0 {
+                ctx.notify(notify::LIST, "linsert", &args[1]);
+            }
+            Reply::Int(n)
+        }
         Ok(None) => Reply::Int(0),
         Err(e) => e,
     }
@@ -344,7 +383,12 @@ pub fn lrem(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
         ql.remove_matching(&args[3], limit, forward)
     });
     match r {
-        Ok(Some(n)) => Reply::Int(n as i64),
+        Ok(Some(n)) => {
+            if n > 0 {
+                collection::notify_change(ctx, notify::LIST, "lrem", &args[1]);
+            }
+            Reply::Int(n as i64)
+        }
         Ok(None) => Reply::Int(0),
         Err(e) => e,
     }
@@ -439,8 +483,9 @@ pub fn push_one(ctx: &mut Ctx, key: &[u8], end: End, v: &[u8]) -> Result<(), Rep
     modify(ctx, key, true, |ql| match end {
         End::Left => ql.push_front(v),
         End::Right => ql.push_back(v),
-    })
-    .map(|_| ())
+    })?;
+    ctx.notify(notify::LIST, push_event(end), key);
+    Ok(())
 }
 
 /// LMOVE's and RPOPLPUSH's arguments: (source end, destination end).
@@ -480,7 +525,11 @@ pub fn lmove(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
             Some(v)
         });
         return match r {
-            Ok(Some(Some(v))) => Reply::Bulk(Bytes::from(v)),
+            Ok(Some(Some(v))) => {
+                ctx.notify(notify::LIST, push_event(to), dst);
+                popped(ctx, src, from);
+                Reply::Bulk(Bytes::from(v))
+            }
             Ok(_) => Reply::Nil,
             Err(e) => e,
         };
@@ -494,7 +543,10 @@ pub fn lmove(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
         Err(e) => return e,
     };
     match push_one(ctx, dst, to, &v) {
-        Ok(()) => Reply::Bulk(v),
+        Ok(()) => {
+            popped(ctx, src, from);
+            Reply::Bulk(v)
+        }
         Err(e) => e,
     }
 }
@@ -536,7 +588,11 @@ pub fn mpop_one(
     end: End,
     count: usize,
 ) -> Result<Option<Reply>, Reply> {
-    Ok(pop_n(ctx, key, end, count)?.map(|v| {
+    let v = pop_n(ctx, key, end, count)?;
+    if v.as_ref().is_some_and(|v| !v.is_empty()) {
+        popped(ctx, key, end);
+    }
+    Ok(v.map(|v| {
         Reply::Array(vec![
             Reply::Bulk(key.clone()),
             Reply::Array(v.into_iter().map(Reply::Bulk).collect()),

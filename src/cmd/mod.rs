@@ -32,6 +32,14 @@ pub struct Ctx<'a> {
     pub now: u64,
 }
 
+impl Ctx<'_> {
+    /// Reports keyspace event `event` of class `class` (a bit of `crate::notify`) on `key`.
+    #[inline]
+    pub fn notify(&self, class: u32, event: &str, key: &[u8]) {
+        self.shard.notify(class, event, self.db, key);
+    }
+}
+
 pub type ShardFn = fn(&mut Ctx, &[Bytes]) -> Reply;
 
 /// The positions of a command's keys found from its arguments (keys after a count, as

@@ -16,6 +16,7 @@ use rand::{Rng, SeedableRng};
 use super::args::*;
 use super::collection::{self, Coll};
 use super::Ctx;
+use crate::notify;
 use crate::protocol::Reply;
 use crate::shard::set::{LargeSet, SetBuilder};
 use crate::shard::{intset, ObjectType, PackedEncoding, Value, ValueRef};
@@ -217,6 +218,9 @@ pub fn sadd(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     let r = modify(ctx, &args[1], true, |s| {
         args[2..].iter().filter(|m| s.add(m)).count()
     });
+    if matches!(r, Ok(Some(n)) if n > 0) {
+        ctx.notify(notify::SET, "sadd", &args[1]);
+    }
     match r {
         Ok(n) => Reply::Int(n.unwrap_or(0) as i64),
         Err(e) => e,
@@ -236,6 +240,9 @@ pub fn srem(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
         }
         n
     });
+    if matches!(r, Ok(Some(n)) if n > 0) {
+        collection::notify_change(ctx, notify::SET, "srem", &args[1]);
+    }
     match r {
         Ok(n) => Reply::Int(n.unwrap_or(0)),
         Err(e) => e,
@@ -343,6 +350,9 @@ pub fn spop(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
         }
         popped
     });
+    if matches!(&r, Ok(Some(m)) if !m.is_empty()) {
+        collection::notify_change(ctx, notify::SET, "spop", &args[1]);
+    }
     match (r, count) {
         (Err(e), _) => e,
         (Ok(None), None) => Reply::Nil,
@@ -415,12 +425,20 @@ impl SetRef<'_> {
 
 /// SMOVE's step on the source: removes `m` (Ok(true)) or finds it missing (Ok(false)).
 pub fn remove_member(ctx: &mut Ctx, key: &[u8], m: &[u8]) -> Result<bool, Reply> {
-    Ok(modify(ctx, key, false, |s| s.remove(m))?.unwrap_or(false))
+    let gone = modify(ctx, key, false, |s| s.remove(m))?.unwrap_or(false);
+    if gone {
+        collection::notify_change(ctx, notify::SET, "srem", key);
+    }
+    Ok(gone)
 }
 
 /// SMOVE's step on the destination: adds `m`, creating the set.
 pub fn add_member(ctx: &mut Ctx, key: &[u8], m: &[u8]) -> Result<bool, Reply> {
-    Ok(modify(ctx, key, true, |s| s.add(m))?.unwrap_or(false))
+    let added = modify(ctx, key, true, |s| s.add(m))?.unwrap_or(false);
+    if added {
+        ctx.notify(notify::SET, "sadd", key);
+    }
+    Ok(added)
 }
 
 /// WRONGTYPE when `key` holds something other than a set; whether it exists.
@@ -526,13 +544,21 @@ pub fn result_value(members: &[Bytes], intset_max: usize) -> Option<Value> {
 }
 
 /// Stores a STORE command's result at `dst` (deleting it when empty); the reply.
-pub fn store_result(ctx: &mut Ctx, dst: &[u8], members: &[Bytes]) -> Reply {
+pub fn store_result(ctx: &mut Ctx, op: SetOp, dst: &[u8], members: &[Bytes]) -> Reply {
     match result_value(members, intset_max(ctx)) {
         Some(v) => {
             ctx.shard.store(ctx.db, dst, v, 0);
+            let event = match op {
+                SetOp::Inter => "sinterstore",
+                SetOp::Union => "sunionstore",
+                SetOp::Diff => "sdiffstore",
+            };
+            ctx.notify(notify::SET, event, dst);
         }
         None => {
-            ctx.shard.remove(ctx.db, dst);
+            if ctx.shard.remove(ctx.db, dst).is_some() {
+                ctx.notify(notify::GENERIC, "del", dst);
+            }
         }
     }
     Reply::Int(members.len() as i64)
@@ -559,7 +585,7 @@ fn op_store(ctx: &mut Ctx, args: &[Bytes], op: SetOp) -> Reply {
     match copy_sets(ctx, &args[2..]) {
         Ok(sets) => {
             let members = compute(op, &sets, 0);
-            store_result(ctx, &args[1], &members)
+            store_result(ctx, op, &args[1], &members)
         }
         Err(e) => e,
     }

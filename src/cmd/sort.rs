@@ -331,11 +331,14 @@ pub fn order(
 /// reply is the number of elements stored.
 pub fn store(ctx: &mut Ctx, dst: &[u8], values: &[Bytes]) -> Reply {
     if values.is_empty() {
-        ctx.shard.remove(ctx.db, dst);
+        if ctx.shard.remove(ctx.db, dst).is_some() {
+            ctx.notify(crate::notify::GENERIC, "del", dst);
+        }
     } else {
         let fill = clamp_fill(ctx.shard.settings.list_max_listpack_size());
         let refs: Vec<&[u8]> = values.iter().map(|v| &v[..]).collect();
         ctx.shard.store(ctx.db, dst, list_of(fill, &refs), 0);
+        ctx.notify(crate::notify::LIST, "sortstore", dst);
     }
     Reply::Int(values.len() as i64)
 }

@@ -10,6 +10,7 @@ use bytes::Bytes;
 
 use super::args::*;
 use super::Ctx;
+use crate::notify;
 use crate::protocol::{Reply, MAX_BULK_LEN};
 use crate::shard::{CompactBytes, Entry, Value, ValueRef};
 
@@ -151,6 +152,10 @@ pub fn set(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
         } else {
             ctx.shard.store(ctx.db, key, Value::str(val), at);
         }
+        ctx.notify(notify::STRING, "set", key);
+        if o.expire.is_some() {
+            ctx.notify(notify::GENERIC, "expire", key);
+        }
     }
     if o.get {
         return match old {
@@ -170,6 +175,7 @@ pub fn setnx(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
         return Reply::Int(0);
     }
     ctx.shard.store(ctx.db, &args[1], Value::str(&args[2]), 0);
+    ctx.notify(notify::STRING, "set", &args[1]);
     Reply::Int(1)
 }
 
@@ -179,6 +185,8 @@ fn set_with_ttl(ctx: &mut Ctx, args: &[Bytes], unit_ms: i64, cmd: &str) -> Reply
         Err(e) => return e,
     };
     ctx.shard.store(ctx.db, &args[1], Value::str(&args[3]), at);
+    ctx.notify(notify::STRING, "set", &args[1]);
+    ctx.notify(notify::GENERIC, "expire", &args[1]);
     Reply::Ok
 }
 
@@ -196,6 +204,7 @@ pub fn getset(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
         Err(e) => return e,
     };
     ctx.shard.store(ctx.db, &args[1], Value::str(&args[2]), 0);
+    ctx.notify(notify::STRING, "set", &args[1]);
     old.map(Reply::Bulk).unwrap_or(Reply::Nil)
 }
 
@@ -203,6 +212,7 @@ pub fn getdel(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     match read(ctx, &args[1]) {
         Ok(Some(v)) => {
             ctx.shard.remove(ctx.db, &args[1]);
+            ctx.notify(notify::GENERIC, "del", &args[1]);
             Reply::Bulk(v)
         }
         Ok(None) => Reply::Nil,
@@ -229,12 +239,21 @@ pub fn getex(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     match at {
         Some(at) if at <= ctx.now => {
             ctx.shard.remove(ctx.db, key);
+            ctx.notify(notify::GENERIC, "del", key);
         }
         Some(at) => {
             ctx.shard.set_expire(ctx.db, key, at, ctx.now);
+            ctx.notify(notify::GENERIC, "expire", key);
         }
         None if o.persist => {
+            let had_ttl = ctx
+                .shard
+                .lookup_mut_ttl(ctx.db, key, ctx.now)
+                .is_some_and(|(_, at)| at != 0);
             ctx.shard.set_expire(ctx.db, key, 0, ctx.now);
+            if had_ttl {
+                ctx.notify(notify::GENERIC, "persist", key);
+            }
         }
         None => {}
     }
@@ -264,6 +283,7 @@ pub fn mset(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     }
     for pair in args[1..].chunks_exact(2) {
         ctx.shard.store(ctx.db, &pair[0], Value::str(&pair[1]), 0);
+        ctx.notify(notify::STRING, "set", &pair[0]);
     }
     Reply::Ok
 }
@@ -289,6 +309,7 @@ pub fn append(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     match ctx.shard.lookup_mut(ctx.db, key, ctx.now) {
         None => {
             ctx.shard.store(ctx.db, key, Value::str(tail), 0);
+            ctx.notify(notify::STRING, "append", key);
             Reply::Int(tail.len() as i64)
         }
         Some(e) => {
@@ -306,6 +327,7 @@ pub fn append(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
             e.set_value(Value::Str(CompactBytes::from_vec(v)));
             e.add_flags(Entry::RAW);
             ctx.shard.dirty += 1;
+            ctx.notify(notify::STRING, "append", key);
             Reply::Int(len as i64)
         }
     }
@@ -348,6 +370,7 @@ fn incr_by(ctx: &mut Ctx, key: &[u8], by: i64) -> Reply {
             ctx.shard.store(ctx.db, key, Value::str(text.as_bytes()), 0);
         }
     }
+    ctx.notify(notify::STRING, "incrby", key);
     Reply::Int(n)
 }
 
@@ -441,6 +464,7 @@ pub fn incrbyfloat(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
             ctx.shard.store(ctx.db, key, Value::str(&text), 0);
         }
     }
+    ctx.notify(notify::STRING, "incrbyfloat", key);
     Reply::Bulk(Bytes::from(text))
 }
 
@@ -509,6 +533,7 @@ pub fn setrange(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     buf[offset..offset + val.len()].copy_from_slice(val);
     let len = buf.len();
     store_edited(ctx, key, buf, exists);
+    ctx.notify(notify::STRING, "setrange", key);
     Reply::Int(len as i64)
 }
 

@@ -16,6 +16,7 @@ use super::args::{
 };
 use super::collection::{self, object_as, object_mut, take_packed, unknown_layout, Coll};
 use super::Ctx;
+use crate::notify;
 use crate::protocol::Reply;
 use crate::shard::listpack;
 use crate::shard::object::PackLimits;
@@ -318,14 +319,17 @@ fn modify<R>(
 
 /// Stores `entries` (distinct members) at `key` as a new sorted set, replacing whatever was
 /// there (its expiry too); deletes `key` when there are none. Replies with the count.
-pub fn store_result(ctx: &mut Ctx, key: &[u8], entries: Entries) -> Reply {
+pub fn store_result(ctx: &mut Ctx, event: &str, key: &[u8], entries: Entries) -> Reply {
     let n = entries.len();
     if n == 0 {
-        ctx.shard.remove(ctx.db, key);
+        if ctx.shard.remove(ctx.db, key).is_some() {
+            ctx.notify(notify::GENERIC, "del", key);
+        }
         return Reply::Int(0);
     }
     let v = zs::value_from_entries(entries, &limits(ctx));
     ctx.shard.store(ctx.db, key, v, 0);
+    ctx.notify(notify::ZSET, event, key);
     Reply::Int(n as i64)
 }
 
@@ -337,7 +341,9 @@ pub fn store_range(ctx: &mut Ctx, key: &[u8], mut entries: Entries, req: &RangeR
     let lim = limits(ctx);
     let n = entries.len();
     if n == 0 {
-        ctx.shard.remove(ctx.db, key);
+        if ctx.shard.remove(ctx.db, key).is_some() {
+            ctx.notify(notify::GENERIC, "del", key);
+        }
         return Reply::Int(0);
     }
     let mut packed = !(req.by == RangeBy::Rank && n > lim.zset_entries);
@@ -362,6 +368,7 @@ pub fn store_range(ctx: &mut Ctx, key: &[u8], mut entries: Entries, req: &RangeR
         Value::Object(Box::new(z))
     };
     ctx.shard.store(ctx.db, key, v, 0);
+    ctx.notify(notify::ZSET, "zrangestore", key);
     Reply::Int(n as i64)
 }
 
@@ -832,6 +839,13 @@ fn zadd_generic(ctx: &mut Ctx, args: &[Bytes], incr_cmd: bool) -> Reply {
         Ok(None) => (0, 0, 0, 0.0),
         Err(e) => return e,
     };
+    if added + updated > 0 {
+        ctx.notify(
+            notify::ZSET,
+            if f.incr { "zincr" } else { "zadd" },
+            &args[1],
+        );
+    }
     if f.incr {
         if processed > 0 {
             Reply::Double(last)
@@ -862,6 +876,9 @@ pub fn zrem(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     let r = modify(ctx, &args[1], None, |z, _| {
         Ok(args[2..].iter().filter(|m| z.remove(m).is_some()).count() as i64)
     });
+    if matches!(r, Ok(Some(n)) if n > 0) {
+        collection::notify_change(ctx, notify::ZSET, "zrem", &args[1]);
+    }
     match r {
         Ok(n) => Reply::Int(n.unwrap_or(0)),
         Err(e) => e,
@@ -947,6 +964,7 @@ pub fn zlexcount(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
 fn remrange(
     ctx: &mut Ctx,
     args: &[Bytes],
+    event: &str,
     span: &dyn Fn(Z<'_>) -> Option<(usize, usize)>,
 ) -> Reply {
     let r = modify(ctx, &args[1], None, |z, _| {
@@ -955,6 +973,9 @@ fn remrange(
             _ => 0,
         })
     });
+    if matches!(r, Ok(Some(n)) if n > 0) {
+        collection::notify_change(ctx, notify::ZSET, event, &args[1]);
+    }
     match r {
         Ok(n) => Reply::Int(n.unwrap_or(0)),
         Err(e) => e,
@@ -966,27 +987,29 @@ pub fn zremrangebyrank(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
         (Ok(a), Ok(b)) => (a, b),
         (Err(e), _) | (_, Err(e)) => return e,
     };
-    remrange(ctx, args, &|z| rank_range(start, end, z.len()))
+    remrange(ctx, args, "zremrangebyrank", &|z| {
+        rank_range(start, end, z.len())
+    })
 }
 
 pub fn zremrangebyscore(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     let Some(r) = ScoreRange::parse(&args[2], &args[3]) else {
         return err(ERR_MINMAX);
     };
-    remrange(ctx, args, &|z| Some(z.score_span(&r)))
+    remrange(ctx, args, "zremrangebyscore", &|z| Some(z.score_span(&r)))
 }
 
 pub fn zremrangebylex(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     let Some(r) = LexRange::parse(&args[2], &args[3]) else {
         return err(ERR_LEX);
     };
-    remrange(ctx, args, &|z| Some(z.lex_span(&r)))
+    remrange(ctx, args, "zremrangebylex", &|z| Some(z.lex_span(&r)))
 }
 
 /// Pops up to `count` members from the low (`max` false) or high end of the set at `key`.
 /// None when the key is missing.
 pub fn pop(ctx: &mut Ctx, key: &[u8], max: bool, count: usize) -> Result<Option<Entries>, Reply> {
-    modify(ctx, key, None, |z, _| {
+    let popped = modify(ctx, key, None, |z, _| {
         let n = z.view().len();
         let take = count.min(n);
         let mut v = if max {
@@ -998,7 +1021,12 @@ pub fn pop(ctx: &mut Ctx, key: &[u8], max: bool, count: usize) -> Result<Option<
             v.reverse();
         }
         Ok(v)
-    })
+    })?;
+    if popped.as_ref().is_some_and(|v| !v.is_empty()) {
+        let event = if max { "zpopmax" } else { "zpopmin" };
+        collection::notify_change(ctx, notify::ZSET, event, key);
+    }
+    Ok(popped)
 }
 
 fn pop_cmd(ctx: &mut Ctx, args: &[Bytes], max: bool) -> Reply {
@@ -1459,7 +1487,7 @@ fn setop(ctx: &mut Ctx, args: &[Bytes], cmd: SetOpCmd) -> Reply {
     };
     let result = compute(&cmd, &o, inputs);
     if cmd.store {
-        return store_result(ctx, &args[1], result);
+        return store_result(ctx, cmd.name, &args[1], result);
     }
     setop_finish(&cmd, &o, result)
 }

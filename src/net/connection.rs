@@ -25,6 +25,10 @@ use crate::server::Core;
 const MAX_BATCH: usize = 1024;
 /// Free room kept in the input buffer for each read.
 const READ_CHUNK: usize = 16 * 1024;
+/// Most bytes of pushed messages taken from the mailbox before they are written: what waits
+/// beyond stays in the mailbox, counted against the output limit, while a slow reader blocks
+/// the write (see `session::ClientInfo::post`).
+const PUSH_CHUNK: usize = 256 * 1024;
 
 /// Serves a connection until the client leaves, breaks the protocol or is killed.
 pub async fn serve(core: Rc<Core>, stream: Socket) {
@@ -76,8 +80,11 @@ async fn conn_loop(core: &Rc<Core>, session: &mut Session, stream: &Socket) -> s
                 if !deliver(session, d, &mut out) {
                     return Ok(());
                 }
-                // Take whatever else waits, then write it all at once.
-                while let Some(d) = session.try_delivery() {
+                // Take whatever else waits (a bounded chunk), then write it all at once.
+                while out.len() < PUSH_CHUNK {
+                    let Some(d) = session.try_delivery() else {
+                        break;
+                    };
                     if !deliver(session, d, &mut out) {
                         return Ok(());
                     }
@@ -131,8 +138,12 @@ async fn conn_loop(core: &Rc<Core>, session: &mut Session, stream: &Socket) -> s
                 Reply::Error(format!("ERR {e}")).encode(session.resp3, &mut out);
                 session.close_after_reply = true;
             }
-            // Messages posted while the batch ran go out after its replies.
-            while let Some(d) = session.try_delivery() {
+            // Messages posted while the batch ran go out after its replies (a bounded chunk; the
+            // rest wakes the next turn of the loop).
+            while out.len() < PUSH_CHUNK {
+                let Some(d) = session.try_delivery() else {
+                    break;
+                };
                 if !deliver(session, d, &mut out) {
                     session.close_after_reply = true;
                     break;

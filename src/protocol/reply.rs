@@ -41,6 +41,8 @@ pub enum Reply {
     /// A message outside any request's reply (pub/sub, invalidations): a push in RESP3 (`>`),
     /// an array in RESP2.
     Push(Vec<Reply>),
+    /// Several replies in a row for one request (SUBSCRIBE confirms each channel apart).
+    Many(Vec<Reply>),
 }
 
 impl Reply {
@@ -60,6 +62,20 @@ impl Reply {
         matches!(self, Reply::Error(_))
     }
 
+    /// What of it a client with replies turned off still gets (CLIENT REPLY OFF/SKIP): its
+    /// pushes.
+    pub fn pushes_only(self) -> Reply {
+        match self {
+            Reply::Push(_) => self,
+            Reply::Many(v) => Reply::Many(
+                v.into_iter()
+                    .filter(|r| matches!(r, Reply::Push(_)))
+                    .collect(),
+            ),
+            _ => Reply::Many(Vec::new()),
+        }
+    }
+
     /// About how many bytes its encoding takes (what a session's output limit counts).
     pub fn size_hint(&self) -> usize {
         match self {
@@ -69,6 +85,7 @@ impl Reply {
             Reply::Array(v) | Reply::Set(v) | Reply::Push(v) => {
                 16 + v.iter().map(Reply::size_hint).sum::<usize>()
             }
+            Reply::Many(v) => v.iter().map(Reply::size_hint).sum::<usize>(),
             Reply::Map(v) | Reply::Pairs(v) => {
                 16 + v
                     .iter()
@@ -163,6 +180,11 @@ impl Reply {
                     out.extend_from_slice(b"\r\n");
                 } else {
                     bulk(out, s.as_bytes());
+                }
+            }
+            Reply::Many(items) => {
+                for i in items {
+                    i.encode(resp3, out);
                 }
             }
         }

@@ -70,6 +70,8 @@ pub struct Global {
     bells: Vec<Arc<Bell>>,
     /// Every connected client (CLIENT LIST, KILL; posting to a session's mailbox).
     pub clients: super::session::Registry,
+    /// Every pub/sub subscription, by channel and pattern.
+    pub pubsub: super::pubsub::Channels,
     next_client: AtomicU64,
     next_tx: AtomicU64,
     pub started: Instant,
@@ -102,6 +104,7 @@ impl Global {
             senders,
             bells,
             clients: super::session::Registry::default(),
+            pubsub: super::pubsub::Channels::default(),
             next_client: AtomicU64::new(1),
             next_tx: AtomicU64::new(1),
             started: Instant::now(),

@@ -20,8 +20,8 @@ use futures::FutureExt;
 use smallvec::SmallVec;
 
 use super::core::Core;
-use super::session::Session;
-use super::table::{self, Call, Exec, Merge, Spec, DENYOOM, NOAUTH, WRITE};
+use super::session::{ReplyMode, Session};
+use super::table::{self, Call, Exec, Merge, Spec, DENYOOM, NOAUTH, PUBSUB_OK, WRITE};
 use super::{blocking, eviction, exec, multi, txn};
 use crate::cmd::args::{err, ERR_NOAUTH, ERR_OOM};
 use crate::cmd::{wrong_args, ShardFn};
@@ -117,6 +117,9 @@ pub(super) fn admit(session: &Session, req: &Request) -> Result<&'static Spec, R
     if !session.authed && !spec.has(NOAUTH) {
         return Err(err(ERR_NOAUTH));
     }
+    if session.subs.active() && !session.resp3 && !spec.has(PUBSUB_OK) {
+        return Err(Reply::Error(format!("ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context", spec.name)));
+    }
     session
         .client
         .last_cmd
@@ -202,6 +205,8 @@ pub async fn dispatch(core: &Rc<Core>, session: &mut Session, reqs: Vec<Request>
     let mut groups: Vec<Vec<Pending>> = Vec::new();
     let tiered = core.global.settings.tiered.is_some();
     let mut oom = None;
+    // Requests whose replies CLIENT REPLY OFF/SKIP silences.
+    let mut silent: SmallVec<[usize; 1]> = SmallVec::new();
     if n >= 4 {
         prefetch_local(core, session.db, &reqs);
     }
@@ -247,10 +252,17 @@ pub async fn dispatch(core: &Rc<Core>, session: &mut Session, reqs: Vec<Request>
     // snapshot.
     let now = now_ms();
     for (i, req) in reqs.into_iter().enumerate() {
+        let skip = session.reply_mode == ReplyMode::SkipNext;
+        if skip {
+            session.reply_mode = ReplyMode::On;
+        }
         if session.multi.queuing() {
             // Inside MULTI: queued (or refused) here, unless it is one that runs at once.
             if let Some(r) = multi::queue(core, session, &req, &mut oom) {
                 replies[i] = Some(r);
+                if skip || session.reply_mode == ReplyMode::Off {
+                    silent.push(i);
+                }
                 continue;
             }
         }
@@ -285,12 +297,20 @@ pub async fn dispatch(core: &Rc<Core>, session: &mut Session, reqs: Vec<Request>
                 }
             }
         }
+        if skip || session.reply_mode == ReplyMode::Off {
+            silent.push(i);
+        }
         if session.close_after_reply {
             replies.truncate(i + 1);
             break;
         }
     }
     flush_groups(core, session.db, &mut groups, &mut replies).await;
+    for i in silent {
+        if let Some(r) = replies.get_mut(i).and_then(Option::take) {
+            replies[i] = Some(r.pushes_only());
+        }
+    }
     Replies {
         // Every request routed to a group got its reply when the groups were flushed.
         list: replies

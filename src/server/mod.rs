@@ -31,6 +31,7 @@ pub mod load;
 pub mod locked;
 pub mod multi;
 pub mod offload;
+pub mod pubsub;
 pub mod session;
 pub mod snapshot;
 pub mod sort;
@@ -63,6 +64,7 @@ pub async fn start_core(
     rx: mpsc::UnboundedReceiver<Msg>,
 ) -> Rc<Core> {
     let mut shard = Shard::new(id, global.settings.clone());
+    shard.events = Some(Arc::new(pubsub::KeyspaceEvents::new(global.clone())));
     let tier = match &global.settings.tiered {
         Some(ts) => {
             let path = ts.file_path(id);

@@ -19,6 +19,7 @@ use futures::channel::mpsc;
 use futures::StreamExt;
 
 use super::core::Global;
+use super::pubsub::Subscriptions;
 use super::table::TABLE;
 use crate::protocol::Reply;
 
@@ -79,6 +80,8 @@ pub struct ClientInfo {
     mailbox: mpsc::UnboundedSender<(Delivery, usize)>,
     /// Bytes posted and not yet taken by the connection.
     pending: AtomicUsize,
+    /// Channels, patterns and shard channels subscribed to (CLIENT LIST `sub=`, `psub=`, `ssub=`).
+    subscriptions: [AtomicUsize; 3],
 }
 
 impl ClientInfo {
@@ -90,8 +93,15 @@ impl ClientInfo {
             .map(|s| s.name)
             .unwrap_or("NULL");
         let multi = self.multi.load(Ordering::Relaxed);
+        let [sub, psub, ssub] = self
+            .subscriptions
+            .each_ref()
+            .map(|n| n.load(Ordering::Relaxed));
         // Redis' order: P (pub/sub), x (MULTI), b (blocked); N for none.
         let mut flags = String::new();
+        if sub + psub + ssub > 0 {
+            flags.push('P');
+        }
         if multi >= 0 {
             flags.push('x');
         }
@@ -102,7 +112,7 @@ impl ClientInfo {
             flags.push('N');
         }
         format!(
-            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={flags} db={} sub=0 psub=0 ssub=0 multi={multi} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem={} tot-mem=0 events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
+            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={flags} db={} sub={sub} psub={psub} ssub={ssub} multi={multi} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem={} tot-mem=0 events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
             self.id,
             self.peer.addr,
             self.peer.laddr,
@@ -171,6 +181,20 @@ impl ClientInfo {
         }
     }
 
+    /// Records the session's subscription counts for CLIENT LIST.
+    pub fn set_subscriptions(&self, channels: usize, patterns: usize, shard: usize) {
+        for (slot, n) in self.subscriptions.iter().zip([channels, patterns, shard]) {
+            slot.store(n, Ordering::Relaxed);
+        }
+    }
+
+    /// True while the client has any pub/sub subscription (CLIENT LIST TYPE pubsub).
+    pub fn subscribed(&self) -> bool {
+        self.subscriptions
+            .iter()
+            .any(|n| n.load(Ordering::Relaxed) > 0)
+    }
+
     /// Bytes posted and not yet taken (CLIENT LIST's `omem`).
     pub fn pending_output(&self) -> usize {
         self.pending.load(Ordering::Relaxed)
@@ -225,6 +249,15 @@ impl Registry {
     }
 }
 
+/// CLIENT REPLY: whether the session's replies are sent (pushes always are).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReplyMode {
+    On,
+    Off,
+    /// CLIENT REPLY SKIP: the next command's reply is not sent.
+    SkipNext,
+}
+
 /// One connection's protocol state and mailbox, owned by its connection task and lent to the
 /// dispatcher for each batch.
 pub struct Session {
@@ -238,6 +271,9 @@ pub struct Session {
     pub client: Arc<ClientInfo>,
     /// MULTI's queue and the keys WATCHed (`server::multi`).
     pub multi: super::multi::MultiState,
+    /// Pub/sub subscriptions; any puts a RESP2 session in subscribe mode.
+    pub subs: Subscriptions,
+    pub reply_mode: ReplyMode,
     inbox: mpsc::UnboundedReceiver<(Delivery, usize)>,
     /// Deliveries taken while a command waited for its wake-up, kept for the connection.
     held: VecDeque<(Delivery, usize)>,
@@ -267,6 +303,7 @@ impl Session {
             unblock: 0.into(),
             mailbox: tx,
             pending: AtomicUsize::new(0),
+            subscriptions: Default::default(),
         });
         global.clients.insert(client.clone());
         global.total_connections.fetch_add(1, Ordering::Relaxed);
@@ -278,6 +315,8 @@ impl Session {
             close_after_reply: false,
             client,
             multi: Default::default(),
+            subs: Subscriptions::default(),
+            reply_mode: ReplyMode::On,
             inbox: rx,
             held: VecDeque::new(),
             global: global.clone(),
@@ -349,6 +388,7 @@ impl Session {
 
 impl Drop for Session {
     fn drop(&mut self) {
+        self.subs.clear(&self.global, &self.client);
         // Before the connection's socket closes: see `Registry::remove`.
         self.global.clients.remove(self.id);
         self.multi.forget_watches(&self.global, None);

@@ -14,7 +14,7 @@ use std::sync::OnceLock;
 use bytes::Bytes;
 use futures::future::LocalBoxFuture;
 
-use super::admin::{client, command, config, connection, debug, info, keyspace, persist};
+use super::admin::{client, command, config, connection, debug, info, keyspace, persist, pubsub};
 use super::blocking;
 use super::core::Core;
 use super::multi;
@@ -111,6 +111,8 @@ pub const NO_QUEUE: u32 = 1 << 20;
 pub const NO_MULTI: u32 = 1 << 21;
 /// May wait for data (COMMAND INFO's `blocking`; the connection watches its socket meanwhile).
 pub const BLOCKING: u32 = 1 << 11;
+/// Allowed to a RESP2 connection in subscribe mode ((P|S)SUBSCRIBE, PING, QUIT, RESET, ...).
+pub const PUBSUB_OK: u32 = 1 << 12;
 
 pub struct Spec {
     pub name: &'static str,
@@ -451,13 +453,24 @@ pub static TABLE: &[Spec] = &[
     spec!("flushall", -1, W, 0, 0, 0, awaits!(keyspace::flushall), "server", "1.0.0", "Removes all keys from all databases."),
     spec!("swapdb", 3, W | F, 0, 0, 0, awaits!(keyspace::swapdb), "server", "4.0.0", "Swaps two Redis databases."),
     // connection
-    spec!("ping", -1, F, 0, 0, 0, Exec::Session(connection::ping), "connection", "1.0.0", "Returns the server's liveliness response."),
+    spec!("ping", -1, F | PUBSUB_OK, 0, 0, 0, Exec::Session(connection::ping), "connection", "1.0.0", "Returns the server's liveliness response."),
     spec!("echo", 2, F, 0, 0, 0, Exec::Session(connection::echo), "connection", "1.0.0", "Returns the given string."),
-    spec!("quit", -1, F | NOAUTH | NO_QUEUE, 0, 0, 0, Exec::Session(connection::quit), "connection", "1.0.0", "Closes the connection."),
+    spec!("quit", -1, F | NOAUTH | NO_QUEUE | PUBSUB_OK, 0, 0, 0, Exec::Session(connection::quit), "connection", "1.0.0", "Closes the connection."),
     spec!("select", 2, F | LOADING, 0, 0, 0, Exec::Session(connection::select), "connection", "1.0.0", "Changes the selected database."),
     spec!("auth", -2, F | NOAUTH | LOADING, 0, 0, 0, Exec::Session(connection::auth), "connection", "1.0.0", "Authenticates the connection."),
     spec!("hello", -1, F | NOAUTH | LOADING, 0, 0, 0, Exec::Session(connection::hello), "connection", "6.0.0", "Handshakes with the Redis server."),
     spec!("client", -2, LOADING, 0, 0, 0, Exec::Session(client::client), "connection", "2.4.0", "A container for client connection commands."),
+    spec!("reset", 1, F | NOAUTH | LOADING | PUBSUB_OK, 0, 0, 0, Exec::Session(pubsub::reset), "connection", "6.2.0", "Resets the connection."),
+    // pub/sub
+    spec!("subscribe", -2, LOADING | PUBSUB_OK, 0, 0, 0, Exec::Session(pubsub::subscribe), "pubsub", "2.0.0", "Listens for messages published to channels."),
+    spec!("unsubscribe", -1, LOADING | PUBSUB_OK, 0, 0, 0, Exec::Session(pubsub::unsubscribe), "pubsub", "2.0.0", "Stops listening to messages posted to channels."),
+    spec!("psubscribe", -2, LOADING | PUBSUB_OK, 0, 0, 0, Exec::Session(pubsub::psubscribe), "pubsub", "2.0.0", "Listens for messages published to channels that match one or more patterns."),
+    spec!("punsubscribe", -1, LOADING | PUBSUB_OK, 0, 0, 0, Exec::Session(pubsub::punsubscribe), "pubsub", "2.0.0", "Stops listening to messages published to channels that match one or more patterns."),
+    spec!("ssubscribe", -2, LOADING | PUBSUB_OK, 0, 0, 0, Exec::Session(pubsub::ssubscribe), "pubsub", "7.0.0", "Listens for messages published to shard channels."),
+    spec!("sunsubscribe", -1, LOADING | PUBSUB_OK, 0, 0, 0, Exec::Session(pubsub::sunsubscribe), "pubsub", "7.0.0", "Stops listening to messages posted to shard channels."),
+    spec!("publish", 3, F | LOADING, 0, 0, 0, Exec::Session(pubsub::publish), "pubsub", "2.0.0", "Posts a message to a channel."),
+    spec!("spublish", 3, F | LOADING, 0, 0, 0, Exec::Session(pubsub::spublish), "pubsub", "7.0.0", "Post a message to a shard channel"),
+    spec!("pubsub", -2, 0, 0, 0, 0, Exec::Session(pubsub::pubsub), "pubsub", "2.8.0", "A container for Pub/Sub commands."),
     // server
     spec!("info", -1, LOADING, 0, 0, 0, awaits!(info::info), "server", "1.0.0", "Returns information and statistics about the server."),
     spec!("config", -2, ADMIN | LOADING, 0, 0, 0, awaits!(config::config), "server", "2.0.0", "A container for server configuration commands."),

@@ -37,6 +37,7 @@ use crate::cmd::args::{err, ERR_NO_KEY};
 use crate::cmd::bitops::{self, Bitop};
 use crate::cmd::hyperloglog::{self, Union};
 use crate::cmd::{keys, string, Ctx, ShardFn};
+use crate::notify;
 use crate::protocol::Reply;
 use crate::runtime::remote_wait;
 use crate::shard::{now_ms, shard_of, Entry, Shard};
@@ -362,6 +363,7 @@ pub async fn renamenx(core: &Rc<Core>, _: &'static Spec, db: usize, args: &[Byte
 async fn rename_across(core: &Rc<Core>, db: usize, args: &[Bytes], nx: bool) -> Reply {
     let n = core.global.shards();
     let (src, dst) = (args[1].clone(), args[2].clone());
+    let args_src = src.clone();
     let (ss, ds) = (shard_of(&src, n), shard_of(&dst, n));
     let Some(txn) = Txn::begin(core, vec![ss, ds]).await else {
         return shutting_down();
@@ -402,7 +404,13 @@ async fn rename_across(core: &Rc<Core>, db: usize, args: &[Bytes], nx: bool) -> 
     };
     if txn
         .run(ds, move |s| {
+            // As the one-shard RENAME: the old destination first, one change in all.
+            if s.remove(db, &dst).is_some() {
+                s.dirty = s.dirty.saturating_sub(1);
+            }
             s.put_taken(db, &dst, taken);
+            s.notify(notify::GENERIC, "rename_from", db, &args_src);
+            s.notify(notify::GENERIC, "rename_to", db, &dst);
         })
         .await
         .is_none()
@@ -464,6 +472,7 @@ pub async fn copy(core: &Rc<Core>, _: &'static Spec, db: usize, args: &[Bytes]) 
                 s.remove(dst_db, &dst);
             }
             s.store(dst_db, &dst, entry.0.to_value(0), entry.1);
+            s.notify(notify::GENERIC, "copy_to", dst_db, &dst);
             true
         })
         .await;

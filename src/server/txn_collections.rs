@@ -66,7 +66,14 @@ pub async fn lmove(core: &Rc<Core>, _: &'static Spec, db: usize, args: &[Bytes])
         Some(Err(e)) => return e,
         None => return shutting_down(),
     }
-    let popped = on(&txn, ss, db, move |ctx| list::pop_n(ctx, &src, from, 1)).await;
+    let popped = on(&txn, ss, db, move |ctx| {
+        let r = list::pop_n(ctx, &src, from, 1);
+        if matches!(&r, Ok(Some(v)) if !v.is_empty()) {
+            list::popped(ctx, &src, from);
+        }
+        r
+    })
+    .await;
     let v = match popped {
         Some(Ok(Some(mut v))) => match v.pop() {
             Some(v) => v,
@@ -200,7 +207,7 @@ async fn set_op(
     };
     let d = shard_of(&dst, n);
     on(&txn, d, db, move |ctx| {
-        set::store_result(ctx, &dst, &members)
+        set::store_result(ctx, op, &dst, &members)
     })
     .await
     .unwrap_or_else(shutting_down)

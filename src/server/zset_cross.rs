@@ -76,7 +76,7 @@ async fn setop_across(core: &Rc<Core>, db: usize, args: &[Bytes], cmd: SetOpCmd)
     }
     let dst = args[1].clone();
     on(&txn, shard_of(&dst, n), db, move |ctx| {
-        zset::store_result(ctx, &dst, result)
+        zset::store_result(ctx, cmd.name, &dst, result)
     })
     .await
     .unwrap_or_else(shutting_down)

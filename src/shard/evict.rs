@@ -190,7 +190,9 @@ impl Shard {
                         }
                         if super::is_expired(at, now) {
                             self.stats.expired_keys += 1;
+                            self.notify(crate::notify::EXPIRED, "expired", db, k.as_bytes());
                         } else {
+                            self.notify(crate::notify::EVICTED, "evicted", db, k.as_bytes());
                             if e.is_external() {
                                 out.ssd += 1;
                             } else {

@@ -17,6 +17,7 @@ pub mod intset;
 pub mod lazyfree;
 pub mod list;
 pub mod listpack;
+pub mod notify;
 pub mod object;
 pub mod rdb_types;
 pub mod set;
@@ -141,6 +142,8 @@ pub struct Shard {
     pub watches: watch::Watches,
     /// Keys blocked clients wait on, and those a write made ready (`server::blocking`).
     pub blocked: blocked::BlockedKeys,
+    /// Where keyspace events go (see [`Shard::notify`]); None until the server sets it.
+    pub events: Option<notify::Sink>,
 }
 
 /// Hashes with field expiries visited per active-expiry tick.
@@ -177,6 +180,7 @@ impl Shard {
             field_expiry_keys: Default::default(),
             watches: Default::default(),
             blocked: Default::default(),
+            events: None,
             settings,
         }
     }
@@ -210,6 +214,7 @@ impl Shard {
         match self.find_live(db, key, now) {
             None => {
                 self.stats.keyspace_misses += 1;
+                self.notify(crate::notify::KEY_MISS, "keymiss", db, key);
                 None
             }
             Some(pos) => self.hit_at(db, pos).map(|(e, _)| &*e),
@@ -289,6 +294,7 @@ impl Shard {
         }
         self.watches.touch(db, key);
         self.stats.expired_keys += 1;
+        self.notify(crate::notify::EXPIRED, "expired", db, key);
         None
     }
 
@@ -372,7 +378,10 @@ impl Shard {
         if expire_at != 0 {
             d.volatile += 1;
         }
-        let (old, old_ttl) = d.table.insert(key, h, entry, expire_at)?;
+        let Some((old, old_ttl)) = d.table.insert(key, h, entry, expire_at) else {
+            self.notify(crate::notify::NEW, "new", db, key);
+            return None;
+        };
         if old_ttl != 0 {
             d.volatile = d.volatile.saturating_sub(1);
         }
@@ -683,6 +692,9 @@ impl Shard {
         let now = now_ms();
         let mut reaped = 0;
         let mut freed: Vec<DiskPtr> = Vec::new();
+        // Keys reaped, kept only when someone wants their `expired` events.
+        let mut expired: Option<Vec<(usize, Key)>> =
+            self.notifies(crate::notify::EXPIRED).then(Vec::new);
         let watches = &mut self.watches;
         for (db_index, db) in self.dbs.iter_mut().enumerate() {
             if db.volatile == 0 || db.table.is_empty() {
@@ -715,6 +727,9 @@ impl Shard {
                             freed.push(p);
                         }
                         watches.touch(db_index, k.as_bytes());
+                        if let Some(v) = expired.as_mut() {
+                            v.push((db_index, k));
+                        }
                     },
                 );
                 db.volatile_seen += volatile_seen;
@@ -739,6 +754,9 @@ impl Shard {
             }
         }
         self.stats.expired_keys += reaped as u64;
+        for (db, k) in expired.unwrap_or_default() {
+            self.notify(crate::notify::EXPIRED, "expired", db, k.as_bytes());
+        }
         for p in freed {
             self.free_disk(p);
         }

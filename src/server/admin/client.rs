@@ -96,10 +96,18 @@ pub fn client(call: Call<'_>) -> Reply {
                     }
                     Some(v)
                 } else if args.len() == 4 && is(&args[2], "TYPE") {
-                    if !is(&args[3], "normal") {
+                    // Normal clients and subscribers are told apart by their subscriptions.
+                    let pubsub = is(&args[3], "pubsub");
+                    if !pubsub && !is(&args[3], "normal") {
                         return Reply::Verbatim(String::new());
                     }
-                    None
+                    let mut v = Vec::new();
+                    core.global.clients.for_each(|c| {
+                        if c.subscribed() == pubsub {
+                            v.push(c.id);
+                        }
+                    });
+                    Some(v)
                 } else {
                     return err(ERR_SYNTAX);
                 }
@@ -118,6 +126,23 @@ pub fn client(call: Call<'_>) -> Reply {
         "kill" => client_kill(core, session, &args),
         "unblock" if args.len() == 3 || args.len() == 4 => {
             crate::server::blocking::client_unblock(&core.global, &args)
+        }
+        "reply" if args.len() == 3 => {
+            use crate::server::session::ReplyMode;
+            if is(&args[2], "on") {
+                session.reply_mode = ReplyMode::On;
+                Reply::Ok
+            } else if is(&args[2], "off") {
+                session.reply_mode = ReplyMode::Off;
+                Reply::Many(Vec::new())
+            } else if is(&args[2], "skip") {
+                if session.reply_mode != ReplyMode::Off {
+                    session.reply_mode = ReplyMode::SkipNext;
+                }
+                Reply::Many(Vec::new())
+            } else {
+                err(ERR_SYNTAX)
+            }
         }
         "no-evict" | "no-touch" if args.len() == 3 => {
             if is(&args[2], "on") || is(&args[2], "off") {
@@ -140,9 +165,11 @@ pub fn client(call: Call<'_>) -> Reply {
             "    Kill connections. Options are: ID <client-id>, ADDR <ip:port>, LADDR <ip:port>,",
             "    USER <username>, SKIPME (YES|NO).",
             "LIST [options ...]",
-            "    Return information about client connections. Options: TYPE normal, ID <id> [...].",
+            "    Return information about client connections. Options: TYPE (normal|pubsub), ID <id> [...].",
             "SETINFO <option> <value>",
             "    Set client meta attr. Options are: LIB-NAME, LIB-VER.",
+            "REPLY (ON|OFF|SKIP)",
+            "    Control the replies sent to the current connection.",
             "SETNAME <name>",
             "    Assign the name <name> to the current connection.",
             "UNBLOCK <clientid> [TIMEOUT|ERROR]",

@@ -9,10 +9,9 @@ use crate::protocol::Reply;
 use crate::server::core::Core;
 use crate::server::table::Call;
 
-pub fn ping(Call { args, .. }: Call<'_>) -> Reply {
+pub fn ping(Call { session, args, .. }: Call<'_>) -> Reply {
     match args.len() {
-        1 => Reply::Status("PONG"),
-        2 => Reply::Bulk(args[1].clone()),
+        1 | 2 => super::pubsub::ping_reply(session.subs.active() && !session.resp3, args.get(1)),
         _ => wrong_args("ping"),
     }
 }

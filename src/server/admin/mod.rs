@@ -13,3 +13,4 @@ pub mod debug;
 pub mod info;
 pub mod keyspace;
 pub mod persist;
+pub mod pubsub;
