@@ -443,6 +443,7 @@ fn client_reply_modes_reset_and_info() {
         info.contains("pubsub_channels:0\r\npubsub_patterns:1\r\npubsubshard_channels:0\r\n"),
         "{info}"
     );
+    c.send(&cmd(&[b"CLIENT", b"REPLY", b"OFF"]));
     rt(&mut c, &["RESET"], "+RESET\r\n");
     rt(&mut c, &["CLIENT", "GETNAME"], "$-1\r\n");
     rt(&mut c, &["GET", "k"], "$1\r\nv\r\n");

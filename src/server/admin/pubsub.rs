@@ -93,7 +93,7 @@ pub fn pubsub(Call { core, args, .. }: Call<'_>) -> Reply {
 }
 
 /// RESET: the connection back to a fresh one's state: subscriptions left, db 0, RESP2, no
-/// name, and unauthenticated again when a password is set.
+/// name, replies on, and unauthenticated again when a password is set.
 pub fn reset(call: Call<'_>) -> Reply {
     let (core, session, _) = call.parts();
     let global = core.global.clone();
@@ -105,6 +105,7 @@ pub fn reset(call: Call<'_>) -> Reply {
         n.clear();
     }
     session.authed = global.settings.requirepass().is_empty();
+    session.reply_mode = crate::server::session::ReplyMode::On;
     Reply::Status("RESET")
 }
 
