@@ -142,7 +142,7 @@ pub fn queue(
 }
 
 /// Leaves MULTI and forgets the watched keys (DISCARD, an aborted EXEC).
-fn discard_state(core: &Core, session: &mut Session) {
+pub(crate) fn discard_state(core: &Core, session: &mut Session) {
     session.multi.queue = None;
     session.multi.refused = false;
     set_queued(session, -1);

@@ -460,7 +460,7 @@ pub static TABLE: &[Spec] = &[
     spec!("auth", -2, F | NOAUTH | LOADING, 0, 0, 0, Exec::Session(connection::auth), "connection", "1.0.0", "Authenticates the connection."),
     spec!("hello", -1, F | NOAUTH | LOADING, 0, 0, 0, Exec::Session(connection::hello), "connection", "6.0.0", "Handshakes with the Redis server."),
     spec!("client", -2, LOADING, 0, 0, 0, Exec::Session(client::client), "connection", "2.4.0", "A container for client connection commands."),
-    spec!("reset", 1, F | NOAUTH | LOADING | PUBSUB_OK, 0, 0, 0, Exec::Session(pubsub::reset), "connection", "6.2.0", "Resets the connection."),
+    spec!("reset", 1, F | NOAUTH | LOADING | PUBSUB_OK | NO_QUEUE, 0, 0, 0, Exec::Session(pubsub::reset), "connection", "6.2.0", "Resets the connection."),
     // pub/sub
     spec!("subscribe", -2, LOADING | PUBSUB_OK, 0, 0, 0, Exec::Session(pubsub::subscribe), "pubsub", "2.0.0", "Listens for messages published to channels."),
     spec!("unsubscribe", -1, LOADING | PUBSUB_OK, 0, 0, 0, Exec::Session(pubsub::unsubscribe), "pubsub", "2.0.0", "Stops listening to messages posted to channels."),

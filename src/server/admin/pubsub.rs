@@ -92,13 +92,15 @@ pub fn pubsub(Call { core, args, .. }: Call<'_>) -> Reply {
     }
 }
 
-/// RESET: the connection back to a fresh one's state: subscriptions left, db 0, RESP2, no
+/// RESET: the connection back to a fresh one's state: subscriptions left, MULTI discarded and
+/// nothing watched, db 0, RESP2, no
 /// name, replies on, and unauthenticated again when a password is set.
 pub fn reset(call: Call<'_>) -> Reply {
     let (core, session, _) = call.parts();
     let global = core.global.clone();
     let client = session.client.clone();
     session.subs.clear(&global, &client);
+    crate::server::multi::discard_state(core, session);
     session.select(0);
     session.set_resp3(false);
     if let Ok(mut n) = client.name.lock() {
