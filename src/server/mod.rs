@@ -27,6 +27,7 @@ pub mod error;
 pub mod eviction;
 pub mod exec;
 pub mod load;
+pub mod memcache;
 pub mod offload;
 pub mod session;
 pub mod snapshot;
