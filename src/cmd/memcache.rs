@@ -82,6 +82,8 @@ pub const EXPIRED: u64 = 1;
 const FETCHED: u32 = 1;
 const STALE: u32 = 2;
 const TOKEN_SENT: u32 = 4;
+/// The key was given base64-encoded (meta `b`): shown so again.
+const BINARY_KEY: u32 = 16;
 
 /// Bits of [`Outcome::states`] beyond the stored ones: this request won the token (`W`).
 pub const WON: u32 = 8;
@@ -106,6 +108,8 @@ impl Op {
     pub const CLEAR: u16 = 1 << 7;
     /// An arithmetic op whose item ttl changes to `expire_at` (ma T).
     pub const NEW_TTL: u16 = 1 << 8;
+    /// A store whose key came base64-encoded (ms b).
+    pub const BINARY_KEY: u16 = 1 << 9;
 
     pub fn has(&self, bit: u16) -> bool {
         self.bits & bit != 0
@@ -275,6 +279,10 @@ impl Outcome {
 
     pub fn won(&self) -> bool {
         self.states & WON != 0
+    }
+
+    pub fn binary_key(&self) -> bool {
+        self.states & BINARY_KEY != 0
     }
 
     fn into_reply(self) -> Reply {
@@ -473,7 +481,12 @@ fn store(ctx: &mut Ctx, key: &[u8], op: &Op, data: &[u8]) -> Outcome {
             } else {
                 meta.cas
             };
-            let bad_cas = op.cas != 0 && op.cas != cur_cas;
+            // A cas command compares always (0 never matches), others only with a CAS.
+            let bad_cas = if op.mode == Mode::Cas {
+                op.cas == 0 || op.cas != cur_cas
+            } else {
+                op.cas != 0 && op.cas != cur_cas
+            };
             match op.mode {
                 Mode::Add => return Outcome::new(Status::NotStored),
                 Mode::Cas if bad_cas => {
@@ -547,7 +560,10 @@ fn store(ctx: &mut Ctx, key: &[u8], op: &Op, data: &[u8]) -> Outcome {
             (op.client_flags, at, state)
         }
     };
-    let state = state & !FETCHED;
+    let mut state = state & !FETCHED;
+    if op.has(Op::BINARY_KEY) {
+        state |= BINARY_KEY;
+    }
     set_meta(
         ctx,
         key,

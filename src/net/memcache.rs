@@ -645,6 +645,7 @@ fn view(o: &Outcome, now: u64) -> ItemView {
         stale: o.stale(),
         token_sent: o.token_sent(),
         won: o.won(),
+        binary_key: o.binary_key(),
     }
 }
 
@@ -706,6 +707,9 @@ fn meta_request(m: MetaCmd, now: u64, plans: &mut Vec<Plan>, reqs: &mut Vec<Requ
             };
             if f.invalidate {
                 o.bits |= Op::INVALIDATE;
+            }
+            if f.base64 {
+                o.bits |= Op::BINARY_KEY;
             }
             let spec = if matches!(mode, Mode::Append | Mode::Prepend) {
                 &mc::CONCAT
@@ -1021,7 +1025,7 @@ fn encode_bin(r: &BinReq, res: Option<Result<Outcome, Reply>>, out: &mut Vec<u8>
                 }
                 if with_key {
                     let k = &r.key[..];
-                    bin::response(out, r.opcode, status::KEY_ENOENT, r.opaque, 0, &[], k, k);
+                    bin::response(out, r.opcode, status::KEY_ENOENT, r.opaque, 0, &[], k, &[]);
                 } else {
                     bin::error(out, r.opcode, r.opaque, status::KEY_ENOENT);
                 }

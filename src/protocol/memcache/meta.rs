@@ -82,6 +82,8 @@ pub struct ItemView {
     pub stale: bool,
     pub token_sent: bool,
     pub won: bool,
+    /// The item's key was stored base64-encoded (shown so in `k` and me).
+    pub binary_key: bool,
 }
 
 /// How a meta write ended.
@@ -312,9 +314,9 @@ fn push_num(out: &mut Vec<u8>, flag: u8, n: impl std::fmt::Display) {
     out.extend_from_slice(n.to_string().as_bytes());
 }
 
-fn push_key(out: &mut Vec<u8>, req: &MetaReq) {
+fn push_key(out: &mut Vec<u8>, req: &MetaReq, binary: bool) {
     out.extend_from_slice(b" k");
-    if req.f.base64 {
+    if binary {
         out.extend_from_slice(&base64_encode(&req.key));
         out.extend_from_slice(b" b");
     } else {
@@ -322,14 +324,19 @@ fn push_key(out: &mut Vec<u8>, req: &MetaReq) {
     }
 }
 
-/// O and k, the return flags every reply carries.
+/// O and k, the return flags every reply carries (k as the request gave the key).
 fn push_opaque_key(out: &mut Vec<u8>, req: &MetaReq, t: &[u8]) {
+    push_opaque_key_as(out, req, t, req.f.base64)
+}
+
+/// [`push_opaque_key`] with the key shown base64 when `binary`.
+fn push_opaque_key_as(out: &mut Vec<u8>, req: &MetaReq, t: &[u8], binary: bool) {
     match t[0] {
         b'O' => {
             out.push(b' ');
             out.extend_from_slice(t);
         }
-        b'k' => push_key(out, req),
+        b'k' => push_key(out, req, binary),
         _ => {}
     }
 }
@@ -361,7 +368,8 @@ pub fn encode_get(req: &MetaReq, item: Option<&ItemView>, out: &mut Vec<u8>) {
             b'f' => push_num(out, b'f', it.client_flags),
             b'l' => push_num(out, b'l', it.idle),
             b'h' => push_num(out, b'h', u8::from(it.fetched)),
-            _ => push_opaque_key(out, req, t),
+            // A hit shows the key as the item holds it.
+            _ => push_opaque_key_as(out, req, t, it.binary_key),
         }
     }
     if it.token_sent {
@@ -450,7 +458,7 @@ pub fn encode_debug(req: &MetaReq, item: Option<&ItemView>, out: &mut Vec<u8>) {
         return;
     };
     out.extend_from_slice(b"ME ");
-    if req.f.base64 {
+    if it.binary_key {
         out.extend_from_slice(&base64_encode(&req.key));
     } else {
         out.extend_from_slice(&req.key);
