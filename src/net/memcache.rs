@@ -180,6 +180,7 @@ impl Conn {
                     encode(plans, outcomes, &mut out);
                 }
                 let mut close = false;
+                let cut = barrier.is_some();
                 if let Some(b) = barrier {
                     close = self.run_barrier(core, b, &mut out).await;
                 }
@@ -187,8 +188,9 @@ impl Conn {
                 if close {
                     return Ok(());
                 }
-                if !more && !inbuf.is_empty() && self.could_parse(&inbuf) {
-                    // A barrier cut the batch: parse on.
+                if cut && self.could_parse(&inbuf) {
+                    // A barrier cut the batch: parse on (the next pass waits for input if
+                    // what is there is not a whole request after all).
                     continue;
                 }
                 if !more {

@@ -24,6 +24,19 @@ pub fn strata_mc(extra: &[&str]) -> (Server, u16) {
     (s, port)
 }
 
+/// [`strata_mc`] for a server that does not answer PING (`--requirepass`): waits until the
+/// memcached port accepts connections.
+pub fn strata_mc_unready(extra: &[&str]) -> (Server, u16) {
+    let port = free_port();
+    let p = port.to_string();
+    let mut args = vec!["--memcached_port", &p, "--proactor_threads", "2"];
+    args.extend_from_slice(extra);
+    let mut s = Server::spawn(STRATA, &args);
+    let up = s.poll_started("strata", |_| TcpStream::connect(("127.0.0.1", port)).ok());
+    assert!(up.is_some(), "strata's memcached port did not open");
+    (s, port)
+}
+
 /// How an exchange knows it has every reply.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum End {
