@@ -219,8 +219,10 @@ pub fn parse(name: &[u8], list: &[&[u8]], n: usize) -> Cmd {
                 _ => return err(BAD_FORMAT),
             }
         }
-        let mut f = MetaFlags::default();
-        f.base64 = binary;
+        let f = MetaFlags {
+            base64: binary,
+            ..MetaFlags::default()
+        };
         return Cmd::Meta(MetaCmd::Debug(MetaReq {
             key,
             tokens: Vec::new(),

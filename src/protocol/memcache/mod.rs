@@ -71,7 +71,7 @@ pub fn base64_decode(src: &[u8]) -> Option<Vec<u8>> {
         }
     };
     let chars: Vec<u8> = src.iter().copied().filter(|&c| val(c).is_some()).collect();
-    if chars.is_empty() || chars.len() % 4 != 0 {
+    if chars.is_empty() || !chars.len().is_multiple_of(4) {
         return None;
     }
     let mut out = Vec::with_capacity(chars.len() / 4 * 3);

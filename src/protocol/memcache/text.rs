@@ -405,7 +405,7 @@ impl TextParser {
                 None => return Parsed::Cmd(reply(BAD_FORMAT, noreply), used),
             }
         }
-        if vlen < 0 || vlen > i32::MAX - 2 {
+        if !(0..=i32::MAX - 2).contains(&vlen) {
             return Parsed::Cmd(reply(BAD_FORMAT, noreply), used);
         }
         if !item_fits(key.len(), vlen as u64, self.max_item) {
