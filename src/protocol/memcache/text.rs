@@ -637,7 +637,7 @@ mod tests {
     #[test]
     fn a_store_waits_for_its_data_and_checks_its_end() {
         assert_eq!(one(b"set a 0 0 2\r\nh"), Parsed::Incomplete);
-        let Parsed::Cmd(Cmd::Store { data, .. }, 15) = one(b"set a 0 0 2\r\nhi\r\nget a\r\n")
+        let Parsed::Cmd(Cmd::Store { data, .. }, 17) = one(b"set a 0 0 2\r\nhi\r\nget a\r\n")
         else {
             panic!("not a store");
         };
