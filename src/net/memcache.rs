@@ -24,7 +24,7 @@ use crate::protocol::memcache::text::{Cmd, Parsed, StoreCmd, TextParser};
 use crate::protocol::Reply;
 use crate::server::dispatch::{dispatch, Request};
 use crate::server::memcache::{self as mc, McStats, STATS};
-use crate::server::session::{Peer, Session};
+use crate::server::session::Session;
 use crate::server::Core;
 use crate::shard::now_ms;
 
@@ -38,19 +38,7 @@ const MAX_DELTA: i64 = 60 * 60 * 24 * 30;
 
 /// Serves a memcached connection until the client leaves or breaks the protocol.
 pub async fn serve(core: Rc<Core>, stream: Socket) {
-    let sock = socket2::SockRef::from(&stream);
-    let _ = sock.set_nodelay(true);
-    let addr_of = |a: std::io::Result<socket2::SockAddr>| {
-        a.ok()
-            .and_then(|a| a.as_socket())
-            .map(|a| a.to_string())
-            .unwrap_or_default()
-    };
-    let peer = Peer {
-        addr: addr_of(sock.peer_addr()),
-        laddr: addr_of(sock.local_addr()),
-        fd: stream.raw_fd(),
-    };
+    let peer = super::peer_of(&stream);
     let mut session = Session::open(&core.global, core.id, peer);
     McStats::add(&STATS.curr_connections, 1);
     McStats::add(&STATS.total_connections, 1);
@@ -824,21 +812,8 @@ fn encode_one(plan: Plan, rs: Vec<Result<Outcome, Reply>>, now: u64, out: &mut V
             }
         }
         Plan::Delete { noreply } => {
-            let word = match first {
-                Some(Ok(o)) if o.status == Status::Deleted => {
-                    McStats::add(&STATS.delete_hits, 1);
-                    "DELETED"
-                }
-                Some(Ok(_)) => {
-                    McStats::add(&STATS.delete_misses, 1);
-                    "NOT_FOUND"
-                }
-                Some(Err(e)) => server_error(&e),
-                None => "SERVER_ERROR internal error",
-            };
-            if !noreply {
-                out.extend_from_slice(&line(word));
-            }
+            let counters = (&STATS.delete_hits, &STATS.delete_misses);
+            hit_or_miss(first, Status::Deleted, "DELETED", counters, noreply, out);
         }
         Plan::Arith { noreply, incr } => {
             let (hits, misses) = if incr {
@@ -868,21 +843,8 @@ fn encode_one(plan: Plan, rs: Vec<Result<Outcome, Reply>>, now: u64, out: &mut V
             }
         }
         Plan::Touch { noreply } => {
-            let word = match first {
-                Some(Ok(o)) if o.status == Status::Touched => {
-                    McStats::add(&STATS.touch_hits, 1);
-                    "TOUCHED"
-                }
-                Some(Ok(_)) => {
-                    McStats::add(&STATS.touch_misses, 1);
-                    "NOT_FOUND"
-                }
-                Some(Err(e)) => server_error(&e),
-                None => "SERVER_ERROR internal error",
-            };
-            if !noreply {
-                out.extend_from_slice(&line(word));
-            }
+            let counters = (&STATS.touch_hits, &STATS.touch_misses);
+            hit_or_miss(first, Status::Touched, "TOUCHED", counters, noreply, out);
         }
         Plan::MetaGet(req) => match first {
             Some(Ok(o)) if o.status == Status::Hit => {
@@ -934,6 +896,32 @@ fn encode_one(plan: Plan, rs: Vec<Result<Outcome, Reply>>, now: u64, out: &mut V
             None => {}
         },
         Plan::Bin(r) => encode_bin(&r, first, out),
+    }
+}
+
+/// The reply of delete and touch: `word` when the op ended in `hit`, else NOT_FOUND.
+fn hit_or_miss(
+    first: Option<Result<Outcome, Reply>>,
+    hit: Status,
+    word: &'static str,
+    (hits, misses): (&std::sync::atomic::AtomicU64, &std::sync::atomic::AtomicU64),
+    noreply: bool,
+    out: &mut Vec<u8>,
+) {
+    let word = match first {
+        Some(Ok(o)) if o.status == hit => {
+            McStats::add(hits, 1);
+            word
+        }
+        Some(Ok(_)) => {
+            McStats::add(misses, 1);
+            "NOT_FOUND"
+        }
+        Some(Err(e)) => server_error(&e),
+        None => "SERVER_ERROR internal error",
+    };
+    if !noreply {
+        out.extend_from_slice(&line(word));
     }
 }
 
