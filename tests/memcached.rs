@@ -235,6 +235,11 @@ fn offloaded_values_are_read_over_memcached_with_their_flags() {
         prefix.to_str().unwrap(),
     ]);
     let mut t = Text::open(port);
+    // A CAS read before a fill that sends cold values (this one first) to SSD still matches.
+    let first = "f".repeat(600);
+    t.call(format!("set first 9 0 600\r\n{first}\r\n").as_bytes());
+    let got = t.call(b"gets first\r\n");
+    let cas = got[0].split(' ').nth(4).unwrap().trim().to_string();
     let n = 60_000;
     let value = |i: usize| format!("{i:08}-{}", "v".repeat(500));
     let mut batch = Vec::new();
@@ -283,6 +288,10 @@ fn offloaded_values_are_read_over_memcached_with_their_flags() {
         "no value came from disk"
     );
     assert_eq!(info(&mut r, "tiered_read_errors"), 0);
+    assert_eq!(
+        t.call(format!("cas first 9 0 1 {cas}\r\nx\r\n").as_bytes()),
+        ["STORED\r\n"]
+    );
     // Binary get of an offloaded value too.
     let c = client(port, true);
     let (v, flags, _) = c
