@@ -52,6 +52,18 @@ pub fn run(flags: &Flags) -> Result<()> {
         .map_err(|_| config_error(format!("--bind: cannot resolve '{}'", flags.bind)))?;
     let listener = listen(addr)
         .map_err(|e| io_error(format!("--port/--bind: cannot listen on {addr}: {e}")))?;
+    // memcached's port, bound on the same address.
+    let mc_listener = match flags.memcached_port {
+        0 => None,
+        port => {
+            let mc_addr = SocketAddr::new(addr.ip(), port);
+            Some(listen(mc_addr).map_err(|e| {
+                io_error(format!(
+                    "--memcached_port/--bind: cannot listen on {mc_addr}: {e}"
+                ))
+            })?)
+        }
+    };
 
     let mut senders = Vec::with_capacity(threads);
     let mut receivers = Vec::with_capacity(threads);
@@ -103,16 +115,27 @@ pub fn run(flags: &Flags) -> Result<()> {
             .try_clone()
             .map_err(|e| io_error(format!("cannot share the listening socket: {e}")))?
             .into_raw_fd();
+        let mc_fd = match &mc_listener {
+            Some(l) => Some(
+                l.try_clone()
+                    .map_err(|e| io_error(format!("cannot share the memcached socket: {e}")))?
+                    .into_raw_fd(),
+            ),
+            None => None,
+        };
         let placement = match cpus.get(id % cpus.len().max(1)) {
             Some(&cpu) => Placement::Fixed(cpu),
             None => Placement::Unbound,
         };
-        let h = LocalExecutorBuilder::new(placement)
-            .name(&format!("strata-{id}"))
-            // Registered I/O buffers count against maxmemory; the network path needs few.
-            .io_memory(IO_MEMORY)
-            .spawn(move || async move { core_main(id, global, rx, fd, ready, snapshot).await })
-            .map_err(|e| io_error(format!("cannot start executor {id}: {e}")))?;
+        let h =
+            LocalExecutorBuilder::new(placement)
+                .name(&format!("strata-{id}"))
+                // Registered I/O buffers count against maxmemory; the network path needs few.
+                .io_memory(IO_MEMORY)
+                .spawn(move || async move {
+                    core_main(id, global, rx, (fd, mc_fd), ready, snapshot).await
+                })
+                .map_err(|e| io_error(format!("cannot start executor {id}: {e}")))?;
         handles.push(h);
     }
     for h in handles {
@@ -130,7 +153,7 @@ async fn core_main(
     id: usize,
     global: Arc<Global>,
     rx: mpsc::UnboundedReceiver<Msg>,
-    listen_fd: RawFd,
+    (listen_fd, mc_fd): (RawFd, Option<RawFd>),
     ready: Arc<std::sync::Barrier>,
     snapshot: Option<load::Shared>,
 ) -> Result<()> {
@@ -178,6 +201,26 @@ async fn core_main(
     }
     // Not through `poller::spawn`: the driver does not count its own turns.
     glommio::spawn_local(poller.clone().drive()).detach();
+    if let Some(fd) = mc_fd {
+        // SAFETY: as for `listen_fd`: a listening socket duplicated for this core alone.
+        let mc_listener = unsafe { std::net::TcpListener::from_raw_fd(fd) };
+        let (p, c) = (poller.clone(), core.clone());
+        spawn(accept_loop(
+            poller.clone(),
+            mc_listener,
+            move |fd| match Socket::new(fd, p.clone()) {
+                Ok(sock) => {
+                    let c = c.clone();
+                    spawn(async move {
+                        crate::net::memcache::serve(c, sock).await;
+                    })
+                    .detach();
+                }
+                Err(e) => warn!("core {id}: cannot watch a new memcached connection: {e}"),
+            },
+        ))
+        .detach();
+    }
     let p = poller.clone();
     accept_loop(poller, listener, move |fd| {
         match Socket::new(fd, p.clone()) {

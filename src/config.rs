@@ -140,6 +140,15 @@ pub struct Flags {
     #[arg(long = "notify_keyspace_events", alias = "notify-keyspace-events", default_value = "", value_parser = parse_notify_flag)]
     pub notify_keyspace_events: u32,
 
+    /// TCP port for memcached clients (text, meta and binary protocols), bound like `--port`
+    /// on `--bind`; 0 = off.
+    #[arg(long = "memcached_port", alias = "memcached-port", default_value_t = 0)]
+    pub memcached_port: u16,
+
+    /// Largest item a memcached client may store (bytes or 1mb-style).
+    #[arg(long = "max_item_size", alias = "max-item-size", default_value = "1mb", value_parser = parse_mem_flag)]
+    pub max_item_size: u64,
+
     /// Log level: error, warn, info, debug or trace.
     #[arg(long = "log_level", alias = "log-level", default_value = "info")]
     pub log_level: String,
@@ -262,6 +271,9 @@ pub struct Settings {
     pub dbfilename: RwLock<String>,
     pub snapshot: SnapshotSettings,
     pub cache_mode: bool,
+    /// `--memcached_port` (0 = off) and `--max_item_size`.
+    pub memcached_port: u16,
+    pub max_item_size: u64,
 }
 
 /// Snapshot settings fixed at start.
@@ -373,6 +385,8 @@ impl Settings {
             threads: f.threads(),
             tiered,
             cache_mode: f.cache_mode,
+            memcached_port: f.memcached_port,
+            max_item_size: f.max_item_size,
             dir: RwLock::new(f.dir.clone()),
             dbfilename: RwLock::new(f.dbfilename.clone()),
             snapshot: SnapshotSettings {

@@ -15,6 +15,7 @@ pub mod hash;
 pub mod hyperloglog;
 pub mod keys;
 pub mod list;
+pub mod memcache;
 pub mod set;
 pub mod sort;
 pub mod string;

@@ -17,7 +17,7 @@ use tracing::debug;
 use super::socket::Socket;
 use crate::protocol::{Parsed, Reply, RequestParser};
 use crate::server::dispatch::{dispatch, Replies, Request};
-use crate::server::session::{Delivery, Peer, Session};
+use crate::server::session::{Delivery, Session};
 use crate::server::table::BLOCKING;
 use crate::server::Core;
 
@@ -32,19 +32,7 @@ const PUSH_CHUNK: usize = 256 * 1024;
 
 /// Serves a connection until the client leaves, breaks the protocol or is killed.
 pub async fn serve(core: Rc<Core>, stream: Socket) {
-    let sock = socket2::SockRef::from(&stream);
-    let _ = sock.set_nodelay(true);
-    let addr_of = |a: std::io::Result<socket2::SockAddr>| {
-        a.ok()
-            .and_then(|a| a.as_socket())
-            .map(|a| a.to_string())
-            .unwrap_or_default()
-    };
-    let peer = Peer {
-        addr: addr_of(sock.peer_addr()),
-        laddr: addr_of(sock.local_addr()),
-        fd: stream.raw_fd(),
-    };
+    let peer = super::peer_of(&stream);
     let mut session = Session::open(&core.global, core.id, peer);
     if let Err(e) = conn_loop(&core, &mut session, &stream).await {
         debug!(client = session.id, "connection closed: {e}");

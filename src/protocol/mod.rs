@@ -3,6 +3,7 @@
 //!
 //! Never: knows about commands, sessions or storage; panics on any input.
 
+pub mod memcache;
 pub mod reply;
 pub mod resp;
 

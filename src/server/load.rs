@@ -451,7 +451,7 @@ fn insert(sh: &mut Shard, recs: Vec<Rec>, goal: u64) {
         if r.client_flags != 0 {
             let meta = KeyMeta {
                 client_flags: r.client_flags,
-                cas: 0,
+                ..KeyMeta::default()
             };
             sh.set_meta(r.db, &r.key, meta);
         }

@@ -29,6 +29,7 @@ pub mod eviction;
 pub mod exec;
 pub mod load;
 pub mod locked;
+pub mod memcache;
 pub mod multi;
 pub mod offload;
 pub mod pubsub;

@@ -190,7 +190,13 @@ impl Spec {
     /// Position in [`TABLE`] (CLIENT LIST's `cmd=` keeps it).
     pub fn index(&'static self) -> u32 {
         let offset = (self as *const Spec as usize).wrapping_sub(TABLE.as_ptr() as usize);
-        (offset / std::mem::size_of::<Spec>()) as u32
+        let i = offset / std::mem::size_of::<Spec>();
+        // Specs outside the table (memcached's) have no index.
+        if i < TABLE.len() {
+            i as u32
+        } else {
+            u32::MAX
+        }
     }
 
     /// Flag names as COMMAND INFO reports them.

@@ -144,6 +144,16 @@ pub struct Shard {
     pub blocked: blocked::BlockedKeys,
     /// Where keyspace events go (see [`Shard::notify`]); None until the server sets it.
     pub events: Option<notify::Sink>,
+    /// The next memcached CAS sequence number of this shard (see [`Shard::new_cas`]).
+    cas_seq: u64,
+}
+
+/// Drops the memcached CAS of the entry at `pos`, which is about to change (flags stay).
+fn forget_cas(table: &mut Dashtable<Entry>, pos: dashtable::Pos) {
+    let meta = table.meta_at(pos);
+    if meta.cas != 0 {
+        table.set_meta_at(pos, KeyMeta { cas: 0, ..meta });
+    }
 }
 
 /// Hashes with field expiries visited per active-expiry tick.
@@ -181,6 +191,9 @@ impl Shard {
             watches: Default::default(),
             blocked: Default::default(),
             events: None,
+            // Seeded from the clock so that CAS values handed out before a restart are not
+            // handed out again for other data after it (4096 per ms of uptime stay ahead).
+            cas_seq: now_ms() << 12,
             settings,
         }
     }
@@ -253,18 +266,63 @@ impl Shard {
         self.hit_at(db, pos)
     }
 
-    /// Looks a key up for writing (no hit/miss counting); expired keys are deleted first.
+    /// Looks a key up for writing (no hit/miss counting); expired keys are deleted first. The
+    /// caller may change the value: the key's memcached CAS is dropped (see [`Shard::cas_of`]).
     pub fn lookup_mut(&mut self, db: usize, key: &[u8], now: u64) -> Option<&mut Entry> {
         let pos = self.find_live(db, key, now)?;
-        self.dbs[db].table.at_mut(pos)
+        let table = &mut self.dbs[db].table;
+        forget_cas(table, pos);
+        table.at_mut(pos)
     }
 
     /// [`Shard::lookup_mut`] with the key's absolute expiry (0 = none).
     pub fn lookup_mut_ttl(&mut self, db: usize, key: &[u8], now: u64) -> Option<(&mut Entry, u64)> {
         let pos = self.find_live(db, key, now)?;
         let table = &mut self.dbs[db].table;
+        forget_cas(table, pos);
         let at = table.expire_at(pos);
         table.at_mut(pos).map(|e| (e, at))
+    }
+
+    /// A live key's entry and expiry for a look only: no hit counted, no access noted, no
+    /// metadata dropped (an expired key is removed on the way).
+    pub fn peek_live(&mut self, db: usize, key: &[u8], now: u64) -> Option<(&Entry, u64)> {
+        let pos = self.find_live(db, key, now)?;
+        let table = &self.dbs[db].table;
+        Some((table.at(pos)?, table.expire_at(pos)))
+    }
+
+    /// Sets a key's metadata without counting a change (memcached's item states and a CAS
+    /// given on a read are no change of the data).
+    pub fn set_meta_quiet(&mut self, db: usize, key: &[u8], meta: KeyMeta) {
+        let table = &mut self.dbs[db].table;
+        if let Some(pos) = table.find(key, hash(key)) {
+            table.set_meta_at(pos, meta);
+        }
+    }
+
+    /// A fresh memcached CAS value, unique across shards (the shard's id in the low 8 bits).
+    pub fn new_cas(&mut self) -> u64 {
+        self.cas_seq += 1;
+        (self.cas_seq << 8) | (self.id as u64 & 0xff)
+    }
+
+    /// A live key's memcached CAS, given one when it has none: writes from RESP replace or
+    /// change values without one (an insert starts with no metadata, [`Shard::lookup_mut`]
+    /// drops it), so any write since a client read a CAS makes its compare fail. Not counted
+    /// as a change (it is no write of the data).
+    pub fn cas_of(&mut self, db: usize, key: &[u8]) -> u64 {
+        let table = &self.dbs[db].table;
+        let Some(pos) = table.find(key, hash(key)) else {
+            return 0;
+        };
+        let meta = table.meta_at(pos);
+        if meta.cas != 0 {
+            return meta.cas;
+        }
+        let cas = self.new_cas();
+        self.dbs[db].table.set_meta_at(pos, KeyMeta { cas, ..meta });
+        cas
     }
 
     /// A live key's entry for a change of representation only (its value moving between RAM
@@ -318,7 +376,7 @@ impl Shard {
 
     /// True when the key exists and is not expired (no metadata update).
     pub fn contains(&mut self, db: usize, key: &[u8], now: u64) -> bool {
-        self.lookup_mut(db, key, now).is_some()
+        self.find_live(db, key, now).is_some()
     }
 
     /// Stores `value` under `key` with absolute expiry `expire_at` (0 = none), replacing any

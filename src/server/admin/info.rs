@@ -193,6 +193,12 @@ pub async fn info(Call { core, args, .. }: Call<'_>) -> Reply {
     if want("tiered") && g.settings.tiered.is_some() {
         section("TIERED", tiered_section(&reports));
     }
+    if want("memcached") && g.settings.memcached_port != 0 {
+        section(
+            "Memcached",
+            crate::server::memcache::info_section(g.settings.memcached_port),
+        );
+    }
     if want("keyspace") {
         let mut body = String::new();
         for (i, &(k, v, weighted, sampled)) in keys.iter().enumerate() {
@@ -300,7 +306,7 @@ fn tiered_section(reports: &[ShardReport]) -> String {
 }
 
 /// Process user and system CPU seconds.
-fn cpu_times() -> (f64, f64) {
+pub fn cpu_times() -> (f64, f64) {
     let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
         return (0.0, 0.0);
     };
