@@ -114,6 +114,9 @@ fn route(core: &Core, session: &Session, req: &Request, oom: &mut Option<bool>) 
     if !session.authed && !spec.has(NOAUTH) {
         return Route::Reply(err(ERR_NOAUTH));
     }
+    if let Some(busy) = super::script::busy_reply(spec, args) {
+        return Route::Reply(busy);
+    }
     if spec.has(DENYOOM) {
         // Cache mode evicts instead of refusing (see `eviction`). Store mode refuses once used
         // memory passes what keeps RSS itself under maxmemory: with the tier file full, used
@@ -471,6 +474,18 @@ async fn run_split(
     let Some(results) = txn::run_parts(core, db, spec, f, &parts).await else {
         return err("ERR server is shutting down");
     };
+    merge_split(args, group, merge, n, &parts, results)
+}
+
+/// The reply of a split command from its parts' replies (in part order).
+pub fn merge_split(
+    args: &[Bytes],
+    group: usize,
+    merge: Merge,
+    n: usize,
+    parts: &[(usize, Vec<Bytes>)],
+    results: Vec<Reply>,
+) -> Reply {
     match merge {
         Merge::AtomicOk => results
             .into_iter()

@@ -28,6 +28,7 @@ pub mod eviction;
 pub mod exec;
 pub mod load;
 pub mod offload;
+pub mod script;
 pub mod session;
 pub mod snapshot;
 pub mod table;

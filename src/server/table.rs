@@ -16,6 +16,7 @@ use futures::future::LocalBoxFuture;
 
 use super::admin::{client, command, config, connection, debug, info, keyspace, persist};
 use super::core::Core;
+use super::script;
 use super::session::Session;
 use super::txn;
 use super::txn_collections as txc;
@@ -403,6 +404,11 @@ pub static TABLE: &[Spec] = &[
     spec!("keys", 2, R, 0, 0, 0, awaits!(keyspace::keys), "generic", "1.0.0", "Returns all key names that match a pattern."),
     spec!("scan", -2, R, 0, 0, 0, awaits!(keyspace::scan), "generic", "2.8.0", "Iterates over the key names in the database."),
     spec!("randomkey", 1, R, 0, 0, 0, awaits!(keyspace::randomkey), "generic", "1.0.0", "Returns a random key name from the database."),
+    spec!("eval", -3, MOVABLE_KEYS, 0, 0, 0, awaits!(script::eval), "scripting", "2.6.0", "Executes a server-side Lua script."),
+    spec!("evalsha", -3, MOVABLE_KEYS, 0, 0, 0, awaits!(script::evalsha), "scripting", "2.6.0", "Executes a server-side Lua script by SHA1 digest."),
+    spec!("eval_ro", -3, R | MOVABLE_KEYS, 0, 0, 0, awaits!(script::eval), "scripting", "7.0.0", "Executes a read-only server-side Lua script."),
+    spec!("evalsha_ro", -3, R | MOVABLE_KEYS, 0, 0, 0, awaits!(script::evalsha), "scripting", "7.0.0", "Executes a read-only server-side Lua script by SHA1 digest."),
+    spec!("script", -2, 0, 0, 0, 0, Exec::Session(script::script), "scripting", "2.6.0", "A container for Lua scripts management commands."),
     spec!("dbsize", 1, R | F, 0, 0, 0, awaits!(keyspace::dbsize), "server", "1.0.0", "Returns the number of keys in the database."),
     spec!("flushdb", -1, W, 0, 0, 0, awaits!(keyspace::flushdb), "server", "1.0.0", "Removes all keys from the current database."),
     spec!("flushall", -1, W, 0, 0, 0, awaits!(keyspace::flushall), "server", "1.0.0", "Removes all keys from all databases."),

@@ -104,7 +104,7 @@ fn shutting_down() -> Reply {
 }
 
 /// Runs one keyed command on a held shard (loading offloaded values it reads).
-async fn run_fn(
+pub async fn run_fn(
     txn: &Txn,
     shard: usize,
     db: usize,
