@@ -114,7 +114,7 @@ fn route(core: &Core, session: &Session, req: &Request, oom: &mut Option<bool>) 
     if !session.authed && !spec.has(NOAUTH) {
         return Route::Reply(err(ERR_NOAUTH));
     }
-    if let Some(busy) = super::script::busy_reply(spec, args) {
+    if let Some(busy) = super::script::busy_reply(&core.global.settings, spec, args) {
         return Route::Reply(busy);
     }
     if spec.has(DENYOOM) {

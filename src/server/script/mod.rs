@@ -18,6 +18,7 @@
 //! this core (blocking commands, fan-outs) while it holds the shards.
 
 pub mod call;
+pub mod function;
 pub mod vm;
 
 use std::cell::RefCell;
@@ -35,6 +36,7 @@ use super::session::Session;
 use super::table::{Call, Spec};
 use super::txn::Txn;
 use crate::cmd::args::{err, is, parse_i64, ERR_NOT_INT};
+use crate::config::Settings;
 use crate::protocol::Reply;
 use crate::shard::now_ms;
 use vm::Vm;
@@ -73,19 +75,11 @@ fn scripts() -> &'static Mutex<HashMap<String, Arc<Script>>> {
 /// Bumped by SCRIPT FLUSH: cores with an older interpreter start a new one.
 static EPOCH: AtomicU64 = AtomicU64::new(0);
 
-/// `busy-reply-threshold` (alias `lua-time-limit`) in milliseconds.
-static BUSY_THRESHOLD_MS: AtomicU64 = AtomicU64::new(5000);
-
-pub fn busy_threshold_ms() -> u64 {
-    BUSY_THRESHOLD_MS.load(Ordering::Relaxed)
-}
-
-pub fn set_busy_threshold_ms(ms: u64) {
-    BUSY_THRESHOLD_MS.store(ms, Ordering::Relaxed);
-}
-
 /// The script running now (one at a time: each holds every shard), for BUSY and KILL.
 pub struct Running {
+    started: Instant,
+    name: String,
+    command: Vec<Bytes>,
     kill: AtomicBool,
     dirty: AtomicBool,
     /// EVAL (true) or FCALL (false): each KILL only stops its own kind.
@@ -107,12 +101,12 @@ fn epoch_ms() -> u64 {
 
 /// The -BUSY reply for `spec` while a script has run past the threshold; None otherwise
 /// (and for the commands Redis still serves then).
-pub fn busy_reply(spec: &Spec, args: &[Bytes]) -> Option<Reply> {
+pub fn busy_reply(settings: &Settings, spec: &Spec, args: &[Bytes]) -> Option<Reply> {
     let since = RUNNING_SINCE.load(Ordering::Relaxed);
     if since == 0 {
         return None;
     }
-    let threshold = busy_threshold_ms();
+    let threshold = settings.busy_reply_threshold.load(Ordering::Relaxed);
     if threshold == 0 || epoch_ms() + 1 < since + threshold {
         return None;
     }
@@ -136,6 +130,24 @@ pub fn busy_reply(spec: &Spec, args: &[Bytes]) -> Option<Reply> {
     } else {
         "BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE."
     }))
+}
+
+/// The running script for FUNCTION STATS: (function name, command, ms running) of a function,
+/// and whether an EVAL script is what runs.
+pub fn running_info() -> (Option<(String, Vec<Bytes>, u64)>, bool) {
+    let r = running().lock().ok().and_then(|r| r.clone());
+    match r {
+        Some(r) if r.eval => (None, true),
+        Some(r) => (
+            Some((
+                r.name.clone(),
+                r.command.clone(),
+                r.started.elapsed().as_millis() as u64,
+            )),
+            false,
+        ),
+        None => (None, false),
+    }
 }
 
 /// SCRIPT KILL (`eval`) or FUNCTION KILL.
@@ -338,6 +350,7 @@ async fn eval_generic(call: Call<'_>, by_sha: bool) -> Reply {
         flags: script.flags,
         ro,
         eval: true,
+        command: &args,
     };
     run.go(core, session, &f, keys, argv).await
 }
@@ -372,6 +385,8 @@ pub struct Run<'a> {
     /// EVAL_RO / FCALL_RO.
     pub ro: bool,
     pub eval: bool,
+    /// The command that runs it (FUNCTION STATS shows it).
+    pub command: &'a [Bytes],
 }
 
 /// What `redis.call` sees of the run.
@@ -409,6 +424,9 @@ impl Run<'_> {
             None
         };
         let state = Arc::new(Running {
+            started: Instant::now(),
+            name: self.name.to_string(),
+            command: self.command.to_vec(),
             kill: AtomicBool::new(false),
             dirty: AtomicBool::new(false),
             eval: self.eval,
@@ -597,10 +615,26 @@ pub fn script(Call { args, .. }: Call<'_>) -> Reply {
                 err("ERR Use SCRIPT DEBUG YES/SYNC/NO")
             }
         }
-        _ => err(&format!(
-            "ERR unknown subcommand or wrong number of arguments for '{}'. Try SCRIPT HELP.",
-            String::from_utf8_lossy(&args[1])
-        )),
+        _ => unknown_subcommand(
+            &args[1],
+            "SCRIPT",
+            &["help", "flush", "exists", "load", "kill", "debug"],
+        ),
+    }
+}
+
+/// Redis' reply to a container command's bad call: a known subcommand with the wrong number
+/// of arguments, or an unknown one.
+pub fn unknown_subcommand(sub: &[u8], container: &str, known: &[&str]) -> Reply {
+    let name = String::from_utf8_lossy(&sub[..sub.len().min(128)]).to_string();
+    if known.iter().any(|k| is(sub, k)) {
+        err(&format!(
+            "ERR unknown subcommand or wrong number of arguments for '{name}'. Try {container} HELP."
+        ))
+    } else {
+        err(&format!(
+            "ERR unknown subcommand '{name}'. Try {container} HELP."
+        ))
     }
 }
 

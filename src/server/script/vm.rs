@@ -120,6 +120,7 @@ local function protect(t)
   return t
 end
 hidden.proxies = proxies
+hidden.raw_setmetatable = setmetatable_
 rawset = function(t, k, v)
   if proxies[t] then error_(']] .. READONLY .. [[', 0) end
   return rawset_(t, k, v)
@@ -271,6 +272,24 @@ impl Vm {
         self.hidden.raw_set("call", f)
     }
 
+    /// The table only Rust and the setup code reach (FUNCTION's loader keeps its state there).
+    pub fn hidden(&self) -> &Table {
+        &self.hidden
+    }
+
+    /// Compiles `body` with `env` as its environment (a function library's).
+    pub fn compile_in(&self, body: &[u8], name: &str, env: &Table) -> Result<Function, String> {
+        self.lua
+            .load(body)
+            .set_name(name)
+            .set_environment(env.clone())
+            .into_function()
+            .map_err(|e| match e {
+                mlua::Error::SyntaxError { message, .. } => message,
+                other => other.to_string(),
+            })
+    }
+
     /// Installs (or removes) the run's setresp, set_repl and acl_check_cmd.
     pub fn set_run_api(&self, api: Option<(Function, Function, Function)>) -> mlua::Result<()> {
         let (a, b, c) = match api {
@@ -293,9 +312,10 @@ impl Vm {
     pub fn set_watch(&self, check: impl Fn() -> Result<(), String> + Send + 'static) {
         let _ = self.lua.set_hook(
             HookTriggers::new().every_nth_instruction(100_000),
-            move |_, _| match check() {
+            move |lua, _| match check() {
                 Ok(()) => Ok(VmState::Continue),
-                Err(e) => Err(mlua::Error::runtime(e)),
+                // Raised as Redis raises it: an error table the script sees.
+                Err(e) => fail(lua, &e).map(|_| VmState::Continue),
             },
         );
     }
