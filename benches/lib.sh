@@ -80,6 +80,24 @@ wait_for_ping() {
     done
 }
 
+# Start server $1 (strata: STRATA_BIN with one thread; redis: redis-server), no persistence,
+# on port $2, pinned to SERVER_CPU, its log in $WORKDIR/$1.log; sets SERVER_PID. Returns 1
+# (after printing the log's tail) when it does not answer PING within 20 s.
+start_pinned_server() {
+    local name="$1" port="$2" cmd
+    case "$name" in
+        strata) cmd=("$STRATA_BIN" --proactor_threads 1 --port "$port" --dbfilename "") ;;
+        redis) cmd=(redis-server --port "$port" --save '' --appendonly no --daemonize no) ;;
+    esac
+    pin_prefix "$SERVER_CPU"
+    "${PIN_CMD[@]}" "${cmd[@]}" >"$WORKDIR/$name.log" 2>&1 &
+    SERVER_PID=$!
+    if ! wait_for_ping "$port" "$SERVER_PID" 20; then
+        tail -n 20 "$WORKDIR/$name.log" >&2
+        return 1
+    fi
+}
+
 # Stop a child process: SIGTERM, then SIGKILL if it is still there after $2 seconds
 # (default 15); then reap it. Returns 1 when it had to be killed.
 stop_pid() {

@@ -86,18 +86,7 @@ generate() {
 rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$SERVER_PID/status"; }
 
 start() {
-    local name="$1" port="$2" cmd
-    case "$name" in
-        strata) cmd=("$STRATA_BIN" --proactor_threads 1 --port "$port" --dbfilename "") ;;
-        redis) cmd=(redis-server --port "$port" --save '' --appendonly no --daemonize no) ;;
-    esac
-    pin_prefix "$SERVER_CPU"
-    "${PIN_CMD[@]}" "${cmd[@]}" >"$WORKDIR/$name.log" 2>&1 &
-    SERVER_PID=$!
-    if ! wait_for_ping "$port" "$SERVER_PID" 20; then
-        tail -n 20 "$WORKDIR/$name.log" >&2
-        die "$name did not start on port $port"
-    fi
+    start_pinned_server "$1" "$2" || die "$1 did not start on port $2"
 }
 
 # Load one data set into a fresh server and record its RSS growth.

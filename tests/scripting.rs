@@ -113,6 +113,27 @@ const CASES: &[&[&str]] = &[
     ],
     &["eval", "return redis.call('del', 'a', 'b', 'c', 'd')", "0"],
     &["eval", "return {KEYS, ARGV}", "2", "a", "b", "c", "d"],
+    // commands over both shards, and keyspace-wide ones, inside a script
+    &[
+        "eval",
+        "redis.call('mset','a','1','b','2','c','3','d','4'); return redis.call('dbsize')",
+        "0",
+    ],
+    &["eval", "return redis.call('rename','a','zz')", "0"],
+    &[
+        "eval",
+        "return redis.call('mget','zz','b','c','d','a')",
+        "0",
+    ],
+    &[
+        "eval",
+        "local k = redis.call('keys','*'); table.sort(k); return k",
+        "0",
+    ],
+    &["eval", "return redis.call('exists','zz','b','c','x')", "0"],
+    &["eval", "return redis.call('del','zz','b','c','d')", "0"],
+    &["eval", "return redis.call('multi')", "0"],
+    &["eval", "return redis.call('config','get','maxmemory')", "0"],
     // errors
     &["eval", "return redis.call('nosuch')", "0"],
     &["eval", "return redis.call('get')", "0"],

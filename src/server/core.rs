@@ -41,6 +41,14 @@ pub enum Msg {
     Unlock(u64),
 }
 
+/// A job's message: as transaction `held`'s when it holds the target shard.
+fn job_msg(held: Option<u64>, job: Job) -> Msg {
+    match held {
+        Some(tx) => Msg::RunTx(tx, job),
+        None => Msg::Run(job),
+    }
+}
+
 /// A job that starts `work` as a task on the core it runs on; the receiver gets the result.
 pub fn spawning_job<R: Send + 'static>(work: AsyncWork<R>) -> (Job, oneshot::Receiver<R>) {
     let (tx, rx) = oneshot::channel();
@@ -282,14 +290,18 @@ impl Core {
     }
 
     /// Runs `f` on shard `shard` and returns its result; inline when the shard is local.
-    /// None only if the target core is gone (shutdown).
+    /// None only if the target core is gone (shutdown). Inside a transaction that holds the
+    /// shard (`txn::Scoped`), runs as that transaction's job.
     pub async fn on_shard<R, F>(self: &Rc<Self>, shard: usize, f: F) -> Option<R>
     where
         R: Send + 'static,
         F: FnOnce(&mut Shard) -> R + Send + 'static,
     {
+        let held = super::txn::held_tx(shard);
         if shard == self.id {
-            self.gate.opened().await;
+            if held.is_none() {
+                self.gate.opened().await;
+            }
             return Some(f(&mut self.shard.borrow_mut()));
         }
         let (tx, rx) = oneshot::channel();
@@ -297,7 +309,7 @@ impl Core {
             let _ = tx.send(f(&mut core.shard.borrow_mut()));
         });
         let _waiting = remote_wait();
-        if !self.global.send(shard, Msg::Run(job)) {
+        if !self.global.send(shard, job_msg(held, job)) {
             return None;
         }
         rx.await.ok()
@@ -314,7 +326,10 @@ impl Core {
         }
         let (job, rx) = spawning_job(work);
         let _waiting = remote_wait();
-        if !self.global.send(shard, Msg::Run(job)) {
+        if !self
+            .global
+            .send(shard, job_msg(super::txn::held_tx(shard), job))
+        {
             return None;
         }
         rx.await.ok()

@@ -22,9 +22,9 @@ use smallvec::SmallVec;
 use super::core::Core;
 use super::session::Session;
 use super::table::{self, Call, Exec, Merge, Spec, DENYOOM, NOAUTH, WRITE};
-use super::{eviction, exec, txn};
+use super::{eviction, exec, multi, txn};
 use crate::cmd::args::{err, ERR_NOAUTH, ERR_OOM};
-use crate::cmd::{wrong_args, Ctx, ShardFn};
+use crate::cmd::{wrong_args, ShardFn};
 use crate::protocol::Reply;
 use crate::shard::{now_ms, shard_of, snapshot_backlog_limit};
 
@@ -103,33 +103,19 @@ enum Route {
     Barrier(&'static Spec),
 }
 
-fn route(core: &Core, session: &Session, req: &Request, oom: &mut Option<bool>) -> Route {
+/// The checks every request passes before it runs or is queued (MULTI): a known command, its
+/// arity (whole key/value groups included), authentication. Notes it as the session's last
+/// command.
+pub(super) fn admit(session: &Session, req: &Request) -> Result<&'static Spec, Reply> {
     let args = &req.args;
     let Some(spec) = req.spec else {
-        return Route::Reply(table::unknown_command(args));
+        return Err(table::unknown_command(args));
     };
     if !spec.arity_ok(args.len()) {
-        return Route::Reply(wrong_args(spec.name));
+        return Err(wrong_args(spec.name));
     }
     if !session.authed && !spec.has(NOAUTH) {
-        return Route::Reply(err(ERR_NOAUTH));
-    }
-    if let Some(busy) = super::script::busy_reply(&core.global.settings, spec, args) {
-        return Route::Reply(busy);
-    }
-    if spec.has(DENYOOM) {
-        // Cache mode evicts instead of refusing (see `eviction`). Store mode refuses once used
-        // memory passes what keeps RSS itself under maxmemory: with the tier file full, used
-        // memory at maxmemory had RSS 13% past it.
-        let over = *oom.get_or_insert_with(|| {
-            let max = core.global.settings.maxmemory();
-            max > 0
-                && !core.global.settings.cache_mode
-                && crate::memory::used_memory() > eviction::rss_limit(&core.global, max)
-        });
-        if over {
-            return Route::Reply(err(ERR_OOM));
-        }
+        return Err(err(ERR_NOAUTH));
     }
     session
         .client
@@ -137,46 +123,69 @@ fn route(core: &Core, session: &Session, req: &Request, oom: &mut Option<bool>) 
         .store(spec.index(), Ordering::Relaxed);
     // Key/value lists (MSET, MSETNX) must come in whole groups.
     if spec.step > 1 && spec.last_key < 0 && !(args.len() - 1).is_multiple_of(spec.step as usize) {
-        return Route::Reply(wrong_args(spec.name));
+        return Err(wrong_args(spec.name));
     }
-    let n = core.global.shards();
+    if let Exec::Split(_, group, _) = spec.exec {
+        if !(args.len() - 1).is_multiple_of(group) {
+            return Err(wrong_args(spec.name));
+        }
+    }
+    Ok(spec)
+}
+
+/// True when store mode refuses commands that add data (`oom` caches the answer for a batch).
+/// Cache mode evicts instead of refusing (see `eviction`). Store mode refuses once used memory
+/// passes what keeps RSS itself under maxmemory: with the tier file full, used memory at
+/// maxmemory had RSS 13% past it.
+pub(super) fn over_memory(core: &Core, oom: &mut Option<bool>) -> bool {
+    *oom.get_or_insert_with(|| {
+        let max = core.global.settings.maxmemory();
+        max > 0
+            && !core.global.settings.cache_mode
+            && crate::memory::used_memory() > eviction::rss_limit(&core.global, max)
+    })
+}
+
+/// The shard that runs keyed command `spec` with `args` and its function, when all its keys
+/// live on one shard (`here`, the calling core, for one without keys); None when it must run
+/// as a barrier (keys on several shards, connection and server commands).
+pub(super) fn one_shard(
+    n: usize,
+    here: usize,
+    spec: &'static Spec,
+    args: &[Bytes],
+) -> Option<(usize, ShardFn)> {
+    fn same(mut shards: impl Iterator<Item = usize>, here: usize) -> Option<usize> {
+        let first = shards.next().unwrap_or(here);
+        shards.all(|s| s == first).then_some(first)
+    }
     match spec.exec {
-        Exec::Keyed(f) | Exec::Cross(f, _) => {
-            let mut keys = spec.key_indices(args.len()).map(|i| shard_of(&args[i], n));
-            let first = keys.next().unwrap_or(core.id);
-            if keys.all(|s| s == first) {
-                Route::Keyed(first, spec, f)
-            } else {
-                Route::Barrier(spec)
-            }
+        Exec::Keyed(f) | Exec::Cross(f, _) | Exec::Split(f, _, _) => {
+            let keys = spec.key_indices(args.len()).map(|i| shard_of(&args[i], n));
+            Some((same(keys, here)?, f))
         }
         Exec::Movable(f, _, _) => {
-            let mut keys = spec
-                .keys_of(args)
-                .into_iter()
-                .map(|i| shard_of(&args[i], n));
-            let first = keys.next().unwrap_or(core.id);
-            if keys.all(|s| s == first) {
-                Route::Keyed(first, spec, f)
-            } else {
-                Route::Barrier(spec)
-            }
+            let keys = spec.keys_of(args);
+            Some((same(keys.iter().map(|&i| shard_of(&args[i], n)), here)?, f))
         }
-        Exec::Split(f, group, _) => {
-            if !(args.len() - 1).is_multiple_of(group) {
-                return Route::Reply(wrong_args(spec.name));
-            }
-            let first = shard_of(&args[1], n);
-            if spec
-                .key_indices(args.len())
-                .all(|i| shard_of(&args[i], n) == first)
-            {
-                Route::Keyed(first, spec, f)
-            } else {
-                Route::Barrier(spec)
-            }
-        }
-        Exec::Session(_) | Exec::Await(_) => Route::Barrier(spec),
+        Exec::Session(_) | Exec::Await(_) => None,
+    }
+}
+
+fn route(core: &Core, session: &Session, req: &Request, oom: &mut Option<bool>) -> Route {
+    let spec = match admit(session, req) {
+        Ok(spec) => spec,
+        Err(e) => return Route::Reply(e),
+    };
+    if let Some(busy) = super::script::busy_reply(&core.global.settings, spec, &req.args) {
+        return Route::Reply(busy);
+    }
+    if spec.has(DENYOOM) && over_memory(core, oom) {
+        return Route::Reply(err(ERR_OOM));
+    }
+    match one_shard(core.global.shards(), core.id, spec, &req.args) {
+        Some((shard, f)) => Route::Keyed(shard, spec, f),
+        None => Route::Barrier(spec),
     }
 }
 
@@ -241,6 +250,13 @@ pub async fn dispatch(core: &Rc<Core>, session: &mut Session, reqs: Vec<Request>
     // snapshot.
     let now = now_ms();
     for (i, req) in reqs.into_iter().enumerate() {
+        if session.multi.queuing() {
+            // Inside MULTI: queued (or refused) here, unless it is one that runs at once.
+            if let Some(r) = multi::queue(core, session, &req, &mut oom) {
+                replies[i] = Some(r);
+                continue;
+            }
+        }
         match route(core, session, &req, &mut oom) {
             Route::Reply(r) => replies[i] = Some(r),
             Route::Keyed(s, spec, f) if s == core.id => {
@@ -252,15 +268,7 @@ pub async fn dispatch(core: &Rc<Core>, session: &mut Session, reqs: Vec<Request>
                 replies[i] = Some(if tiered {
                     exec::run_keyed(core, db, spec, f, &req.args, now, 0, Some(&pre)).await
                 } else {
-                    let mut shard = core.shard.borrow_mut();
-                    f(
-                        &mut Ctx {
-                            shard: &mut shard,
-                            db,
-                            now,
-                        },
-                        &req.args,
-                    )
+                    exec::call(&mut core.shard.borrow_mut(), db, now, spec, f, &req.args)
                 });
             }
             Route::Keyed(s, spec, f) => {
@@ -392,14 +400,10 @@ async fn flush_groups(
             .boxed_local()
         } else {
             core.on_shard(s, move |shard| {
-                let mut ctx = Ctx {
-                    shard,
-                    db,
-                    now: now_ms(),
-                };
+                let now = now_ms();
                 batch
                     .into_iter()
-                    .map(|(_, _, f, args)| f(&mut ctx, &args))
+                    .map(|(_, spec, f, args)| exec::call(shard, db, now, spec, f, &args))
                     .collect::<Vec<Reply>>()
             })
             .boxed_local()
@@ -427,7 +431,7 @@ async fn flush_groups(
 
 /// Commands that are not one shard's: split keys, cross-shard keyed commands, connection and
 /// server commands.
-async fn run_barrier(
+pub(super) async fn run_barrier(
     core: &Rc<Core>,
     session: &mut Session,
     spec: &'static Spec,
@@ -438,7 +442,8 @@ async fn run_barrier(
             run_split(core, session.db, spec, f, group, merge, &args).await
         }
         Exec::Cross(_, cross) | Exec::Movable(_, _, cross) => {
-            cross(core, spec, session.db, &args).await
+            let db = session.db;
+            txn::writing(spec, db, &args, cross(core, spec, db, &args)).await
         }
         // Every keyed command with more than one key has a cross-shard form.
         Exec::Keyed(_) => err("ERR keys in request don't hash to the same shard"),
@@ -474,18 +479,6 @@ async fn run_split(
     let Some(results) = txn::run_parts(core, db, spec, f, &parts).await else {
         return err("ERR server is shutting down");
     };
-    merge_split(args, group, merge, n, &parts, results)
-}
-
-/// The reply of a split command from its parts' replies (in part order).
-pub fn merge_split(
-    args: &[Bytes],
-    group: usize,
-    merge: Merge,
-    n: usize,
-    parts: &[(usize, Vec<Bytes>)],
-    results: Vec<Reply>,
-) -> Reply {
     match merge {
         Merge::AtomicOk => results
             .into_iter()

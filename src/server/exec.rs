@@ -21,7 +21,7 @@ use smallvec::SmallVec;
 use tiering::{DiskPtr, SpaceHold, TierError};
 
 use super::core::Core;
-use super::table::{Spec, VALUE_REPLY};
+use super::table::{Spec, VALUE_REPLY, WRITE};
 use crate::cmd::{Ctx, ShardFn};
 use crate::protocol::Reply;
 use crate::shard::{CompactBytes, Shard, Value};
@@ -132,15 +132,7 @@ pub async fn run_keyed(
             }
         };
         if wanted.is_empty() {
-            let mut shard = core.shard.borrow_mut();
-            return f(
-                &mut Ctx {
-                    shard: &mut shard,
-                    db,
-                    now,
-                },
-                args,
-            );
+            return call(&mut core.shard.borrow_mut(), db, now, spec, f, args);
         }
         let Some(tier) = core.shard.borrow().tier.clone() else {
             return crate::cmd::args::err("ERR tiered storage is not available");
@@ -196,18 +188,46 @@ pub async fn run_keyed(
             restore_pointers(&mut shard, db, installed, false);
             continue;
         }
-        let reply = f(
-            &mut Ctx {
-                shard: &mut shard,
-                db,
-                now,
-            },
-            args,
-        );
+        let reply = call(&mut shard, db, now, spec, f, args);
         let upload = upload_allowed(core);
         restore_pointers(&mut shard, db, installed, upload);
         return reply;
     }
+}
+
+/// Runs keyed command `spec` (function `f`) on `shard`. When some key of the shard is
+/// watched, a write that did not fail then marks its keys changed for WATCH: each key when
+/// the shard counted a change, else each key that exists (an in-place change of a collection
+/// is not counted; a write that changed nothing may so fail a WATCH, never miss one).
+#[inline]
+pub fn call(
+    shard: &mut Shard,
+    db: usize,
+    now: u64,
+    spec: &'static Spec,
+    f: ShardFn,
+    args: &[Bytes],
+) -> Reply {
+    if shard.watches.is_empty() || !spec.has(WRITE) {
+        return f(&mut Ctx { shard, db, now }, args);
+    }
+    let before = shard.dirty;
+    let reply = f(&mut Ctx { shard, db, now }, args);
+    if !reply.is_error() {
+        let changed = shard.dirty != before;
+        for i in spec.keys_of(args) {
+            let key = &args[i];
+            if changed
+                || shard.dbs[db]
+                    .table
+                    .find(key, crate::shard::hash(key))
+                    .is_some()
+            {
+                shard.watches.touch(db, key);
+            }
+        }
+    }
+    reply
 }
 
 /// GET of a value just read from disk, answered from the bytes read: the entry keeps its disk

@@ -27,6 +27,8 @@ pub mod error;
 pub mod eviction;
 pub mod exec;
 pub mod load;
+pub mod locked;
+pub mod multi;
 pub mod offload;
 pub mod script;
 pub mod session;

@@ -10,7 +10,9 @@
 //! Never: touches a socket (the connection task in `net/` does) or a shard.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{
+    AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
+};
 use std::sync::{Arc, Mutex};
 
 use futures::channel::mpsc;
@@ -68,6 +70,8 @@ pub struct ClientInfo {
     /// Index into the command table of the last command (u32::MAX = none yet).
     pub last_cmd: AtomicU32,
     pub killed: AtomicBool,
+    /// Commands queued since MULTI; -1 outside MULTI (CLIENT LIST's `multi`, flag `x`).
+    pub multi: AtomicI64,
     mailbox: mpsc::UnboundedSender<(Delivery, usize)>,
     /// Bytes posted and not yet taken by the connection.
     pending: AtomicUsize,
@@ -81,8 +85,10 @@ impl ClientInfo {
             .get(self.last_cmd.load(Ordering::Relaxed) as usize)
             .map(|s| s.name)
             .unwrap_or("NULL");
+        let multi = self.multi.load(Ordering::Relaxed);
+        let flags = if multi >= 0 { "x" } else { "N" };
         format!(
-            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags=N db={} sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem={} tot-mem=0 events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
+            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={flags} db={} sub=0 psub=0 ssub=0 multi={multi} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem={} tot-mem=0 events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
             self.id,
             self.peer.addr,
             self.peer.laddr,
@@ -216,6 +222,8 @@ pub struct Session {
     /// error, CLIENT KILL of oneself).
     pub close_after_reply: bool,
     pub client: Arc<ClientInfo>,
+    /// MULTI's queue and the keys WATCHed (`server::multi`).
+    pub multi: super::multi::MultiState,
     inbox: mpsc::UnboundedReceiver<(Delivery, usize)>,
     global: Arc<Global>,
 }
@@ -238,6 +246,7 @@ impl Session {
             lib_ver: Mutex::new(String::new()),
             last_cmd: u32::MAX.into(),
             killed: false.into(),
+            multi: (-1).into(),
             mailbox: tx,
             pending: AtomicUsize::new(0),
         });
@@ -250,6 +259,7 @@ impl Session {
             authed: global.settings.requirepass().is_empty(),
             close_after_reply: false,
             client,
+            multi: Default::default(),
             inbox: rx,
             global: global.clone(),
         }
@@ -299,5 +309,6 @@ impl Drop for Session {
     fn drop(&mut self) {
         // Before the connection's socket closes: see `Registry::remove`.
         self.global.clients.remove(self.id);
+        self.multi.forget_watches(&self.global, None);
     }
 }

@@ -16,6 +16,7 @@ use futures::future::LocalBoxFuture;
 
 use super::admin::{client, command, config, connection, debug, info, keyspace, persist};
 use super::core::Core;
+use super::multi;
 use super::script;
 use super::session::Session;
 use super::txn;
@@ -95,6 +96,10 @@ pub const READS_WITH_GET: u32 = 1 << 8;
 pub const VALUE_REPLY: u32 = 1 << 9;
 /// Its keys depend on its arguments (COMMAND INFO's `movablekeys`).
 pub const MOVABLE_KEYS: u32 = 1 << 10;
+/// Runs at once even inside MULTI instead of being queued (EXEC, DISCARD, MULTI, WATCH, QUIT).
+pub const NO_QUEUE: u32 = 1 << 20;
+/// Refused inside MULTI (Redis' `no_multi`: SAVE, SHUTDOWN).
+pub const NO_MULTI: u32 = 1 << 21;
 
 pub struct Spec {
     pub name: &'static str,
@@ -180,6 +185,7 @@ impl Spec {
             (LOADING, "loading"),
             (FAST, "fast"),
             (MOVABLE_KEYS, "movablekeys"),
+            (NO_MULTI, "no_multi"),
         ] {
             if self.has(bit) {
                 v.push(name);
@@ -419,7 +425,7 @@ pub static TABLE: &[Spec] = &[
     // connection
     spec!("ping", -1, F, 0, 0, 0, Exec::Session(connection::ping), "connection", "1.0.0", "Returns the server's liveliness response."),
     spec!("echo", 2, F, 0, 0, 0, Exec::Session(connection::echo), "connection", "1.0.0", "Returns the given string."),
-    spec!("quit", -1, F | NOAUTH, 0, 0, 0, Exec::Session(connection::quit), "connection", "1.0.0", "Closes the connection."),
+    spec!("quit", -1, F | NOAUTH | NO_QUEUE, 0, 0, 0, Exec::Session(connection::quit), "connection", "1.0.0", "Closes the connection."),
     spec!("select", 2, F | LOADING, 0, 0, 0, Exec::Session(connection::select), "connection", "1.0.0", "Changes the selected database."),
     spec!("auth", -2, F | NOAUTH | LOADING, 0, 0, 0, Exec::Session(connection::auth), "connection", "1.0.0", "Authenticates the connection."),
     spec!("hello", -1, F | NOAUTH | LOADING, 0, 0, 0, Exec::Session(connection::hello), "connection", "6.0.0", "Handshakes with the Redis server."),
@@ -431,10 +437,16 @@ pub static TABLE: &[Spec] = &[
     spec!("time", 1, F | LOADING, 0, 0, 0, Exec::Session(debug::time), "server", "2.6.0", "Returns the server time."),
     spec!("debug", -2, ADMIN, 0, 0, 0, awaits!(debug::debug), "server", "1.0.0", "A container for debugging commands."),
     spec!("memory", -2, R, 0, 0, 0, awaits!(debug::memory), "server", "4.0.0", "A container for memory diagnostics commands."),
-    spec!("shutdown", -1, ADMIN | LOADING, 0, 0, 0, awaits!(persist::shutdown), "server", "1.0.0", "Synchronously saves the database(s) to disk and shuts down the Redis server."),
+    spec!("shutdown", -1, ADMIN | LOADING | NO_MULTI, 0, 0, 0, awaits!(persist::shutdown), "server", "1.0.0", "Synchronously saves the database(s) to disk and shuts down the Redis server."),
     spec!("lastsave", 1, F | LOADING, 0, 0, 0, Exec::Session(persist::lastsave), "server", "1.0.0", "Returns the Unix timestamp of the last successful save to disk."),
-    spec!("save", -1, ADMIN, 0, 0, 0, awaits!(persist::save), "server", "1.0.0", "Synchronously saves the database(s) to disk."),
+    spec!("save", -1, ADMIN | NO_MULTI, 0, 0, 0, awaits!(persist::save), "server", "1.0.0", "Synchronously saves the database(s) to disk."),
     spec!("bgsave", -1, ADMIN, 0, 0, 0, awaits!(persist::bgsave), "server", "1.0.0", "Asynchronously saves the database(s) to disk."),
+    // transactions
+    spec!("multi", 1, F | LOADING | NO_QUEUE, 0, 0, 0, Exec::Session(multi::multi), "transactions", "1.2.0", "Starts a transaction."),
+    spec!("exec", 1, LOADING | NO_QUEUE, 0, 0, 0, awaits!(multi::exec), "transactions", "1.2.0", "Executes all commands in a transaction."),
+    spec!("discard", 1, F | LOADING | NO_QUEUE, 0, 0, 0, Exec::Session(multi::discard), "transactions", "2.0.0", "Discards a transaction."),
+    spec!("watch", -2, F | LOADING | NO_QUEUE, 1, -1, 1, awaits!(multi::watch), "transactions", "2.2.0", "Monitors changes to keys to determine the execution of a transaction."),
+    spec!("unwatch", 1, F | LOADING, 0, 0, 0, Exec::Session(multi::unwatch), "transactions", "2.2.0", "Forgets about watched keys of a transaction."),
 
 ];
 

@@ -7,10 +7,23 @@
 //! The commands that need it today: MSET/MSETNX across shards, RENAME/RENAMENX/COPY whose two
 //! keys live on different shards, and BITOP, PFCOUNT and PFMERGE whose keys span shards (their
 //! `Exec::Cross` functions are here: lock, read the sources, compute here, write the
-//! destination). LCS across shards only reads two values, so it takes no locks. MULTI/EXEC will
-//! use the same locks when it lands.
+//! destination). LCS across shards only reads two values, so it takes no locks. MULTI/EXEC and
+//! scripts take the same locks through `server::locked`, and run commands inside them.
+//!
+//! Nesting: a task that runs under held locks (EXEC, a script) polls its commands inside a
+//! [`Scoped`] future that names the shards held. [`Txn::begin`] there locks nothing it already
+//! holds (a cross-shard command inside EXEC reuses the EXEC's locks instead of waiting on them
+//! for ever), and [`Core::on_shard`] sends its jobs as the holder's instead of deferring them.
+//! The scope is task-local: other connections on the same core never see it.
+//!
+//! WATCH: a cross-shard command that writes is run in a scope naming its keys; its
+//! transaction marks them changed on their shards before it unlocks them.
 
+use std::cell::RefCell;
+use std::future::Future;
+use std::pin::Pin;
 use std::rc::Rc;
+use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use futures::channel::oneshot;
@@ -28,35 +41,157 @@ use crate::protocol::Reply;
 use crate::runtime::remote_wait;
 use crate::shard::{now_ms, shard_of, Entry, Shard};
 
-/// A held set of shard locks; dropping it without `finish` still unlocks.
+/// What the task being polled runs inside: the shards a transaction holds for it (and its
+/// id), and the keys the running command writes (db, keys).
+#[derive(Clone, Default)]
+pub(super) struct Ambient {
+    held: Option<(u64, Rc<[usize]>)>,
+    writes: Option<(usize, Rc<[Bytes]>)>,
+}
+
+thread_local! {
+    static AMBIENT: RefCell<Ambient> = RefCell::new(Ambient::default());
+}
+
+fn ambient() -> Ambient {
+    AMBIENT.with(|a| a.borrow().clone())
+}
+
+/// The transaction id under which the running task holds `shard`, if it does.
+pub(super) fn held_tx(shard: usize) -> Option<u64> {
+    AMBIENT.with(|a| {
+        a.borrow()
+            .held
+            .as_ref()
+            .filter(|(_, s)| s.contains(&shard))
+            .map(|(id, _)| *id)
+    })
+}
+
+/// A future polled with an [`Ambient`] in place (restored after each poll, so it is
+/// task-local).
+pub(super) struct Scoped<'a, T> {
+    fut: futures::future::LocalBoxFuture<'a, T>,
+    ambient: Ambient,
+}
+
+impl<'a, T> Scoped<'a, T> {
+    /// `fut` run as the holder of `txn`'s shards (and those of the scope around it).
+    pub(super) fn holding(txn: &Txn, fut: futures::future::LocalBoxFuture<'a, T>) -> Self {
+        let mut ambient = ambient();
+        ambient.held = Some((txn.id, txn.held.clone()));
+        Scoped { fut, ambient }
+    }
+}
+
+/// Restores the outer ambient when a poll ends (panics included).
+struct Restore(Option<Ambient>);
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        if let Some(prev) = self.0.take() {
+            AMBIENT.with(|a| *a.borrow_mut() = prev);
+        }
+    }
+}
+
+impl<T> Future for Scoped<'_, T> {
+    type Output = T;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
+        let this = self.get_mut();
+        let prev = AMBIENT.with(|a| std::mem::replace(&mut *a.borrow_mut(), this.ambient.clone()));
+        let _restore = Restore(Some(prev));
+        this.fut.as_mut().poll(cx)
+    }
+}
+
+/// Runs a cross-shard command (`spec`, `args`) so that, when it writes, the transaction it
+/// takes marks its keys changed for WATCH before unlocking.
+pub(super) async fn writing<'a>(
+    spec: &'static Spec,
+    db: usize,
+    args: &[Bytes],
+    fut: futures::future::LocalBoxFuture<'a, Reply>,
+) -> Reply {
+    if !spec.has(super::table::WRITE) {
+        return fut.await;
+    }
+    let keys: Rc<[Bytes]> = spec
+        .keys_of(args)
+        .into_iter()
+        .map(|i| args[i].clone())
+        .collect();
+    let mut ambient = ambient();
+    ambient.writes = Some((db, keys));
+    Scoped { fut, ambient }.await
+}
+
+/// A held set of shard locks; dropping it unlocks them.
 pub struct Txn {
     core: Rc<Core>,
     id: u64,
+    /// The shards this value locked (and unlocks when dropped).
     shards: Vec<usize>,
+    /// Every shard it may use: its own and those of the transaction it runs inside.
+    held: Rc<[usize]>,
+    /// Keys the command it serves writes: marked changed for WATCH before unlocking.
+    writes: Option<(usize, Rc<[Bytes]>)>,
 }
 
 impl Txn {
-    /// Locks `shards` (any order, duplicates allowed) in ascending order.
+    /// Locks `shards` (any order, duplicates allowed) in ascending order. Inside a
+    /// [`Scoped`] transaction, shards it already holds are used as they are; others are
+    /// locked only past every held one (so locks are still taken in ascending order and no
+    /// two transactions can wait on each other): None otherwise, and when shutting down.
     pub async fn begin(core: &Rc<Core>, mut shards: Vec<usize>) -> Option<Txn> {
         shards.sort_unstable();
         shards.dedup();
-        let id = core.global.next_tx_id();
-        let txn = Txn {
+        let outer = ambient();
+        let (id, outer_held) = match &outer.held {
+            Some((id, held)) => {
+                shards.retain(|s| !held.contains(s));
+                let top = held.iter().copied().max().unwrap_or(0);
+                if shards.first().is_some_and(|&s| s < top) {
+                    tracing::warn!(
+                        ?shards,
+                        "a command inside a transaction needs shards it did not lock"
+                    );
+                    return None;
+                }
+                (*id, held.to_vec())
+            }
+            None => (core.global.next_tx_id(), Vec::new()),
+        };
+        let mut txn = Txn {
             core: core.clone(),
             id,
             shards: Vec::new(),
+            held: Rc::from(Vec::new()),
+            writes: outer.writes,
         };
-        let mut txn = txn;
         let _waiting = remote_wait();
-        for s in shards {
+        for s in &shards {
             let (ack, granted) = oneshot::channel();
-            if !core.global.send(s, Msg::Lock(id, ack)) {
+            if !core.global.send(*s, Msg::Lock(id, ack)) {
                 return None;
             }
             granted.await.ok()?;
-            txn.shards.push(s);
+            txn.shards.push(*s);
         }
+        let mut held = outer_held;
+        held.extend(shards);
+        txn.held = held.into();
         Some(txn)
+    }
+
+    /// The transaction's id (the gate's holder on its shards).
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// True when `shard` may be used through this transaction.
+    pub fn holds(&self, shard: usize) -> bool {
+        self.held.contains(&shard)
     }
 
     /// Runs `f` on `shard`, which this transaction holds.
@@ -65,6 +200,10 @@ impl Txn {
         R: Send + 'static,
         F: FnOnce(&mut Shard) -> R + Send + 'static,
     {
+        // A script drives this without this core's executor: its own shard runs inline.
+        if shard == self.core.id && super::script::driving() {
+            return Some(f(&mut self.core.shard.borrow_mut()));
+        }
         let (tx, rx) = oneshot::channel();
         let job: Job = Box::new(move |core| {
             let _ = tx.send(f(&mut core.shard.borrow_mut()));
@@ -82,6 +221,9 @@ impl Txn {
         shard: usize,
         work: AsyncWork<R>,
     ) -> Option<R> {
+        if shard == self.core.id && super::script::driving() {
+            return Some(work(self.core.clone()).await);
+        }
         let (job, rx) = spawning_job(work);
         let _waiting = remote_wait();
         if !self.core.global.send(shard, Msg::RunTx(self.id, job)) {
@@ -93,9 +235,35 @@ impl Txn {
 
 impl Drop for Txn {
     fn drop(&mut self) {
+        if let Some((db, keys)) = self
+            .writes
+            .take()
+            .filter(|_| crate::shard::watch::anyone_watching())
+        {
+            touch_written(&self.core, self.id, &self.held, db, &keys);
+        }
         for &s in &self.shards {
             self.core.global.send(s, Msg::Unlock(self.id));
         }
+    }
+}
+
+/// Marks `keys` changed for WATCH on their shards, as jobs of transaction `tx` (sent before
+/// its unlock, so they run while it still holds the shards).
+fn touch_written(core: &Rc<Core>, tx: u64, held: &[usize], db: usize, keys: &[Bytes]) {
+    let n = core.global.shards();
+    for k in keys {
+        let s = shard_of(k, n);
+        let key = k.clone();
+        let job: Job = Box::new(move |core| {
+            core.shard.borrow_mut().watches.touch(db, &key);
+        });
+        let msg = if held.contains(&s) {
+            Msg::RunTx(tx, job)
+        } else {
+            Msg::Run(job)
+        };
+        core.global.send(s, msg);
     }
 }
 
@@ -104,7 +272,7 @@ fn shutting_down() -> Reply {
 }
 
 /// Runs one keyed command on a held shard (loading offloaded values it reads).
-pub async fn run_fn(
+async fn run_fn(
     txn: &Txn,
     shard: usize,
     db: usize,

@@ -18,6 +18,7 @@ pub mod listpack;
 pub mod object;
 pub mod rdb_types;
 pub mod set;
+pub mod watch;
 pub mod ziplist;
 pub mod zset;
 
@@ -134,6 +135,8 @@ pub struct Shard {
     /// (db, key) of hashes that hold a field with an expiry: what the active sweep of fields
     /// visits. A key here may since have changed; the sweep drops it then.
     field_expiry_keys: std::collections::HashSet<(usize, Box<[u8]>)>,
+    /// Keys clients WATCH, with versions every change bumps (see [`watch`]).
+    pub watches: watch::Watches,
 }
 
 /// Hashes with field expiries visited per active-expiry tick.
@@ -168,6 +171,7 @@ impl Shard {
                 .then(|| history::History::for_maxmemory(settings.maxmemory())),
             disk_epoch: 0,
             field_expiry_keys: Default::default(),
+            watches: Default::default(),
             settings,
         }
     }
@@ -278,6 +282,7 @@ impl Shard {
             d.volatile = d.volatile.saturating_sub(1);
             self.release(gone.key.as_bytes(), &gone.value);
         }
+        self.watches.touch(db, key);
         self.stats.expired_keys += 1;
         None
     }
@@ -347,6 +352,7 @@ impl Shard {
         expire_at: u64,
     ) -> Option<Entry> {
         self.dirty += 1;
+        self.watches.touch(db, key);
         if entry.is_external() {
             self.disk_epoch += 1;
         }
@@ -406,6 +412,10 @@ impl Shard {
 
     /// SWAPDB's part on this shard.
     pub fn swap_dbs(&mut self, a: usize, b: usize) {
+        if !self.watches.is_empty() && a != b {
+            self.touch_swapped(a, b);
+            self.touch_swapped(b, a);
+        }
         self.dbs.swap(a, b);
         self.disk_epoch += 1;
         if !self.field_expiry_keys.is_empty() {
@@ -422,6 +432,23 @@ impl Shard {
                 .into_iter()
                 .map(|(d, k)| (swap(d), k))
                 .collect();
+        }
+    }
+
+    /// SWAPDB's changes to the keys watched in `emptied` (as Redis 7 decides them): a key
+    /// present there changes; a missing one changes only if a live key replaces it.
+    fn touch_swapped(&mut self, emptied: usize, with: usize) {
+        let now = now_ms();
+        for k in self.watches.keys_in(emptied) {
+            let h = hash(&k);
+            let here = self.dbs[emptied].table.find(&k, h).is_some();
+            let there = self.dbs[with]
+                .table
+                .find(&k, h)
+                .is_some_and(|pos| !is_expired(self.dbs[with].table.expire_at(pos), now));
+            if here || there {
+                self.watches.touch(emptied, &k);
+            }
         }
     }
 
@@ -447,6 +474,7 @@ impl Shard {
         let d = &mut self.dbs[db];
         let gone = d.table.remove(key, hash(key))?;
         self.dirty += 1;
+        self.watches.touch(db, key);
         if gone.expire_at != 0 {
             d.volatile = d.volatile.saturating_sub(1);
         }
@@ -480,6 +508,7 @@ impl Shard {
         };
         table.set_meta_at(pos, meta);
         self.dirty += 1;
+        self.watches.touch(db, key);
         true
     }
 
@@ -493,6 +522,7 @@ impl Shard {
         let was = table.expire_at(pos);
         table.set_expire_at(pos, at);
         self.dirty += 1;
+        self.watches.touch(db, key);
         let d = &mut self.dbs[db];
         match (was != 0, at != 0) {
             (false, true) => d.volatile += 1,
@@ -504,6 +534,14 @@ impl Shard {
 
     pub fn flush_db(&mut self, db: usize) {
         self.dirty += self.dbs[db].table.len() as u64;
+        if !self.watches.is_empty() {
+            // Watched keys that exist (expired or not) change; missing ones do not.
+            for k in self.watches.keys_in(db) {
+                if self.dbs[db].table.get(&k, hash(&k)).is_some() {
+                    self.watches.touch(db, &k);
+                }
+            }
+        }
         let ptrs: Vec<DiskPtr> = self.dbs[db]
             .table
             .iter()
@@ -636,7 +674,8 @@ impl Shard {
         let now = now_ms();
         let mut reaped = 0;
         let mut freed: Vec<DiskPtr> = Vec::new();
-        for db in &mut self.dbs {
+        let watches = &mut self.watches;
+        for (db_index, db) in self.dbs.iter_mut().enumerate() {
             if db.volatile == 0 || db.table.is_empty() {
                 continue;
             }
@@ -666,6 +705,7 @@ impl Shard {
                         if let Some(p) = e.external(k.len()) {
                             freed.push(p);
                         }
+                        watches.touch(db_index, k.as_bytes());
                     },
                 );
                 db.volatile_seen += volatile_seen;

@@ -32,9 +32,9 @@ use bytes::Bytes;
 use mlua::{Function, Value};
 
 use super::core::Core;
+use super::locked::{Locked, ShardSet};
 use super::session::Session;
 use super::table::{Call, Spec};
-use super::txn::Txn;
 use crate::cmd::args::{err, is, parse_i64, ERR_NOT_INT};
 use crate::config::Settings;
 use crate::protocol::Reply;
@@ -74,6 +74,31 @@ fn scripts() -> &'static Mutex<HashMap<String, Arc<Script>>> {
 
 /// Bumped by SCRIPT FLUSH: cores with an older interpreter start a new one.
 static EPOCH: AtomicU64 = AtomicU64::new(0);
+
+thread_local! {
+    static DRIVING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// True while a script drives a command's future on this thread (`call::drive`): this core's
+/// own shard work must then run inline, not as a message to this core's executor.
+pub fn driving() -> bool {
+    DRIVING.with(|d| d.get())
+}
+
+/// Marks this thread as driving a script's command until dropped.
+pub struct Driving(bool);
+
+impl Driving {
+    pub fn enter() -> Driving {
+        Driving(DRIVING.with(|d| d.replace(true)))
+    }
+}
+
+impl Drop for Driving {
+    fn drop(&mut self) {
+        DRIVING.with(|d| d.set(self.0));
+    }
+}
 
 /// The script running now (one at a time: each holds every shard), for BUSY and KILL.
 pub struct Running {
@@ -393,7 +418,7 @@ pub struct Run<'a> {
 pub struct RunCtx<'a> {
     pub core: &'a Rc<Core>,
     pub session: &'a mut Session,
-    pub txn: Option<&'a Txn>,
+    pub locked: Option<&'a Locked>,
     pub read_only: bool,
     pub allow_oom: bool,
     pub resp3: bool,
@@ -414,14 +439,11 @@ impl Run<'_> {
         keys: &[Bytes],
         argv: &[Bytes],
     ) -> Reply {
-        let n = core.global.shards();
-        let txn = if n > 1 {
-            match Txn::begin(core, (0..n).collect()).await {
-                Some(t) => Some(t),
-                None => return err("ERR server is shutting down"),
-            }
-        } else {
-            None
+        // Every shard: the script may touch keys it did not declare.
+        let mut need = ShardSet::default();
+        need.add_all();
+        let Some(locked) = Locked::lock(core, need).await else {
+            return err("ERR server is shutting down");
         };
         let state = Arc::new(Running {
             started: Instant::now(),
@@ -440,7 +462,7 @@ impl Run<'_> {
         let ctx = RefCell::new(RunCtx {
             core,
             session,
-            txn: txn.as_ref(),
+            locked: Some(&locked),
             read_only: self.ro || (self.flags & COMPAT == 0 && self.flags & NO_WRITES != 0),
             allow_oom: self.flags & COMPAT == 0 && self.flags & ALLOW_OOM != 0,
             resp3: false,
@@ -461,7 +483,7 @@ impl Run<'_> {
         if let Ok(mut r) = running().lock() {
             *r = None;
         }
-        drop(txn);
+        drop(locked);
         reply
     }
 
