@@ -18,6 +18,7 @@ fn main() {
             "lua-libs/lua_cmsgpack.c",
             "lua-libs/lua_bit.c",
             "lua-libs/lua_struct.c",
+            "lua-libs/strata_call.c",
         ])
         .define("ENABLE_CJSON_GLOBAL", None)
         .warnings(false)

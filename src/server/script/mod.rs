@@ -523,9 +523,9 @@ impl Run<'_> {
             });
         }
         let result = lua.scope(|scope| {
-            let caller = scope.create_function(|lua, args: mlua::MultiValue| {
-                let rest: Vec<Value> = args.into_iter().collect();
-                let reply = match vm::command_args(&rest) {
+            let caller = scope.create_function(|lua, ()| {
+                let args = vm::CALL_ARGS.with(|c| c.borrow_mut().take());
+                let reply = match args.unwrap_or(Err("redis.call without arguments")) {
                     Ok(cmd) => call::run(&mut ctx.borrow_mut(), cmd),
                     Err(msg) => err(&format!("ERR {msg}")),
                 };

@@ -28,9 +28,13 @@ extern "C-unwind" {
     fn luaopen_struct(l: *mut mlua::ffi::lua_State) -> std::os::raw::c_int;
     fn luaopen_cmsgpack(l: *mut mlua::ffi::lua_State) -> std::os::raw::c_int;
     fn luaopen_bit(l: *mut mlua::ffi::lua_State) -> std::os::raw::c_int;
+    fn strata_wrap_call(l: *mut mlua::ffi::lua_State) -> std::os::raw::c_int;
 }
 
 thread_local! {
+    /// The arguments of the redis.call in progress, for the run's command caller.
+    pub static CALL_ARGS: std::cell::RefCell<Option<Result<Vec<Bytes>, &'static str>>> =
+        const { std::cell::RefCell::new(None) };
     /// Redis' lrand48 state (math.random): one per core, never reseeded between scripts,
     /// like Redis' one per process.
     static RAND48: Cell<u64> = const { Cell::new(0x1234_ABCD_330E) };
@@ -129,6 +133,31 @@ setmetatable = function(t, mt)
   if proxies[t] then error_(']] .. READONLY .. [[', 0) end
   return setmetatable_(t, mt)
 end
+-- A protected table's metatable is seen read-only too.
+local views = setmetatable_({}, {__mode = 'k'})
+getmetatable = function(t)
+  local mt = getmetatable_(t)
+  if mt == nil or not proxies[t] then return mt end
+  local v = views[mt]
+  if v == nil then
+    v = setmetatable_({}, {__index = mt, __newindex = function() error_(']] .. READONLY .. [[', 2) end})
+    proxies[v] = mt
+    views[mt] = v
+  end
+  return v
+end
+-- Redis' Lua refuses precompiled chunks.
+local loadstring_, load_, byte_ = loadstring, load, string.byte
+loadstring = function(s, ...)
+  if type_(s) == 'string' and byte_(s, 1) == 27 then
+    return nil, 'binary string: bad binary format (cannot load binary chunks)'
+  end
+  return loadstring_(s, ...)
+end
+load = function(f, ...)
+  if type_(f) == 'string' then return loadstring(f, ...) end
+  return load_(f, ...)
+end
 local G = _G
 local globals = {}
 for k, v in next_, G do globals[k] = v end
@@ -147,7 +176,6 @@ setmetatable_(G, {
     return v
   end,
   __newindex = function() error_(']] .. READONLY .. [[', 2) end,
-  __metatable = false,
 })
 proxies[G] = globals
 "#;
@@ -488,24 +516,30 @@ fn register_api(lua: &Lua, redis: &Table) -> mlua::Result<()> {
         "debug",
         lua.create_function(|_, _: mlua::MultiValue| Ok(()))?,
     )?;
+    // SAFETY: strata_wrap_call (lua-libs/strata_call.c) only builds a C closure around the
+    // function it is given, with the Lua API.
+    let wrap = unsafe { lua.create_c_function(strata_wrap_call)? };
     for (name, raising) in [("call", true), ("pcall", false)] {
-        redis.raw_set(
-            name,
-            lua.create_function(move |lua, args: mlua::MultiValue| {
-                let hidden: Table = lua.named_registry_value("strata_hidden")?;
-                let Value::Function(f) = hidden.raw_get::<Value>("call")? else {
-                    return fail(
-                        lua,
-                        "redis.call/pcall can only be called inside a script invocation",
-                    );
-                };
-                let (failed, v) = f.call::<(bool, Value)>(args)?;
-                if failed && raising {
-                    return raise(lua, v, "redis.call failed");
-                }
-                Ok(v)
-            })?,
-        )?;
+        let rust = lua.create_function(move |lua, (list, n): (Table, i64)| {
+            let hidden: Table = lua.named_registry_value("strata_hidden")?;
+            let Value::Function(f) = hidden.raw_get::<Value>("call")? else {
+                return fail(
+                    lua,
+                    "redis.call/pcall can only be called inside a script invocation",
+                );
+            };
+            let args: Vec<Value> = (1..=n)
+                .map(|i| list.raw_get::<Value>(i))
+                .collect::<mlua::Result<_>>()?;
+            // Handed over aside: a call may have thousands of arguments (unpack).
+            CALL_ARGS.with(|c| *c.borrow_mut() = Some(command_args(&args)));
+            let (failed, v) = f.call::<(bool, Value)>(())?;
+            if failed && raising {
+                return raise(lua, v, "redis.call failed");
+            }
+            Ok(v)
+        })?;
+        redis.raw_set(name, wrap.call::<Function>(rust)?)?;
     }
     // setresp, set_repl and acl_check_cmd need the run: the run installs them in the
     // hidden table, and these forward to it.
@@ -741,6 +775,9 @@ impl Parser<'_> {
     }
 }
 
+/// How deep a script's result may nest before "reached lua stack limit".
+const MAX_REPLY_DEPTH: usize = 200;
+
 /// A script's result as a reply, by Redis' rules (`luaReplyToRedisReply`); `resp3` is the
 /// version the script chose with redis.setresp.
 pub fn lua_to_reply(v: &Value, resp3: bool) -> Reply {
@@ -748,7 +785,8 @@ pub fn lua_to_reply(v: &Value, resp3: bool) -> Reply {
 }
 
 fn lua_to_reply_depth(v: &Value, resp3: bool, depth: usize) -> Reply {
-    if depth > 1000 {
+    // Redis stops where its Lua stack runs out; here the native stack of a core bounds it.
+    if depth > MAX_REPLY_DEPTH {
         return Reply::Error("ERR reached lua stack limit".into());
     }
     match v {
