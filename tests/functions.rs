@@ -77,18 +77,7 @@ fn replies_match_redis_byte_for_byte() {
     let s = server();
     let mut strata = s.raw();
     let mut redis = Raw::connect(real.port);
-    let mut diffs = Vec::new();
-    for case in CASES {
-        let args: Vec<&[u8]> = case.iter().map(|a| a.as_bytes()).collect();
-        let (a, b) = (strata.call(&args), redis.call(&args));
-        if a != b {
-            diffs.push(format!(
-                "{case:?}\n  strata: {}\n  redis:  {}",
-                String::from_utf8_lossy(&a),
-                String::from_utf8_lossy(&b)
-            ));
-        }
-    }
+    let diffs = differing_replies(&mut strata, &mut redis, CASES);
     assert!(diffs.is_empty(), "replies differ:\n{}", diffs.join("\n"));
 }
 

@@ -372,9 +372,9 @@ pub fn function(Call { args, .. }: Call<'_>) -> Reply {
         "stats" if args.len() == 2 => stats(),
         "kill" if args.len() == 2 => kill(false),
         "help" if args.len() == 2 => help(),
-        _ => super::unknown_subcommand(
-            &args[1],
+        _ => super::known_or_not(
             "FUNCTION",
+            &args[1],
             &[
                 "load", "list", "delete", "flush", "dump", "restore", "stats", "kill", "help",
             ],
@@ -609,7 +609,7 @@ fn stats() -> Reply {
 }
 
 fn help() -> Reply {
-    let lines = [
+    crate::cmd::help_reply(&[
         "FUNCTION <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
         "LOAD [REPLACE] <FUNCTION CODE>",
         "    Create a new library with the given library name and code.",
@@ -650,13 +650,7 @@ fn help() -> Reply {
         "      in case of functions name collision with another library).",
         "HELP",
         "    Prints this help.",
-    ];
-    Reply::Array(
-        lines
-            .iter()
-            .map(|l| Reply::StatusOwned(l.to_string()))
-            .collect(),
-    )
+    ])
 }
 
 /// FCALL function numkeys [key ...] [arg ...] (and FCALL_RO).

@@ -637,31 +637,16 @@ pub fn script(Call { args, .. }: Call<'_>) -> Reply {
                 err("ERR Use SCRIPT DEBUG YES/SYNC/NO")
             }
         }
-        _ => unknown_subcommand(
-            &args[1],
+        _ => known_or_not(
             "SCRIPT",
+            &args[1],
             &["help", "flush", "exists", "load", "kill", "debug"],
         ),
     }
 }
 
-/// Redis' reply to a container command's bad call: a known subcommand with the wrong number
-/// of arguments, or an unknown one.
-pub fn unknown_subcommand(sub: &[u8], container: &str, known: &[&str]) -> Reply {
-    let name = String::from_utf8_lossy(&sub[..sub.len().min(128)]).to_string();
-    if known.iter().any(|k| is(sub, k)) {
-        err(&format!(
-            "ERR unknown subcommand or wrong number of arguments for '{name}'. Try {container} HELP."
-        ))
-    } else {
-        err(&format!(
-            "ERR unknown subcommand '{name}'. Try {container} HELP."
-        ))
-    }
-}
-
 fn help() -> Reply {
-    let lines = [
+    crate::cmd::help_reply(&[
         "SCRIPT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
         "DEBUG (YES|SYNC|NO)",
         "    Set the debug mode for subsequent scripts executed.",
@@ -679,13 +664,13 @@ fn help() -> Reply {
         "    Load a script into the scripts cache without executing it.",
         "HELP",
         "    Prints this help.",
-    ];
-    Reply::Array(
-        lines
-            .iter()
-            .map(|l| Reply::StatusOwned(l.to_string()))
-            .collect(),
-    )
+    ])
+}
+
+/// Redis' error for a bad SCRIPT/FUNCTION call: a known subcommand with the wrong number of
+/// arguments, or an unknown one.
+pub fn known_or_not(container: &str, sub: &[u8], known: &[&str]) -> Reply {
+    crate::cmd::unknown_subcommand(container, sub, known.iter().any(|k| is(sub, k)))
 }
 
 /// Number of cached scripts and their bytes (INFO memory's `number_of_cached_scripts`).
