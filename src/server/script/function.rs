@@ -23,7 +23,7 @@ use ondisk::rdb::codec::{read_string, write_string, Crc64, DumpPayload, StringCo
 
 use super::vm::{self, Vm};
 use super::{kill, numkeys, precheck, Run, FLAG_NAMES};
-use crate::cmd::args::{err, is};
+use crate::cmd::args::{err, is, ERR_NOT_INT};
 use crate::protocol::Reply;
 use crate::server::table::Call;
 
@@ -190,7 +190,7 @@ fn run_library(
                 Err(msg) => vm::fail(lua, msg),
                 Ok((meta, f)) => {
                     let mut found = found.borrow_mut();
-                    if found.1.contains_key(&meta.name) {
+                    if found.1.keys().any(|k| k.eq_ignore_ascii_case(&meta.name)) {
                         return vm::fail(lua, "Function already exists in the library");
                     }
                     found.1.insert(meta.name.clone(), f);
@@ -319,9 +319,12 @@ fn create(
         return Err("No functions registered".into());
     }
     for f in &functions {
-        let taken = libs
-            .values()
-            .any(|l| l.name != name && l.functions.iter().any(|g| g.name == f.name));
+        let taken = libs.values().any(|l| {
+            l.name != name
+                && l.functions
+                    .iter()
+                    .any(|g| g.name.eq_ignore_ascii_case(&f.name))
+        });
         if taken {
             return Err(format!("Function {} already exists", f.name));
         }
@@ -658,9 +661,14 @@ pub async fn fcall(call: Call<'_>) -> Reply {
     let (core, session, args) = call.parts();
     let ro = args[0].len() > 4 && args[0][args[0].len() - 3..].eq_ignore_ascii_case(b"_ro");
     let name = String::from_utf8_lossy(&args[1]).to_string();
+    // Function names are case-insensitive, as in Redis.
     let lib = libraries().lock().ok().and_then(|l| {
         l.values()
-            .find(|l| l.functions.iter().any(|f| f.name == name))
+            .find(|l| {
+                l.functions
+                    .iter()
+                    .any(|f| f.name.eq_ignore_ascii_case(&name))
+            })
             .cloned()
     });
     let Some(lib) = lib else {
@@ -668,9 +676,15 @@ pub async fn fcall(call: Call<'_>) -> Reply {
     };
     let nkeys = match numkeys(&args) {
         Ok(n) => n,
+        Err(e) if e == err(ERR_NOT_INT) => return err("ERR Bad number of keys provided"),
         Err(e) => return e,
     };
-    let Some(meta) = lib.functions.iter().find(|f| f.name == name).cloned() else {
+    let Some(meta) = lib
+        .functions
+        .iter()
+        .find(|f| f.name.eq_ignore_ascii_case(&name))
+        .cloned()
+    else {
         return err("ERR Function not found");
     };
     if let Some(e) = precheck(core, meta.flags, ro) {
@@ -685,14 +699,14 @@ pub async fn fcall(call: Call<'_>) -> Reply {
             c.loaded
                 .get(&lib.name)
                 .filter(|(l, _)| Arc::ptr_eq(l, &lib))
-                .and_then(|(_, fs)| fs.get(&name).cloned())
+                .and_then(|(_, fs)| fs.get(&meta.name).cloned())
         })
     });
     let f = match cached {
         Some(f) => f,
         None => match run_library(&vm, &lib.code) {
             Ok((_, callbacks)) => {
-                let f = callbacks.get(&name).cloned();
+                let f = callbacks.get(&meta.name).cloned();
                 CORE_FUNCTIONS.with(|c| {
                     if let Some(c) = c.borrow_mut().as_mut() {
                         c.loaded.insert(lib.name.clone(), (lib.clone(), callbacks));
