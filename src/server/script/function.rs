@@ -58,7 +58,13 @@ const FUNCTION_SETUP: &str = r#"
 local hidden = ...
 local setmetatable_ = hidden.raw_setmetatable
 local load_redis = {
-  register_function = function(...) return hidden.register(...) end,
+  register_function = function(...)
+    local r = hidden.register
+    if not r then
+      error({err='ERR redis.register_function can only be called on FUNCTION LOAD command'})
+    end
+    return r(...)
+  end,
   log = redis.log,
   LOG_DEBUG = redis.LOG_DEBUG, LOG_VERBOSE = redis.LOG_VERBOSE,
   LOG_NOTICE = redis.LOG_NOTICE, LOG_WARNING = redis.LOG_WARNING,
@@ -141,7 +147,8 @@ fn metadata(code: &[u8]) -> Result<String, String> {
                     "Invalid metadata value, name argument was given multiple times".into(),
                 );
             }
-            name = Some(p[5..].to_string());
+            // Quotes group words as in Redis' argument splitting: `name="foo"` is foo.
+            name = Some(p[5..].replace(['"', '\''], ""));
             continue;
         }
         return Err(format!("Invalid metadata value given: {p}"));
