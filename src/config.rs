@@ -241,6 +241,9 @@ pub struct Settings {
     pub maxmemory: AtomicU64,
     pub hz: AtomicU32,
     pub keys_output_limit: AtomicU64,
+    /// Milliseconds a script runs before other clients get -BUSY (`busy-reply-threshold`,
+    /// alias `lua-time-limit`; 0 = never); CONFIG SET only, default 5000 as in Redis.
+    pub busy_reply_threshold: AtomicU64,
     pub pubsub_client_output_limit: AtomicU64,
     /// `notify-keyspace-events` as bits of `crate::notify`.
     pub notify_keyspace_events: AtomicU32,
@@ -368,6 +371,7 @@ impl Settings {
             maxmemory: AtomicU64::new(f.maxmemory),
             hz: AtomicU32::new(f.hz),
             keys_output_limit: AtomicU64::new(f.keys_output_limit),
+            busy_reply_threshold: AtomicU64::new(5000),
             pubsub_client_output_limit: AtomicU64::new(f.pubsub_client_output_limit),
             notify_keyspace_events: AtomicU32::new(f.notify_keyspace_events),
             hll_sparse_max_bytes: AtomicU64::new(HLL_SPARSE_MAX_BYTES),
@@ -491,6 +495,18 @@ impl Settings {
             (
                 "keys_output_limit",
                 self.keys_output_limit.load(Ordering::Relaxed).to_string(),
+            ),
+            (
+                "busy-reply-threshold",
+                self.busy_reply_threshold
+                    .load(Ordering::Relaxed)
+                    .to_string(),
+            ),
+            (
+                "lua-time-limit",
+                self.busy_reply_threshold
+                    .load(Ordering::Relaxed)
+                    .to_string(),
             ),
             (
                 "pubsub_client_output_limit",
@@ -621,6 +637,10 @@ impl Settings {
                     .parse()
                     .map_err(|_| bad("argument couldn't be parsed into an integer"))?;
                 self.hz.store(v.clamp(1, 500), Ordering::Relaxed);
+            }
+            "busy-reply-threshold" | "lua-time-limit" => {
+                let v = int_in(0, i64::MAX)?;
+                self.busy_reply_threshold.store(v as u64, Ordering::Relaxed);
             }
             "keys_output_limit" => {
                 let v: u64 = value

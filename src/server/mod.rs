@@ -33,6 +33,7 @@ pub mod memcache;
 pub mod multi;
 pub mod offload;
 pub mod pubsub;
+pub mod script;
 pub mod session;
 pub mod snapshot;
 pub mod sort;

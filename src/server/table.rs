@@ -18,6 +18,7 @@ use super::admin::{client, command, config, connection, debug, info, keyspace, p
 use super::blocking;
 use super::core::Core;
 use super::multi;
+use super::script;
 use super::session::Session;
 use super::sort;
 use super::txn;
@@ -454,6 +455,14 @@ pub static TABLE: &[Spec] = &[
     spec!("sort", -2, W | M | MOVABLE_KEYS, 1, 1, 1, awaits_keyed!(sort::sort, cmd_sort::keys_sort), "generic", "1.0.0", "Sorts the elements in a list, a set, or a sorted set, optionally storing the result."),
     spec!("sort_ro", -2, R, 1, 1, 1, awaits!(sort::sort_ro), "generic", "7.0.0", "Returns the sorted elements of a list, a set, or a sorted set."),
     spec!("randomkey", 1, R, 0, 0, 0, awaits!(keyspace::randomkey), "generic", "1.0.0", "Returns a random key name from the database."),
+    spec!("eval", -3, MOVABLE_KEYS, 0, 0, 0, awaits!(script::eval), "scripting", "2.6.0", "Executes a server-side Lua script."),
+    spec!("evalsha", -3, MOVABLE_KEYS, 0, 0, 0, awaits!(script::evalsha), "scripting", "2.6.0", "Executes a server-side Lua script by SHA1 digest."),
+    spec!("eval_ro", -3, R | MOVABLE_KEYS, 0, 0, 0, awaits!(script::eval), "scripting", "7.0.0", "Executes a read-only server-side Lua script."),
+    spec!("evalsha_ro", -3, R | MOVABLE_KEYS, 0, 0, 0, awaits!(script::evalsha), "scripting", "7.0.0", "Executes a read-only server-side Lua script by SHA1 digest."),
+    spec!("script", -2, 0, 0, 0, 0, Exec::Session(script::script), "scripting", "2.6.0", "A container for Lua scripts management commands."),
+    spec!("function", -2, 0, 0, 0, 0, Exec::Session(script::function::function), "scripting", "7.0.0", "A container for function commands."),
+    spec!("fcall", -3, MOVABLE_KEYS, 0, 0, 0, awaits!(script::function::fcall), "scripting", "7.0.0", "Invokes a function."),
+    spec!("fcall_ro", -3, R | MOVABLE_KEYS, 0, 0, 0, awaits!(script::function::fcall), "scripting", "7.0.0", "Invokes a read-only function."),
     spec!("dbsize", 1, R | F, 0, 0, 0, awaits!(keyspace::dbsize), "server", "1.0.0", "Returns the number of keys in the database."),
     spec!("flushdb", -1, W, 0, 0, 0, awaits!(keyspace::flushdb), "server", "1.0.0", "Removes all keys from the current database."),
     spec!("flushall", -1, W, 0, 0, 0, awaits!(keyspace::flushall), "server", "1.0.0", "Removes all keys from all databases."),

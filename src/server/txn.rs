@@ -201,6 +201,10 @@ impl Txn {
         R: Send + 'static,
         F: FnOnce(&mut Shard) -> R + Send + 'static,
     {
+        // A script drives this without this core's executor: its own shard runs inline.
+        if shard == self.core.id && super::script::driving() {
+            return Some(f(&mut self.core.shard.borrow_mut()));
+        }
         let (tx, rx) = oneshot::channel();
         let job: Job = Box::new(move |core| {
             let _ = tx.send(f(&mut core.shard.borrow_mut()));
@@ -218,6 +222,9 @@ impl Txn {
         shard: usize,
         work: AsyncWork<R>,
     ) -> Option<R> {
+        if shard == self.core.id && super::script::driving() {
+            return Some(work(self.core.clone()).await);
+        }
         let (job, rx) = spawning_job(work);
         let _waiting = remote_wait();
         if !self.core.global.send(shard, Msg::RunTx(self.id, job)) {

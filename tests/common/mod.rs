@@ -261,3 +261,21 @@ pub fn sorted(mut v: Vec<String>) -> Vec<String> {
     v.sort();
     v
 }
+
+/// Sends each case (a command's arguments) to both servers in order; the cases whose reply
+/// bytes differ, with both replies (empty when all match).
+pub fn differing_replies(strata: &mut Raw, redis: &mut Raw, cases: &[&[&str]]) -> Vec<String> {
+    let mut diffs = Vec::new();
+    for case in cases {
+        let args: Vec<&[u8]> = case.iter().map(|a| a.as_bytes()).collect();
+        let (a, b) = (strata.call(&args), redis.call(&args));
+        if a != b {
+            diffs.push(format!(
+                "{case:?}\n  strata: {}\n  redis:  {}",
+                String::from_utf8_lossy(&a),
+                String::from_utf8_lossy(&b)
+            ));
+        }
+    }
+    diffs
+}
