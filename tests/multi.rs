@@ -494,3 +494,36 @@ fn exec_is_not_interleaved_with_other_clients() {
     noise.join().unwrap();
     assert!(runs > 10);
 }
+
+/// Cache mode: a watched key evicted to make room fails EXEC.
+#[test]
+fn an_evicted_watched_key_fails_exec() {
+    let s = Server::start(
+        STRATA,
+        &[
+            "--proactor_threads",
+            "2",
+            "--cache_mode",
+            "--maxmemory",
+            "24mb",
+        ],
+    );
+    let (mut c, mut o) = (s.raw(), s.client());
+    rt(&mut c, &["SET", "watched", "v"], "+OK\r\n");
+    rt(&mut c, &["WATCH", "watched"], "+OK\r\n");
+    let value = "x".repeat(16384);
+    let mut n = 0;
+    // Fill until the watched key is gone (a miss does not touch it).
+    while q::<i64>(&mut o, &["EXISTS", "watched"]) == 1 {
+        let mut p = redis::pipe();
+        for _ in 0..100 {
+            p.set(format!("fill:{n}"), &value).ignore();
+            n += 1;
+        }
+        let _: () = p.query(&mut o).unwrap();
+        assert!(n < 400_000, "the watched key was never evicted");
+    }
+    rt(&mut c, &["MULTI"], "+OK\r\n");
+    rt(&mut c, &["PING"], "+QUEUED\r\n");
+    rt(&mut c, &["EXEC"], "*-1\r\n");
+}

@@ -79,8 +79,11 @@ pub(super) struct Scoped<'a, T> {
 impl<'a, T> Scoped<'a, T> {
     /// `fut` run as the holder of `txn`'s shards (and those of the scope around it).
     pub(super) fn holding(txn: &Txn, fut: futures::future::LocalBoxFuture<'a, T>) -> Self {
-        let mut ambient = ambient();
-        ambient.held = Some((txn.id, txn.held.clone()));
+        // The commands run inside name their own writes (`writing`).
+        let ambient = Ambient {
+            held: Some((txn.id, txn.held.clone())),
+            writes: None,
+        };
         Scoped { fut, ambient }
     }
 }

@@ -848,6 +848,9 @@ impl Shard {
             match swept {
                 Some(s) => {
                     removed += s.removed;
+                    if s.removed > 0 {
+                        self.watches.touch(db, &key);
+                    }
                     self.stats.expired_fields += s.removed as u64;
                     if s.empty {
                         self.remove(db, &key);
