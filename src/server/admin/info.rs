@@ -113,7 +113,7 @@ pub async fn info(Call { core, args, .. }: Call<'_>) -> Reply {
         section(
             "Memory",
             format!(
-                "used_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\nused_memory_table:{table_bytes}\r\nmaxmemory:{max}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\ncache_mode:{}\r\nmem_fragmentation_ratio:{:.2}\r\nlazyfree_pending_objects:{}\r\n",
+                "used_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\nused_memory_table:{table_bytes}\r\nmaxmemory:{max}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\ncache_mode:{}\r\nmem_fragmentation_ratio:{:.2}\r\nused_memory_scripts:{}\r\nnumber_of_cached_scripts:{}\r\nlazyfree_pending_objects:{}\r\n",
                 human_bytes(used),
                 human_bytes(rss),
                 human_bytes(peak),
@@ -121,6 +121,8 @@ pub async fn info(Call { core, args, .. }: Call<'_>) -> Reply {
                 g.settings.policy_name(),
                 u8::from(g.settings.cache_mode),
                 if used > 0 { rss as f64 / used as f64 } else { 0.0 },
+                crate::server::script::cached_scripts().1,
+                crate::server::script::cached_scripts().0,
                 crate::shard::lazyfree::pending(),
             ),
         );
