@@ -110,7 +110,7 @@ fn cache_mode_never_refuses_writes_and_keeps_rss_within_bound() {
 #[test]
 fn store_mode_answers_oom_and_loses_nothing() {
     // 48 MB: RSS holds ~13 MB beyond what is allocated in a debug build (its code), which
-    // must stay under a third of maxmemory for RSS to stay within it (see README "Memory").
+    // must stay under a third of maxmemory for RSS to stay within it (see README, under Flags).
     let s = Server::start(STRATA, &["--proactor_threads", "1", "--maxmemory", "48mb"]);
     let mut c = s.client();
     let rss = rss_sampler(s.pid());
