@@ -223,9 +223,9 @@ pub fn read_source(ctx: &mut Ctx, key: &Bytes) -> Result<(Source, Vec<Bytes>), R
 
 /// The elements' order before sorting, and whether they are sorted at all: with a constant BY
 /// lists and sorted sets keep their order (reversed by DESC); a set is sorted ALPHA instead
-/// when the result is stored, so the stored list does not depend on the set's layout.
-pub fn prepare(opts: &mut SortOpts, source: Source, elements: &mut [Bytes]) {
-    if opts.dontsort && source == Source::Set && opts.store.is_some() {
+/// when the result is stored or goes to a script, so neither depends on the set's layout.
+pub fn prepare(opts: &mut SortOpts, source: Source, elements: &mut [Bytes], in_script: bool) {
+    if opts.dontsort && source == Source::Set && (opts.store.is_some() || in_script) {
         opts.dontsort = false;
         opts.alpha = true;
         opts.by = None;

@@ -67,7 +67,7 @@ async fn run(call: Call<'_>, readonly: bool) -> Reply {
         Some(Err(e)) => return e,
         None => return shutting_down(),
     };
-    sort::prepare(&mut opts, source, &mut elements);
+    sort::prepare(&mut opts, source, &mut elements, super::script::driving());
     let weights = match (&opts.by, opts.dontsort) {
         (Some(by), false) => {
             let targets: Vec<Target> = elements.iter().map(|e| sort::target(by, e)).collect();
