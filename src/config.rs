@@ -247,6 +247,9 @@ pub struct Settings {
     pub pubsub_client_output_limit: AtomicU64,
     /// `notify-keyspace-events` as bits of `crate::notify`.
     pub notify_keyspace_events: AtomicU32,
+    /// Most keys CLIENT TRACKING remembers over all shards (`tracking-table-max-keys`, 0 = no
+    /// limit); CONFIG SET only, default 1000000 as in Redis.
+    pub tracking_table_max_keys: AtomicU64,
     /// Largest sparse HyperLogLog (header included) before it turns dense.
     pub hll_sparse_max_bytes: AtomicU64,
     /// Most fields of a hash kept as a listpack (`hash-max-listpack-entries`).
@@ -374,6 +377,7 @@ impl Settings {
             busy_reply_threshold: AtomicU64::new(5000),
             pubsub_client_output_limit: AtomicU64::new(f.pubsub_client_output_limit),
             notify_keyspace_events: AtomicU32::new(f.notify_keyspace_events),
+            tracking_table_max_keys: AtomicU64::new(1_000_000),
             hll_sparse_max_bytes: AtomicU64::new(HLL_SPARSE_MAX_BYTES),
             hash_max_listpack_entries: AtomicU64::new(128),
             hash_max_listpack_value: AtomicU64::new(64),
@@ -480,6 +484,11 @@ impl Settings {
             .unwrap_or_default()
     }
 
+    /// `tracking-table-max-keys` (0 = no limit).
+    pub fn tracking_table_max_keys(&self) -> usize {
+        self.tracking_table_max_keys.load(Ordering::Relaxed) as usize
+    }
+
     pub fn requirepass(&self) -> String {
         self.requirepass
             .read()
@@ -521,6 +530,10 @@ impl Settings {
                 crate::notify::format(self.notify_flags()),
             ),
             ("requirepass", self.requirepass()),
+            (
+                "tracking-table-max-keys",
+                self.tracking_table_max_keys().to_string(),
+            ),
             // Redis 7's names, and the pre-7 names it keeps as aliases.
             (
                 "hash-max-listpack-entries",
@@ -657,6 +670,11 @@ impl Settings {
                 let v = crate::notify::parse(value)
                     .ok_or_else(|| bad("Invalid event class character. Use 'Ag$lshzxeKEtmdn'."))?;
                 self.notify_keyspace_events.store(v, Ordering::Relaxed);
+            }
+            "tracking-table-max-keys" => {
+                let v = int_in(0, i64::MAX)?;
+                self.tracking_table_max_keys
+                    .store(v as u64, Ordering::Relaxed);
             }
             "hll-sparse-max-bytes" => {
                 self.hll_sparse_max_bytes

@@ -72,6 +72,8 @@ pub struct Global {
     pub clients: super::session::Registry,
     /// Every pub/sub subscription, by channel and pattern.
     pub pubsub: super::pubsub::Channels,
+    /// CLIENT TRACKING's BCAST prefixes and tracking clients.
+    pub tracking: super::tracking::Registry,
     next_client: AtomicU64,
     next_tx: AtomicU64,
     pub started: Instant,
@@ -105,6 +107,7 @@ impl Global {
             bells,
             clients: super::session::Registry::default(),
             pubsub: super::pubsub::Channels::default(),
+            tracking: Default::default(),
             next_client: AtomicU64::new(1),
             next_tx: AtomicU64::new(1),
             started: Instant::now(),

@@ -22,10 +22,11 @@ use smallvec::SmallVec;
 use super::core::Core;
 use super::session::{ReplyMode, Session};
 use super::table::{self, Call, Exec, Merge, Spec, DENYOOM, NOAUTH, PUBSUB_OK, WRITE};
-use super::{blocking, eviction, exec, multi, txn};
+use super::{blocking, eviction, exec, multi, tracking, txn};
 use crate::cmd::args::{err, ERR_NOAUTH, ERR_OOM};
 use crate::cmd::{wrong_args, ShardFn};
 use crate::protocol::Reply;
+use crate::shard::tracking::Caller;
 use crate::shard::{now_ms, shard_of, snapshot_backlog_limit};
 
 /// One parsed request: its table entry (looked up once, where it was parsed) and arguments.
@@ -269,6 +270,7 @@ pub async fn dispatch(core: &Rc<Core>, session: &mut Session, reqs: Vec<Request>
                 continue;
             }
         }
+        let spec_name = req.spec.map(|s| s.name);
         match route(core, session, &req, &mut oom) {
             Route::Reply(r) => replies[i] = Some(r),
             Route::Keyed(s, spec, f) if s == core.id => {
@@ -277,10 +279,19 @@ pub async fn dispatch(core: &Rc<Core>, session: &mut Session, reqs: Vec<Request>
                     core.gate.opened().await;
                 }
                 let db = session.db;
+                let caller = tracking::caller(session);
                 replies[i] = Some(if tiered {
-                    exec::run_keyed(core, db, spec, f, &req.args, now, 0, Some(&pre)).await
+                    exec::run_keyed(core, db, spec, f, &req.args, now, 0, Some(&pre), caller).await
                 } else {
-                    exec::call(&mut core.shard.borrow_mut(), db, now, spec, f, &req.args)
+                    exec::call(
+                        &mut core.shard.borrow_mut(),
+                        db,
+                        now,
+                        spec,
+                        f,
+                        &req.args,
+                        caller,
+                    )
                 });
                 // Clients blocked on what it pushed are served before the next command.
                 blocking::serve(core);
@@ -289,7 +300,7 @@ pub async fn dispatch(core: &Rc<Core>, session: &mut Session, reqs: Vec<Request>
                 if groups.len() <= s {
                     groups.resize_with(s + 1, Vec::new);
                 }
-                groups[s].push((i, spec, f, req.args));
+                groups[s].push((i, spec, f, req.args, tracking::caller(session)));
             }
             Route::Barrier(spec) => {
                 flush_groups(core, session.db, &mut groups, &mut replies).await;
@@ -300,6 +311,7 @@ pub async fn dispatch(core: &Rc<Core>, session: &mut Session, reqs: Vec<Request>
                 }
             }
         }
+        tracking::after_command(session, spec_name == Some("client"));
         if skip || session.reply_mode == ReplyMode::Off {
             silent.push(i);
         }
@@ -378,8 +390,9 @@ async fn wait_for_snapshot(core: &Core, reqs: &[Request], limit: usize) {
     }
 }
 
-/// A keyed command waiting to travel to its shard: (request index, command, function, args).
-type Pending = (usize, &'static Spec, ShardFn, Vec<Bytes>);
+/// A keyed command waiting to travel to its shard: (request index, command, function, args,
+/// the client it runs for).
+type Pending = (usize, &'static Spec, ShardFn, Vec<Bytes>, Caller);
 
 /// Sends every pending group to its shard as one message and waits for all the replies.
 async fn flush_groups(
@@ -405,13 +418,24 @@ async fn flush_groups(
                         let now = now_ms();
                         let cmds: Vec<(&'static Spec, &[Bytes])> = batch
                             .iter()
-                            .map(|(_, spec, _, args)| (*spec, &args[..]))
+                            .map(|(_, spec, _, args, _)| (*spec, &args[..]))
                             .collect();
                         let pre = exec::preload(&c, db, &cmds).await;
                         let mut out = Vec::with_capacity(batch.len());
-                        for (_, spec, f, args) in &batch {
+                        for (_, spec, f, args, caller) in &batch {
                             out.push(
-                                exec::run_keyed(&c, db, spec, *f, args, now, 0, Some(&pre)).await,
+                                exec::run_keyed(
+                                    &c,
+                                    db,
+                                    spec,
+                                    *f,
+                                    args,
+                                    now,
+                                    0,
+                                    Some(&pre),
+                                    *caller,
+                                )
+                                .await,
                             );
                             blocking::serve(&c);
                         }
@@ -426,7 +450,9 @@ async fn flush_groups(
                 let now = now_ms();
                 batch
                     .into_iter()
-                    .map(|(_, spec, f, args)| exec::call(shard, db, now, spec, f, &args))
+                    .map(|(_, spec, f, args, caller)| {
+                        exec::call(shard, db, now, spec, f, &args, caller)
+                    })
                     .collect::<Vec<Reply>>()
             })
             .boxed_local()
@@ -462,7 +488,8 @@ pub(super) async fn run_barrier(
 ) -> Reply {
     match spec.exec {
         Exec::Split(f, group, merge) => {
-            run_split(core, session.db, spec, f, group, merge, &args).await
+            let caller = tracking::caller(session);
+            run_split(core, session.db, spec, f, group, merge, &args, caller).await
         }
         Exec::Cross(_, cross) | Exec::Movable(_, _, cross) => {
             let db = session.db;
@@ -509,6 +536,7 @@ pub(super) async fn run_barrier(
 
 /// A split command (MGET, DEL, EXISTS, MSET, ...) whose keys span shards: every part runs
 /// under one cross-shard transaction, so the command is atomic like in Redis.
+#[allow(clippy::too_many_arguments)]
 async fn run_split(
     core: &Rc<Core>,
     db: usize,
@@ -517,10 +545,11 @@ async fn run_split(
     group: usize,
     merge: Merge,
     args: &[Bytes],
+    caller: Caller,
 ) -> Reply {
     let n = core.global.shards();
     let parts = txn::split_pairs(args, group, n);
-    let Some(results) = txn::run_parts(core, db, spec, f, &parts).await else {
+    let Some(results) = txn::run_parts(core, db, spec, f, &parts, caller).await else {
         return err("ERR server is shutting down");
     };
     match merge {

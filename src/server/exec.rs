@@ -21,9 +21,10 @@ use smallvec::SmallVec;
 use tiering::{DiskPtr, SpaceHold, TierError};
 
 use super::core::Core;
-use super::table::{Spec, VALUE_REPLY, WRITE};
+use super::table::{Spec, READONLY, VALUE_REPLY, WRITE};
 use crate::cmd::{Ctx, ShardFn};
 use crate::protocol::Reply;
+use crate::shard::tracking::Caller;
 use crate::shard::{CompactBytes, Shard, Value};
 
 type Wanted = SmallVec<[(Bytes, DiskPtr); 2]>;
@@ -106,7 +107,8 @@ pub async fn preload(core: &Rc<Core>, db: usize, cmds: &[(&'static Spec, &[Bytes
 }
 
 /// Runs `f` (the command `spec`) for `args` on this core's shard. `tx` is the transaction
-/// holding the shard when called from one (0 otherwise); `pre` holds values read ahead.
+/// holding the shard when called from one (0 otherwise); `pre` holds values read ahead;
+/// `caller` is the client it runs for (see [`call`]).
 #[allow(clippy::too_many_arguments)]
 pub async fn run_keyed(
     core: &Rc<Core>,
@@ -117,6 +119,7 @@ pub async fn run_keyed(
     now: u64,
     tx: u64,
     pre: Option<&Preloaded>,
+    caller: Caller,
 ) -> Reply {
     loop {
         while core.gate.closed_to(tx) {
@@ -132,7 +135,7 @@ pub async fn run_keyed(
             }
         };
         if wanted.is_empty() {
-            return call(&mut core.shard.borrow_mut(), db, now, spec, f, args);
+            return call(&mut core.shard.borrow_mut(), db, now, spec, f, args, caller);
         }
         let Some(tier) = core.shard.borrow().tier.clone() else {
             return crate::cmd::args::err("ERR tiered storage is not available");
@@ -154,6 +157,7 @@ pub async fn run_keyed(
         }
         if spec.has(VALUE_REPLY) {
             if let Some(reply) = get_offloaded(core, db, &wanted, &loaded, now) {
+                remember_read(&mut core.shard.borrow_mut(), spec, args, caller);
                 return reply;
             }
         }
@@ -188,10 +192,42 @@ pub async fn run_keyed(
             restore_pointers(&mut shard, db, installed, false);
             continue;
         }
-        let reply = call(&mut shard, db, now, spec, f, args);
+        let reply = call(&mut shard, db, now, spec, f, args, caller);
         let upload = upload_allowed(core);
         restore_pointers(&mut shard, db, installed, upload);
         return reply;
+    }
+}
+
+/// Runs keyed command `spec` (function `f`) on `shard` for `caller`: its changes are that
+/// client's (CLIENT TRACKING NOLOOP), and when it tracks, the keys a read-only command names
+/// are remembered for it, in the same step as the read (no change can fall in between).
+#[inline]
+pub fn call(
+    shard: &mut Shard,
+    db: usize,
+    now: u64,
+    spec: &'static Spec,
+    f: ShardFn,
+    args: &[Bytes],
+    caller: Caller,
+) -> Reply {
+    if caller == Caller::NONE {
+        return call_watched(shard, db, now, spec, f, args);
+    }
+    shard.watches.tracking.caller = caller;
+    let reply = call_watched(shard, db, now, spec, f, args);
+    shard.watches.tracking.caller = Caller::NONE;
+    remember_read(shard, spec, args, caller);
+    reply
+}
+
+/// Remembers the keys of read-only command `spec` for a tracking `caller`.
+fn remember_read(shard: &mut Shard, spec: &'static Spec, args: &[Bytes], caller: Caller) {
+    if caller.track && spec.has(READONLY) {
+        for i in spec.keys_of(args) {
+            shard.watches.tracking.remember(&args[i], caller.id);
+        }
     }
 }
 
@@ -200,7 +236,7 @@ pub async fn run_keyed(
 /// the shard counted a change, else each key that exists (an in-place change of a collection
 /// is not counted; a write that changed nothing may so fail a WATCH, never miss one).
 #[inline]
-pub fn call(
+fn call_watched(
     shard: &mut Shard,
     db: usize,
     now: u64,

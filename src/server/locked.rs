@@ -43,6 +43,7 @@ use super::txn::{Scoped, Txn};
 use crate::cmd::args::err;
 use crate::cmd::ShardFn;
 use crate::protocol::Reply;
+use crate::shard::tracking::Caller;
 use crate::shard::{now_ms, shard_of, Shard};
 
 /// The shards a group of commands needs.
@@ -101,6 +102,9 @@ impl ShardSet {
 /// Shards held for a group of commands; dropping it unlocks them.
 pub struct Locked {
     txn: Txn,
+    /// Whether read-only commands remember their keys for a tracking client (EXEC); a script's
+    /// `redis.call`s do not (Redis tracks the keys the script declared instead).
+    track_reads: bool,
 }
 
 fn shutting_down() -> Reply {
@@ -112,7 +116,16 @@ impl Locked {
     /// reuses what that one holds). None when shutting down.
     pub async fn lock(core: &Rc<Core>, need: ShardSet) -> Option<Locked> {
         let txn = Txn::begin(core, need.list(core.global.shards())).await?;
-        Some(Locked { txn })
+        Some(Locked {
+            txn,
+            track_reads: true,
+        })
+    }
+
+    /// For a script: its commands' reads are not remembered for CLIENT TRACKING.
+    pub fn without_read_tracking(mut self) -> Locked {
+        self.track_reads = false;
+        self
     }
 
     pub fn holds(&self, shard: usize) -> bool {
@@ -150,7 +163,12 @@ impl Locked {
             };
         }
         let reply = match dispatch::one_shard(core.global.shards(), core.id, spec, &args) {
-            Some((shard, f)) => self.keyed(core, session.db, shard, spec, f, args).await,
+            Some((shard, f)) => {
+                let mut caller = super::tracking::caller(session);
+                caller.track &= self.track_reads;
+                self.keyed(core, session.db, shard, spec, f, args, caller)
+                    .await
+            }
             None => {
                 let fut = dispatch::run_barrier(core, session, spec, args).boxed_local();
                 Scoped::holding(&self.txn, fut).await
@@ -160,6 +178,7 @@ impl Locked {
         reply
     }
 
+    #[allow(clippy::too_many_arguments)]
     async fn keyed(
         &self,
         core: &Rc<Core>,
@@ -168,14 +187,15 @@ impl Locked {
         spec: &'static Spec,
         f: ShardFn,
         args: Vec<Bytes>,
+        caller: Caller,
     ) -> Reply {
         // A shard not held (a command without keys runs here) is used as any command uses it.
         let tx = if self.holds(shard) { self.txn.id() } else { 0 };
         if shard == core.id {
-            return exec::run_keyed(core, db, spec, f, &args, now_ms(), tx, None).await;
+            return exec::run_keyed(core, db, spec, f, &args, now_ms(), tx, None, caller).await;
         }
         let work = Box::new(move |c: Rc<Core>| {
-            async move { exec::run_keyed(&c, db, spec, f, &args, now_ms(), tx, None).await }
+            async move { exec::run_keyed(&c, db, spec, f, &args, now_ms(), tx, None, caller).await }
                 .boxed_local()
         });
         let reply = if tx != 0 {

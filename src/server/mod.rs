@@ -38,6 +38,7 @@ pub mod session;
 pub mod snapshot;
 pub mod sort;
 pub mod table;
+pub mod tracking;
 pub mod txn;
 pub mod txn_collections;
 pub mod zset_cross;
@@ -67,6 +68,7 @@ pub async fn start_core(
 ) -> Rc<Core> {
     let mut shard = Shard::new(id, global.settings.clone());
     shard.events = Some(Arc::new(pubsub::KeyspaceEvents::new(global.clone())));
+    shard.watches.tracking.sink = Some(tracking::CoreSink::new(global.clone()));
     let tier = match &global.settings.tiered {
         Some(ts) => {
             let path = ts.file_path(id);
@@ -128,6 +130,7 @@ pub async fn before_serving(core: &Rc<Core>, snapshot: Option<&load::Shared>) {
 /// Periodic per-core work at `--hz`: active expiry with a CPU budget, memory peak tracking.
 async fn background(core: Rc<Core>) {
     let mut last_trim = (std::time::Instant::now(), std::time::Instant::now());
+    let tracking_over = std::cell::Cell::new(0);
     loop {
         let settings = &core.global.settings;
         let (period, hz) = (
@@ -140,6 +143,11 @@ async fn background(core: Rc<Core>) {
         glommio::timer::sleep(period).await;
         let used = core.global.note_memory();
         core.shard.borrow_mut().tick_clock();
+        tracking::limit_table(
+            &mut core.shard.borrow_mut(),
+            settings.tracking_table_max_keys(),
+            &tracking_over,
+        );
         if core.id == 0 {
             trim_heap(&core.global, used, &mut last_trim);
         }

@@ -16,6 +16,7 @@
 //! Never: runs a queued command outside the locks of its shards, or leaves a watcher
 //! registered once its session ends (EXEC, DISCARD, UNWATCH and disconnect drop them).
 
+use crate::shard::tracking::Caller;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -290,7 +291,8 @@ pub async fn exec(call: Call<'_>) -> Reply {
     }
     if let Some(s) = need.single().filter(|&s| !tiered && s != core.id) {
         if let Some(cmds) = keyed_on(core, s, &queue) {
-            return exec_remote(core, s, session.db, cmds, watched).await;
+            let caller = super::tracking::caller(session);
+            return exec_remote(core, s, session.db, cmds, watched, caller).await;
         }
     }
     let Some(locked) = Locked::lock(core, need).await else {
@@ -339,8 +341,9 @@ pub async fn exec(call: Call<'_>) -> Reply {
         }
         let db = session.db;
         let count = run.len();
+        let caller = super::tracking::caller(session);
         match locked
-            .on_shard(core, s, move |sh| run_all(sh, db, run))
+            .on_shard(core, s, move |sh| run_all(sh, db, run, caller))
             .await
         {
             Some(rs) => replies.extend(rs),
@@ -353,10 +356,10 @@ pub async fn exec(call: Call<'_>) -> Reply {
 /// A keyed command ready to run on its shard: (command, function, arguments).
 type KeyedCmd = (&'static Spec, ShardFn, Vec<Bytes>);
 
-fn run_all(sh: &mut Shard, db: usize, cmds: Vec<KeyedCmd>) -> Vec<Reply> {
+fn run_all(sh: &mut Shard, db: usize, cmds: Vec<KeyedCmd>, caller: Caller) -> Vec<Reply> {
     let now = now_ms();
     cmds.into_iter()
-        .map(|(spec, f, args)| exec::call(sh, db, now, spec, f, &args))
+        .map(|(spec, f, args)| exec::call(sh, db, now, spec, f, &args, caller))
         .collect()
 }
 
@@ -380,10 +383,11 @@ async fn exec_remote(
     db: usize,
     cmds: Vec<KeyedCmd>,
     watched: Vec<WatchedKey>,
+    caller: Caller,
 ) -> Reply {
     let done = core
         .on_shard(s, move |sh| {
-            check_watched(sh, &watched, now_ms()).then(|| run_all(sh, db, cmds))
+            check_watched(sh, &watched, now_ms()).then(|| run_all(sh, db, cmds, caller))
         })
         .await;
     match done {
@@ -431,7 +435,9 @@ async fn exec_inline(
             _ => match dispatch::one_shard(n, core.id, q.spec, &q.args) {
                 Some((_, f)) => {
                     let db = session.db;
-                    exec::call(&mut core.shard.borrow_mut(), db, now, q.spec, f, &q.args)
+                    let caller = super::tracking::caller(session);
+                    let mut shard = core.shard.borrow_mut();
+                    exec::call(&mut shard, db, now, q.spec, f, &q.args, caller)
                 }
                 None => err("ERR internal error: not a local command"),
             },

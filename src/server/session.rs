@@ -82,6 +82,11 @@ pub struct ClientInfo {
     pending: AtomicUsize,
     /// Channels, patterns and shard channels subscribed to (CLIENT LIST `sub=`, `psub=`, `ssub=`).
     subscriptions: [AtomicUsize; 3],
+    /// CLIENT TRACKING's flags (`server::tracking::ON`, ...), read by the shards that send
+    /// invalidations.
+    pub tracking: AtomicU32,
+    /// CLIENT TRACKING's REDIRECT target (0 = none).
+    pub redirect: AtomicU64,
 }
 
 impl ClientInfo {
@@ -108,11 +113,12 @@ impl ClientInfo {
         if self.blocked.load(Ordering::Relaxed) != 0 {
             flags.push('b');
         }
+        super::tracking::flag_letters(self, &mut flags);
         if flags.is_empty() {
             flags.push('N');
         }
         format!(
-            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={flags} db={} sub={sub} psub={psub} ssub={ssub} multi={multi} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem={} tot-mem=0 events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
+            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={flags} db={} sub={sub} psub={psub} ssub={ssub} multi={multi} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem={} tot-mem=0 events=r cmd={} user=default redir={} resp={} lib-name={} lib-ver={}",
             self.id,
             self.peer.addr,
             self.peer.laddr,
@@ -123,6 +129,7 @@ impl ClientInfo {
             self.db.load(Ordering::Relaxed),
             self.pending.load(Ordering::Relaxed),
             cmd,
+            super::tracking::redirect_shown(self),
             self.resp.load(Ordering::Relaxed),
             get(&self.lib_name),
             get(&self.lib_ver),
@@ -274,6 +281,8 @@ pub struct Session {
     /// Pub/sub subscriptions; any puts a RESP2 session in subscribe mode.
     pub subs: Subscriptions,
     pub reply_mode: ReplyMode,
+    /// CLIENT TRACKING BCAST's prefixes (its flags are in `client`).
+    pub tracking_prefixes: std::collections::BTreeSet<bytes::Bytes>,
     inbox: mpsc::UnboundedReceiver<(Delivery, usize)>,
     /// Deliveries taken while a command waited for its wake-up, kept for the connection.
     held: VecDeque<(Delivery, usize)>,
@@ -304,6 +313,8 @@ impl Session {
             mailbox: tx,
             pending: AtomicUsize::new(0),
             subscriptions: Default::default(),
+            tracking: 0.into(),
+            redirect: 0.into(),
         });
         global.clients.insert(client.clone());
         global.total_connections.fetch_add(1, Ordering::Relaxed);
@@ -317,6 +328,7 @@ impl Session {
             multi: Default::default(),
             subs: Subscriptions::default(),
             reply_mode: ReplyMode::On,
+            tracking_prefixes: Default::default(),
             inbox: rx,
             held: VecDeque::new(),
             global: global.clone(),
@@ -389,6 +401,8 @@ impl Session {
 impl Drop for Session {
     fn drop(&mut self) {
         self.subs.clear(&self.global, &self.client);
+        let global = self.global.clone();
+        super::tracking::disable(&global, self);
         // Before the connection's socket closes: see `Registry::remove`.
         self.global.clients.remove(self.id);
         self.multi.forget_watches(&self.global, None);

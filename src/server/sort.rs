@@ -171,7 +171,16 @@ async fn resolve(
             let mut args = Vec::with_capacity(wanted.len() + 1);
             args.push(Bytes::from_static(b"MGET"));
             args.extend(wanted.iter().map(|(_, k)| k.clone()));
-            let reply = run_fn(txn, s, db, mget as &'static Spec, string::mget, args).await?;
+            let reply = run_fn(
+                txn,
+                s,
+                db,
+                mget as &'static Spec,
+                string::mget,
+                args,
+                crate::shard::tracking::Caller::NONE,
+            )
+            .await?;
             let values = match reply {
                 Reply::Array(v) => v,
                 _ => Vec::new(),

@@ -40,6 +40,7 @@ use crate::cmd::{keys, string, Ctx, ShardFn};
 use crate::notify;
 use crate::protocol::Reply;
 use crate::runtime::remote_wait;
+use crate::shard::tracking::Caller;
 use crate::shard::{now_ms, shard_of, Entry, Shard};
 
 /// What the task being polled runs inside: the shards a transaction holds for it (and its
@@ -239,11 +240,9 @@ impl Txn {
 
 impl Drop for Txn {
     fn drop(&mut self) {
-        if let Some((db, keys)) = self
-            .writes
-            .take()
-            .filter(|_| crate::shard::watch::anyone_watching())
-        {
+        if let Some((db, keys)) = self.writes.take().filter(|_| {
+            crate::shard::watch::anyone_watching() || crate::shard::tracking::active_anywhere()
+        }) {
             touch_written(&self.core, self.id, &self.held, db, &keys);
         }
         for &s in &self.shards {
@@ -283,13 +282,16 @@ pub(super) async fn run_fn(
     spec: &'static Spec,
     f: ShardFn,
     args: Vec<Bytes>,
+    caller: Caller,
 ) -> Option<Reply> {
     let tx = txn.id;
     txn.run_async(
         shard,
         Box::new(move |core: Rc<Core>| {
-            async move { exec::run_keyed(&core, db, spec, f, &args, now_ms(), tx, None).await }
-                .boxed_local()
+            async move {
+                exec::run_keyed(&core, db, spec, f, &args, now_ms(), tx, None, caller).await
+            }
+            .boxed_local()
         }),
     )
     .await
@@ -313,18 +315,20 @@ pub fn split_pairs(args: &[Bytes], group: usize, shards: usize) -> Vec<(usize, V
     parts
 }
 
-/// Runs `f` on every part (shard, args) under one transaction; replies in part order.
+/// Runs `f` on every part (shard, args) under one transaction for `caller`; replies in part
+/// order.
 pub async fn run_parts(
     core: &Rc<Core>,
     db: usize,
     spec: &'static Spec,
     f: ShardFn,
     parts: &[(usize, Vec<Bytes>)],
+    caller: Caller,
 ) -> Option<Vec<Reply>> {
     let txn = Txn::begin(core, parts.iter().map(|p| p.0).collect()).await?;
     let runs = parts
         .iter()
-        .map(|(s, part)| run_fn(&txn, *s, db, spec, f, part.clone()));
+        .map(|(s, part)| run_fn(&txn, *s, db, spec, f, part.clone(), caller));
     futures::future::join_all(runs).await.into_iter().collect()
 }
 
@@ -350,7 +354,7 @@ pub async fn msetnx(core: &Rc<Core>, spec: &'static Spec, db: usize, args: &[Byt
     }
     for (s, part) in parts {
         // MSETNX's parts are MSETs (same keys, same flags: nothing read).
-        if run_fn(&txn, s, db, spec, string::mset, part)
+        if run_fn(&txn, s, db, spec, string::mset, part, Caller::NONE)
             .await
             .is_none()
         {

@@ -184,7 +184,7 @@ impl Shard {
                     }) = d.table.remove_at(pos)
                     {
                         self.dirty += 1;
-                        self.watches.touch(db, k.as_bytes());
+                        self.watches.touch_unattributed(db, k.as_bytes());
                         if at != 0 {
                             d.volatile = d.volatile.saturating_sub(1);
                         }

@@ -21,6 +21,7 @@ pub mod notify;
 pub mod object;
 pub mod rdb_types;
 pub mod set;
+pub mod tracking;
 pub mod watch;
 pub mod ziplist;
 pub mod zset;
@@ -350,7 +351,7 @@ impl Shard {
             d.volatile = d.volatile.saturating_sub(1);
             self.release(gone.key.as_bytes(), &gone.value);
         }
-        self.watches.touch(db, key);
+        self.watches.touch_unattributed(db, key);
         self.stats.expired_keys += 1;
         self.notify(crate::notify::EXPIRED, "expired", db, key);
         None
@@ -523,7 +524,7 @@ impl Shard {
                 .find(&k, h)
                 .is_some_and(|pos| !is_expired(self.dbs[with].table.expire_at(pos), now));
             if here || there {
-                self.watches.touch(emptied, &k);
+                self.watches.touch_version(emptied, &k);
             }
         }
     }
@@ -614,10 +615,11 @@ impl Shard {
             // Watched keys that exist (expired or not) change; missing ones do not.
             for k in self.watches.keys_in(db) {
                 if self.dbs[db].table.get(&k, hash(&k)).is_some() {
-                    self.watches.touch(db, &k);
+                    self.watches.touch_version(db, &k);
                 }
             }
         }
+        self.watches.tracking.clear();
         let ptrs: Vec<DiskPtr> = self.dbs[db]
             .table
             .iter()
@@ -784,7 +786,7 @@ impl Shard {
                         if let Some(p) = e.external(k.len()) {
                             freed.push(p);
                         }
-                        watches.touch(db_index, k.as_bytes());
+                        watches.touch_unattributed(db_index, k.as_bytes());
                         if let Some(v) = expired.as_mut() {
                             v.push((db_index, k));
                         }

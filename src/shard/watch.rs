@@ -4,11 +4,16 @@
 //! compares it. The shard's mutation paths call [`Watches::touch`] only when the registry is
 //! not empty, so nobody pays for WATCH while nobody watches.
 //!
+//! The same hook tells client-side caching ([`Tracking`]) of each change, so WATCH and CLIENT
+//! TRACKING see exactly the same modifications.
+//!
 //! Never: knows clients or sessions (a watcher is a version it remembers, held in its session),
-//! or does anything when nothing is watched.
+//! or does anything when nothing is watched or tracked.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
+
+use super::tracking::Tracking;
 
 /// Watchers registered on every shard of the process: work that would touch keys on another
 /// shard (a cross-shard write) is skipped while it is zero. Registration runs on the key's
@@ -26,6 +31,8 @@ pub struct Watches {
     keys: HashMap<Box<[u8]>, Vec<Watched>>,
     /// Versions come from one counter, so a version never repeats for a key.
     clock: u64,
+    /// Client-side caching's tracked keys, told of every change [`Watches::touch`] hears of.
+    pub tracking: Tracking,
 }
 
 struct Watched {
@@ -35,10 +42,10 @@ struct Watched {
 }
 
 impl Watches {
-    /// True when no key of this shard is watched (the fast path of every write).
+    /// True when no key of this shard is watched or tracked (the fast path of every write).
     #[inline]
     pub fn is_empty(&self) -> bool {
-        self.keys.is_empty()
+        self.keys.is_empty() && self.tracking.idle()
     }
 
     /// Registers one watcher of (db, key); returns the key's current version.
@@ -84,13 +91,33 @@ impl Watches {
             .map(|w| w.version)
     }
 
-    /// Notes a change of (db, key): its watchers' EXEC will fail.
+    /// Notes a change of (db, key): its watchers' EXEC will fail, its trackers are told.
     #[inline]
     pub fn touch(&mut self, db: usize, key: &[u8]) {
-        if self.keys.is_empty() {
-            return;
+        if !self.keys.is_empty() {
+            self.touch_slow(db, key);
         }
-        self.touch_slow(db, key);
+        if !self.tracking.idle() {
+            self.tracking.touch(key);
+        }
+    }
+
+    /// A change by nobody's command (expiry): NOLOOP clients hear of it too.
+    pub fn touch_unattributed(&mut self, db: usize, key: &[u8]) {
+        if !self.keys.is_empty() {
+            self.touch_slow(db, key);
+        }
+        if !self.tracking.idle() {
+            self.tracking.touch_by(key, 0);
+        }
+    }
+
+    /// A change WATCH sees and tracking does not (SWAPDB, and FLUSHDB, whose trackers get one
+    /// null invalidation instead), as in Redis.
+    pub fn touch_version(&mut self, db: usize, key: &[u8]) {
+        if !self.keys.is_empty() {
+            self.touch_slow(db, key);
+        }
     }
 
     fn touch_slow(&mut self, db: usize, key: &[u8]) {

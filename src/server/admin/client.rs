@@ -144,6 +144,26 @@ pub fn client(call: Call<'_>) -> Reply {
                 err(ERR_SYNTAX)
             }
         }
+        "tracking" => {
+            if args.len() < 3 {
+                return Reply::Error(format!(
+                    "ERR wrong number of arguments for 'client|{sub}' command"
+                ));
+            }
+            crate::server::tracking::client_tracking(&core.global, session, &args)
+        }
+        "caching" => match arity(3) {
+            Ok(()) => crate::server::tracking::client_caching(session, &args[2]),
+            Err(e) => e,
+        },
+        "getredir" => match arity(2) {
+            Ok(()) => crate::server::tracking::client_getredir(session),
+            Err(e) => e,
+        },
+        "trackinginfo" => match arity(2) {
+            Ok(()) => crate::server::tracking::client_trackinginfo(session),
+            Err(e) => e,
+        },
         "no-evict" | "no-touch" if args.len() == 3 => {
             if is(&args[2], "on") || is(&args[2], "off") {
                 Reply::Ok
@@ -153,6 +173,10 @@ pub fn client(call: Call<'_>) -> Reply {
         }
         "help" => help_reply(&[
             "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "CACHING (YES|NO)",
+            "    Enable/disable tracking of the keys for next command in OPTIN/OPTOUT modes.",
+            "GETREDIR",
+            "    Return the client ID we are redirecting to when tracking is enabled.",
             "GETNAME",
             "    Return the name of the current connection.",
             "ID",
@@ -174,6 +198,11 @@ pub fn client(call: Call<'_>) -> Reply {
             "    Assign the name <name> to the current connection.",
             "UNBLOCK <clientid> [TIMEOUT|ERROR]",
             "    Unblock the specified blocked client.",
+            "TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]]",
+            "         [OPTIN] [OPTOUT] [NOLOOP]",
+            "    Control server assisted client side caching.",
+            "TRACKINGINFO",
+            "    Report tracking status for the current connection.",
             "HELP",
             "    Print this help.",
         ]),

@@ -100,8 +100,9 @@ pub async fn info(Call { core, args, .. }: Call<'_>) -> Reply {
         section(
             "Clients",
             format!(
-                "connected_clients:{n}\r\nblocked_clients:{}\r\n",
-                crate::server::blocking::blocked_clients(g)
+                "connected_clients:{n}\r\nblocked_clients:{}\r\ntracking_clients:{}\r\n",
+                crate::server::blocking::blocked_clients(g),
+                g.tracking.clients()
             ),
         );
     }
@@ -163,7 +164,7 @@ pub async fn info(Call { core, args, .. }: Call<'_>) -> Reply {
         section(
             "Stats",
             format!(
-                "total_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:0\r\nexpired_keys:{}\r\nevicted_keys:{}\r\nevicted_keys_ram:{}\r\nevicted_keys_ssd:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\npubsubshard_channels:{}\r\nlazyfreed_objects:{}\r\n",
+                "total_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:0\r\nexpired_keys:{}\r\nevicted_keys:{}\r\nevicted_keys_ram:{}\r\nevicted_keys_ssd:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\npubsubshard_channels:{}\r\nlazyfreed_objects:{}\r\ntracking_total_keys:{}\r\ntracking_total_items:{}\r\ntracking_total_prefixes:{}\r\n",
                 g.total_connections.load(Ordering::Relaxed),
                 total.commands,
                 total.expired_keys,
@@ -176,6 +177,9 @@ pub async fn info(Call { core, args, .. }: Call<'_>) -> Reply {
                 g.pubsub.patterns(),
                 g.pubsub.channels(true),
                 crate::shard::lazyfree::freed(),
+                crate::shard::tracking::total_keys(),
+                crate::shard::tracking::total_items(),
+                g.tracking.prefixes(),
             ),
         );
     }

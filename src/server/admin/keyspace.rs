@@ -44,6 +44,7 @@ async fn flush(call: Call<'_>, all: bool) -> Reply {
         }
     })
     .await;
+    crate::server::tracking::flushed(&core.global);
     Reply::Ok
 }
 

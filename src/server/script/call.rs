@@ -16,7 +16,7 @@ use bytes::Bytes;
 use super::RunCtx;
 use crate::cmd::args::{err, is, ERR_OOM};
 use crate::protocol::Reply;
-use crate::server::table::{self, DENYOOM, WRITE};
+use crate::server::table::{self, DENYOOM, READONLY, WRITE};
 use crate::shard::shard_of;
 
 /// Commands (and container subcommands, `name|sub`) Redis 7.0 marks `noscript`.
@@ -149,6 +149,9 @@ pub fn run(ctx: &mut RunCtx<'_>, args: Vec<Bytes>) -> Reply {
     }
     if spec.has(WRITE) {
         ctx.state.dirty.store(true, Ordering::Relaxed);
+    }
+    if spec.has(READONLY) {
+        ctx.read_any = true;
     }
     if let Some(e) = on_ssd_here(ctx, spec, &args) {
         return e;

@@ -426,6 +426,9 @@ pub struct RunCtx<'a> {
     pub state: &'a Running,
     /// Whether used memory was past maxmemory when the script started.
     pub oom_at_start: bool,
+    /// Whether the script called a read-only command (CLIENT TRACKING then remembers the keys
+    /// it declared, as Redis does).
+    pub read_any: bool,
 }
 
 impl Run<'_> {
@@ -442,7 +445,10 @@ impl Run<'_> {
         // Every shard: the script may touch keys it did not declare.
         let mut need = ShardSet::default();
         need.add_all();
-        let Some(locked) = Locked::lock(core, need).await else {
+        let Some(locked) = Locked::lock(core, need)
+            .await
+            .map(Locked::without_read_tracking)
+        else {
             return err("ERR server is shutting down");
         };
         let state = Arc::new(Running {
@@ -471,6 +477,7 @@ impl Run<'_> {
             oom_at_start: max > 0
                 && !core.global.settings.cache_mode
                 && crate::memory::used_memory() > max,
+            read_any: false,
         });
         let reply = self.call_lua(&ctx, f, keys, argv).unwrap_or_else(|e| {
             Reply::Error(format!("ERR Error running script {}, {e}", self.name))
@@ -478,6 +485,19 @@ impl Run<'_> {
         let ctx = ctx.into_inner();
         if ctx.session.db != saved_db {
             ctx.session.select(saved_db);
+        }
+        let caller = crate::server::tracking::caller(ctx.session);
+        if ctx.read_any && caller.track {
+            // Still holding every shard: no change can come between the reads and this.
+            let n = core.global.shards();
+            for key in keys {
+                let key = key.clone();
+                locked
+                    .on_shard(core, crate::shard::shard_of(&key, n), move |sh| {
+                        sh.watches.tracking.remember(&key, caller.id)
+                    })
+                    .await;
+            }
         }
         RUNNING_SINCE.store(0, Ordering::Relaxed);
         if let Ok(mut r) = running().lock() {
