@@ -575,3 +575,40 @@ fn same_bytes_as_redis() {
     }
     assert!(diffs.is_empty(), "{}", diffs.join("\n"));
 }
+
+#[test]
+fn a_served_blocking_move_invalidates_after_its_reply() {
+    let s = server();
+    let (mut a, mut w) = (s.raw(), s.raw());
+    rt(&mut w, &["RPUSH", "dst{l}", "a"], &i(1));
+    hello3(&mut a);
+    rt(&mut a, &["CLIENT", "TRACKING", "ON"], "+OK\r\n");
+    rt(&mut a, &["LRANGE", "dst{l}", "0", "-1"], &arr(&[&b("a")]));
+    a.send(&cmd(&[
+        b"BLMOVE", b"src{l}", b"dst{l}", b"LEFT", b"LEFT", b"0",
+    ]));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !String::from_utf8_lossy(&w.call(&[b"INFO", b"clients"])).contains("blocked_clients:1") {
+        assert!(Instant::now() < deadline, "never blocked");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    rt(&mut w, &["RPUSH", "src{l}", "foo"], &i(1));
+    assert_eq!(next(&mut a), b("foo"));
+    assert_eq!(next(&mut a), inval3(&["dst{l}"]));
+}
+
+#[test]
+fn a_bcast_push_comes_before_the_reply_to_the_next_command() {
+    let s = server();
+    let (mut a, mut w) = (s.raw(), s.raw());
+    hello3(&mut a);
+    rt(&mut a, &["CLIENT", "TRACKING", "ON", "BCAST"], "+OK\r\n");
+    for n in 0..20 {
+        let k = format!("k{n}");
+        rt(&mut w, &["INCR", &k], &i(1));
+        // The writer has its reply: the push is already on its way, ahead of PING's.
+        a.send(&cmd(&[b"PING"]));
+        assert_eq!(next(&mut a), inval3(&[&k]));
+        assert_eq!(next(&mut a), "+PONG\r\n");
+    }
+}

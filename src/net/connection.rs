@@ -84,6 +84,16 @@ async fn conn_loop(core: &Rc<Core>, session: &mut Session, stream: &Socket) -> s
         if n == 0 || session.killed() {
             return Ok(());
         }
+        // What was posted before these requests came goes out before their replies (a push
+        // and a read can be ready at once; the read is taken first).
+        while out.len() < PUSH_CHUNK {
+            let Some(d) = session.try_delivery() else {
+                break;
+            };
+            if !deliver(session, d, &mut out) {
+                return Ok(());
+            }
+        }
         loop {
             let mut reqs = Vec::new();
             let mut proto_err = None;

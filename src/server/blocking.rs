@@ -671,7 +671,7 @@ fn serve_key(core: &Rc<Core>, db: usize, key: &Bytes) {
                 return;
             }
         }
-        let reply = pop_for(core, db, key, &w.op);
+        let reply = pop_for(core, db, key, &w.op, w.client.id);
         *st = State::Served(reply);
         drop(st);
         w.client.post(&core.global, Delivery::Wake(w.token));
@@ -679,11 +679,27 @@ fn serve_key(core: &Rc<Core>, db: usize, key: &Bytes) {
     }
 }
 
-/// The pop a waiter asked for, on `key` of this core's shard (which holds its type).
-fn pop_for(core: &Core, db: usize, key: &Bytes, op: &Op) -> Reply {
+/// The pop a waiter (client `id`) asked for, on `key` of this core's shard (which holds its
+/// type).
+fn pop_for(core: &Core, db: usize, key: &Bytes, op: &Op, id: u64) -> Reply {
     let mut shard = core.shard.borrow_mut();
+    shard.watches.tracking.caller = crate::shard::tracking::Caller { id, track: false };
+    let r = pop_with(&mut shard, db, key, op);
+    if !matches!(r, Reply::NilArray | Reply::Nil | Reply::Error(_)) {
+        // Popped in place: the keys changed for WATCH and CLIENT TRACKING, as a command's
+        // write marks them in `exec::call`.
+        shard.watches.touch(db, key);
+        if let Op::Move { dst, .. } = op {
+            shard.watches.touch(db, dst);
+        }
+    }
+    shard.watches.tracking.caller = crate::shard::tracking::Caller::NONE;
+    r
+}
+
+fn pop_with(shard: &mut crate::shard::Shard, db: usize, key: &Bytes, op: &Op) -> Reply {
     let ctx = &mut Ctx {
-        shard: &mut shard,
+        shard,
         db,
         now: now_ms(),
     };

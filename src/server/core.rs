@@ -54,8 +54,11 @@ pub fn spawning_job<R: Send + 'static>(work: AsyncWork<R>) -> (Job, oneshot::Rec
     let (tx, rx) = oneshot::channel();
     let job: Job = Box::new(move |core| {
         let fut = work(core.clone());
+        let core = core.clone();
         crate::runtime::spawn(async move {
-            let _ = tx.send(fut.await);
+            let r = fut.await;
+            core.flush_invalidations();
+            let _ = tx.send(r);
         })
         .detach();
     });
@@ -301,6 +304,21 @@ impl Core {
         }
     }
 
+    /// Sends the CLIENT TRACKING BCAST invalidations this shard's work gathered: called when a
+    /// piece of work ends, before its reply leaves, as Redis sends them before it writes
+    /// replies.
+    pub fn flush_invalidations(&self) {
+        // Inside work that holds the shard, the work's own end sends them (or the fallback).
+        let Ok(shard) = self.shard.try_borrow() else {
+            return;
+        };
+        let sink = shard.watches.tracking.sink.clone();
+        drop(shard);
+        if let Some(s) = sink {
+            s.flush();
+        }
+    }
+
     /// Runs `f` on shard `shard` and returns its result; inline when the shard is local.
     /// None only if the target core is gone (shutdown). Inside a transaction that holds the
     /// shard (`txn::Scoped`), runs as that transaction's job.
@@ -316,11 +334,14 @@ impl Core {
             }
             let r = f(&mut self.shard.borrow_mut());
             super::blocking::serve(self);
+            self.flush_invalidations();
             return Some(r);
         }
         let (tx, rx) = oneshot::channel();
         let job: Job = Box::new(move |core| {
-            let _ = tx.send(f(&mut core.shard.borrow_mut()));
+            let r = f(&mut core.shard.borrow_mut());
+            core.flush_invalidations();
+            let _ = tx.send(r);
         });
         let _waiting = remote_wait();
         if !self.global.send(shard, job_msg(held, job)) {

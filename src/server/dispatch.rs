@@ -321,6 +321,7 @@ pub async fn dispatch(core: &Rc<Core>, session: &mut Session, reqs: Vec<Request>
         }
     }
     flush_groups(core, session.db, &mut groups, &mut replies).await;
+    core.flush_invalidations();
     for i in silent {
         if let Some(r) = replies.get_mut(i).and_then(Option::take) {
             replies[i] = Some(r.pushes_only());

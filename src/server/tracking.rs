@@ -206,8 +206,10 @@ impl CoreSink {
 
     /// Sends what BCAST clients have to hear of the keys gathered: per prefix one array of the
     /// matching keys, less, for a NOLOOP client, the keys it changed itself.
-    fn flush(&self) {
-        self.scheduled.set(false);
+    fn send_gathered(&self) {
+        if !self.scheduled.replace(false) {
+            return;
+        }
         let keys = std::mem::take(&mut *self.pending.borrow_mut());
         if keys.is_empty() {
             return;
@@ -261,6 +263,10 @@ impl Invalidations for CoreSink {
         }
     }
 
+    fn flush(&self) {
+        self.send_gathered();
+    }
+
     fn changed(&self, key: &[u8], writer: u64) {
         {
             let mut p = self.pending.borrow_mut();
@@ -280,12 +286,14 @@ impl Invalidations for CoreSink {
         if self.scheduled.replace(true) {
             return;
         }
+        // Normally sent when the work that changed the key ends, before its reply goes out
+        // (`Core::flush_invalidations`); this catches work that ends elsewhere.
         let me = self.me.clone();
         crate::runtime::spawn(async move {
             // Let the work running now (a transaction's jobs, a batch) finish first.
             YieldOnce(false).await;
             if let Some(sink) = me.upgrade() {
-                sink.flush();
+                sink.send_gathered();
             }
         })
         .detach();

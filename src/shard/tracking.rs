@@ -50,6 +50,8 @@ pub trait Invalidations {
     fn invalidate(&self, ids: &[u64], key: &[u8], writer: u64);
     /// `key` changed while BCAST prefixes exist (the sink matches and batches them).
     fn changed(&self, key: &[u8], writer: u64);
+    /// Sends what [`Invalidations::changed`] gathered (the work that changed the keys is done).
+    fn flush(&self);
 }
 
 /// The sink a shard holds (per core: it never leaves its core).
@@ -197,6 +199,7 @@ mod tests {
                 .push((ids.to_vec(), key.to_vec(), writer));
         }
         fn changed(&self, _: &[u8], _: u64) {}
+        fn flush(&self) {}
     }
 
     #[test]
