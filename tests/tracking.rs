@@ -612,3 +612,23 @@ fn a_bcast_push_comes_before_the_reply_to_the_next_command() {
         assert_eq!(next(&mut a), "+PONG\r\n");
     }
 }
+
+#[test]
+fn reset_turns_tracking_off() {
+    let s = server();
+    let mut a = s.raw();
+    rt(
+        &mut a,
+        &["CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "x"],
+        "+OK\r\n",
+    );
+    rt(&mut a, &["RESET"], "+RESET\r\n");
+    rt(
+        &mut a,
+        &["CLIENT", "TRACKINGINFO"],
+        "*6\r\n$5\r\nflags\r\n*1\r\n$3\r\noff\r\n$8\r\nredirect\r\n:-1\r\n$8\r\nprefixes\r\n*0\r\n",
+    );
+    let info = String::from_utf8(bulk_of(&a.call(&[b"INFO"]))).unwrap();
+    assert!(info.contains("tracking_clients:0\r\n"), "{info}");
+    assert!(info.contains("tracking_total_prefixes:0\r\n"), "{info}");
+}

@@ -189,8 +189,11 @@ mod tests {
     use super::*;
     use std::cell::RefCell;
 
+    /// An invalidation as the sink got it: (ids, key, writer).
+    type Sent = (Vec<u64>, Vec<u8>, u64);
+
     #[derive(Default)]
-    struct Seen(RefCell<Vec<(Vec<u64>, Vec<u8>, u64)>>);
+    struct Seen(RefCell<Vec<Sent>>);
 
     impl Invalidations for Seen {
         fn invalidate(&self, ids: &[u64], key: &[u8], writer: u64) {

@@ -93,7 +93,7 @@ pub fn pubsub(Call { core, args, .. }: Call<'_>) -> Reply {
 }
 
 /// RESET: the connection back to a fresh one's state: subscriptions left, MULTI discarded and
-/// nothing watched, db 0, RESP2, no
+/// nothing watched, tracking off, db 0, RESP2, no
 /// name, replies on, and unauthenticated again when a password is set.
 pub fn reset(call: Call<'_>) -> Reply {
     let (core, session, _) = call.parts();
@@ -101,6 +101,7 @@ pub fn reset(call: Call<'_>) -> Reply {
     let client = session.client.clone();
     session.subs.clear(&global, &client);
     crate::server::multi::discard_state(core, session);
+    crate::server::tracking::disable(&global, session);
     session.select(0);
     session.set_resp3(false);
     if let Ok(mut n) = client.name.lock() {
