@@ -632,3 +632,21 @@ fn reset_turns_tracking_off() {
     assert!(info.contains("tracking_clients:0\r\n"), "{info}");
     assert!(info.contains("tracking_total_prefixes:0\r\n"), "{info}");
 }
+
+#[test]
+fn memcached_port_writes_invalidate() {
+    let port = free_port();
+    let p = port.to_string();
+    let s = Server::start(STRATA, &["--memcached_port", &p, "--proactor_threads", "2"]);
+    let mut a = s.raw();
+    hello3(&mut a);
+    rt(&mut a, &["CLIENT", "TRACKING", "ON"], "+OK\r\n");
+    rt(&mut a, &["GET", "mckey"], "_\r\n");
+    let mut mc = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    use std::io::{Read, Write};
+    mc.write_all(b"set mckey 0 0 1\r\nx\r\n").unwrap();
+    let mut buf = [0u8; 8];
+    mc.read_exact(&mut buf).unwrap();
+    assert_eq!(&buf, b"STORED\r\n");
+    assert_eq!(next(&mut a), inval3(&["mckey"]));
+}
