@@ -1,5 +1,6 @@
 //! Hit-ratio benchmark: a deterministic trace generator and a cache-aside driver that replays a
-//! trace against any RESP server (`benches/hit_ratio.sh` runs it against Strata and Redis).
+//! trace against any RESP or memcached server (`benches/hit_ratio.sh` runs it against Strata,
+//! Redis and memcached).
 //!
 //! ```text
 //! hit_ratio run   --trace T [opts]   replay the trace against --host/--port, print RESULT
@@ -14,6 +15,7 @@
 //!                                the length of one sweep (consecutive scan:<n> keys)
 //! --seed 1
 //! --host 127.0.0.1 --port 6379 --conns 4 --pipeline 32 --server NAME (label in RESULT)
+//! --protocol resp                resp (GET / SET) or memcache (the text protocol's get / set)
 //! --rate 0                       cap on trace requests per second (0 = as fast as it goes)
 //! --capacity keys/10             entries of the simulated caches (`trace` only)
 //! ```
@@ -65,7 +67,7 @@ use rand::{rngs::SmallRng, Rng, SeedableRng};
 
 const USAGE: &str = "usage: hit_ratio run|trace --trace zipf<S>[+scan] [--keys N] [--requests N] \
 [--warmup N] [--value-size N] [--scan-frac F] [--scan-run N] [--seed N] [--host H] [--port P] \
-[--conns C] [--pipeline D] [--server NAME] [--rate R] [--capacity N]";
+[--conns C] [--pipeline D] [--server NAME] [--protocol resp|memcache] [--rate R] [--capacity N]";
 
 #[derive(Clone, Copy, PartialEq)]
 enum Mode {
@@ -91,6 +93,8 @@ struct Opts {
     conns: usize,
     pipeline: usize,
     server: String,
+    /// The memcached text protocol instead of RESP.
+    memcache: bool,
     rate: f64,
     capacity: u64,
 }
@@ -121,6 +125,7 @@ fn parse() -> Option<Opts> {
         conns: 4,
         pipeline: 32,
         server: "server".into(),
+        memcache: false,
         rate: 0.0,
         capacity: 0,
     };
@@ -149,6 +154,13 @@ fn parse() -> Option<Opts> {
             "--conns" => o.conns = num("--conns", val()),
             "--pipeline" => o.pipeline = num("--pipeline", val()),
             "--server" => o.server = val(),
+            "--protocol" => {
+                o.memcache = match val().as_str() {
+                    "resp" => false,
+                    "memcache" => true,
+                    p => bad(format!("--protocol must be resp or memcache, not '{p}'")),
+                }
+            }
             "--rate" => o.rate = num("--rate", val()),
             "--capacity" => capacity = Some(num("--capacity", val())),
             "-h" | "--help" => {
@@ -387,6 +399,70 @@ fn value_of(key: &[u8], filler: &[u8], out: &mut Vec<u8>) {
 mod resp_client;
 use resp_client::{push_bulk, Conn, Reply};
 
+#[path = "common/mc_client.rs"]
+mod mc_client;
+use mc_client::McConn;
+
+/// One driver connection, in the protocol asked.
+enum Client {
+    Resp(Conn),
+    Memcache(McConn),
+}
+
+impl Client {
+    fn open(o: &Opts) -> Result<Client, String> {
+        if o.memcache {
+            McConn::open(&o.host, o.port).map(Client::Memcache)
+        } else {
+            Conn::open(&o.host, o.port).map(Client::Resp)
+        }
+    }
+
+    fn send(&mut self, buf: &[u8]) -> Result<(), String> {
+        match self {
+            Client::Resp(c) => c.send(buf),
+            Client::Memcache(c) => c.send(buf),
+        }
+    }
+
+    fn reply(&mut self, data: &mut Vec<u8>) -> Result<Reply, String> {
+        match self {
+            Client::Resp(c) => c.reply(data),
+            Client::Memcache(c) => c.reply(data),
+        }
+    }
+
+    fn push_get(&self, buf: &mut Vec<u8>, key: &[u8]) {
+        match self {
+            Client::Resp(_) => {
+                buf.extend_from_slice(b"*2\r\n$3\r\nGET\r\n");
+                push_bulk(buf, key);
+            }
+            Client::Memcache(_) => mc_client::push_get(buf, key),
+        }
+    }
+
+    fn push_set(&self, buf: &mut Vec<u8>, key: &[u8], value: &[u8]) {
+        match self {
+            Client::Resp(_) => {
+                buf.extend_from_slice(b"*3\r\n$3\r\nSET\r\n");
+                push_bulk(buf, key);
+                push_bulk(buf, value);
+            }
+            Client::Memcache(_) => mc_client::push_set(buf, key, value),
+        }
+    }
+
+    /// The reply to a SET that stored the value.
+    fn stored(&self, reply: &Reply) -> bool {
+        match (self, reply) {
+            (Client::Resp(_), Reply::Simple(s)) => s == "OK",
+            (Client::Memcache(_), Reply::Simple(s)) => s == "STORED",
+            _ => false,
+        }
+    }
+}
+
 // --- driver ----------------------------------------------------------------
 
 #[derive(Default)]
@@ -415,7 +491,8 @@ impl Stats {
         };
         if counted {
             self.errors += 1;
-            self.oom += u64::from(text.starts_with("-OOM"));
+            // RESP's -OOM, memcached's SERVER_ERROR out of memory storing object.
+            self.oom += u64::from(text.starts_with("-OOM") || text.contains("out of memory"));
         } else {
             self.warmup_errors += 1;
         }
@@ -444,7 +521,7 @@ fn drive_conn(
     trace: &[u32],
     cursor: &AtomicUsize,
     t0: Instant,
-    mut conn: Conn,
+    mut conn: Client,
 ) -> Result<Stats, String> {
     let mut st = Stats::default();
     let width = key_width(o.keys);
@@ -475,21 +552,18 @@ fn drive_conn(
             key.clear();
             push_key(&mut key, id, o.keys, width);
             value_of(&key, &filler, &mut val);
-            req.extend_from_slice(b"*3\r\n$3\r\nSET\r\n");
-            push_bulk(&mut req, &key);
-            push_bulk(&mut req, &val);
+            conn.push_set(&mut req, &key, &val);
         }
         for &id in batch {
             key.clear();
             push_key(&mut key, id, o.keys, width);
-            req.extend_from_slice(b"*2\r\n$3\r\nGET\r\n");
-            push_bulk(&mut req, &key);
+            conn.push_get(&mut req, &key);
         }
         conn.send(&req)?;
         for (id, counted) in owed.drain(..) {
             st.sets += u64::from(counted);
             match conn.reply(&mut data)? {
-                Reply::Simple(s) if s == "OK" => {}
+                r if conn.stored(&r) => {}
                 other => {
                     key.clear();
                     push_key(&mut key, id, o.keys, width);
@@ -543,7 +617,7 @@ fn drive_conn(
 fn run(o: &Opts, trace: &[u32]) {
     let mut conns = Vec::with_capacity(o.conns);
     for _ in 0..o.conns {
-        match Conn::open(&o.host, o.port) {
+        match Client::open(o) {
             Ok(c) => conns.push(c),
             Err(e) => {
                 eprintln!("hit_ratio: {e}");

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Hit-ratio benchmark: Strata against redis-server, same traces, same maxmemory.
+# Hit-ratio benchmark: Strata against redis-server and memcached, same traces, same memory.
 #
 # For every trace (Zipf 0.9 and 0.99 over KEYS keys, each also with 20% one-off scans mixed
 # in; see benches/hit_ratio.rs) a fresh server is started, alone on SERVER_CPU, and the
@@ -11,7 +11,19 @@
 #   strata-ram+ssd  the same with --tiered_prefix WORKDIR/tier/hr --tiered_max_file_size S
 #                   --tiered_offload_threshold OFFLOAD_AT (0.85: a cache keeps RAM full of hot
 #                   values and offloads only past that; the store default is 0.5)
-# M = CACHE_PCT% (10%) and S = SSD_PCT% (50%) of the data (KEYS x VALUE_SIZE bytes).
+#   memcached       memcached -t 1 -m M/MiB, driven over the memcached text protocol
+#   strata-mc       strata --proactor_threads 1 --cache_mode --maxmemory M, driven over its
+#                   --memcached_port (get; on a miss set), as memcached is
+# M = CACHE_PCT% (10%) of the data (KEYS x VALUE_SIZE bytes) rounded down to whole MiB (what
+# memcached's -m takes), S = SSD_PCT% (50%) of the data.
+#
+# Same memory, Strata against memcached: both are given the same M, which is the stricter
+# budget for Strata. memcached's -m counts only its slab pages (items with their ~50 B
+# headers, rounded up to the slab class's chunk size); its hash table, connection buffers and
+# the process itself come on top. Strata's --maxmemory counts every byte its allocator hands
+# out (index, keys, values, buffers), and in cache mode it evicts so that its whole RSS stays
+# within a few percent of M. So memcached ends the run holding more memory than Strata; the
+# report prints both RSS figures and the items each held, so the gap can be seen.
 # The hit ratio is hits / GETs over the requests after the warm-up (the first WARMUP
 # requests: half the trace by default). Printed at the end: one row per trace, the
 # strata-ram / max(redis) ratio, and the targets (strata-ram >= the best Redis policy on
@@ -34,7 +46,8 @@
 #                  the trace's values are random lowercase letters, which zstd's entropy
 #                  coding takes to ~0.65 of their size, lz4 not at all)
 #   TRACES         traces to run       (default "zipf0.9 zipf0.99 zipf0.9+scan zipf0.99+scan")
-#   SERVERS        servers to run      (default "redis-lru redis-lfu strata-ram strata-ram+ssd")
+#   SERVERS        servers to run      (default "redis-lru redis-lfu strata-ram strata-ram+ssd
+#                                       memcached strata-mc")
 #   SCAN_FRAC, SCAN_RUN  "+scan" traces: share of requests in sweeps, keys per sweep (0.2 / 4096)
 #   CONNS, PIPELINE  driver connections and pipeline depth             (default 4 / 32)
 #   RATE           cap on trace requests per second, 0 = none           (default 0)
@@ -45,6 +58,7 @@
 #   SERVER_CPU / CLIENT_CPU  CPUs of the server / driver      (default 1st / 2nd allowed CPU)
 #   TMPDIR         where the work directory (logs, tier files) goes     (default /tmp)
 #   REDIS_BIN      redis-server binary                                  (default redis-server)
+#   MEMCACHED_BIN  memcached binary (1.6)                               (default memcached)
 #   INFO_DIR       when set, the server's INFO ALL after each replay is kept there as
 #                  TRACE.SERVER.info (where memory and the tier file went)
 #   SKIP_BUILD=1   use existing binaries: STRATA_BIN (default <target>/release/strata) and
@@ -76,7 +90,7 @@ CACHE_PCT="${CACHE_PCT:-10}"
 SSD_PCT="${SSD_PCT:-50}"
 OFFLOAD_AT="${OFFLOAD_AT:-0.85}"
 TRACES="${TRACES:-zipf0.9 zipf0.99 zipf0.9+scan zipf0.99+scan}"
-SERVERS="${SERVERS:-redis-lru redis-lfu strata-ram strata-ram+ssd}"
+SERVERS="${SERVERS:-redis-lru redis-lfu strata-ram strata-ram+ssd memcached strata-mc}"
 SCAN_FRAC="${SCAN_FRAC:-0.2}"
 SCAN_RUN="${SCAN_RUN:-4096}"
 CONNS="${CONNS:-4}"
@@ -88,6 +102,7 @@ STRATA_FLAGS="${STRATA_FLAGS:-}"
 REDIS_FLAGS="${REDIS_FLAGS:-}"
 PORT="${PORT:-18379}"
 REDIS_BIN="${REDIS_BIN:-redis-server}"
+MEMCACHED_BIN="${MEMCACHED_BIN:-memcached}"
 SKIP_BUILD="${SKIP_BUILD:-0}"
 STARTUP_TIMEOUT="${STARTUP_TIMEOUT:-20}"
 RUN_TIMEOUT="${RUN_TIMEOUT:-3600}"
@@ -135,6 +150,15 @@ need_redis() {
     as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server redis-tools
     command -v "$REDIS_BIN" >/dev/null && command -v redis-cli >/dev/null \
         || die "redis-server/redis-cli still missing after install"
+}
+
+need_memcached() {
+    [[ " $SERVERS " == *" memcached "* ]] || return 0
+    command -v "$MEMCACHED_BIN" >/dev/null && return 0
+    log "Installing memcached..."
+    as_root apt-get update -qq
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq memcached
+    command -v "$MEMCACHED_BIN" >/dev/null || die "memcached still missing after install"
 }
 
 build() {
@@ -197,6 +221,7 @@ start_server() {
     local name="$1" cmd
     SERVER_NAME="$name"
     SPORT="$(find_free_port "$PORT")"
+    MPORT=""
     case "$name" in
         redis-lru | redis-lfu)
             # shellcheck disable=SC2206  # REDIS_FLAGS is a list of flags
@@ -214,6 +239,17 @@ start_server() {
                 "${NO_SNAPSHOT_ARGS[@]}" --maxmemory "$MAXMEM" --tiered_prefix "$WORKDIR/tier/hr"
                 --tiered_max_file_size "$SSD_BYTES" --tiered_offload_threshold "$OFFLOAD_AT"
                 "${TIER_ARGS[@]}" $STRATA_FLAGS) ;;
+        strata-mc)
+            MPORT="$(find_free_port $((SPORT + 1)))"
+            # shellcheck disable=SC2206
+            cmd=("$STRATA_BIN" --port "$SPORT" --memcached_port "$MPORT" --proactor_threads 1
+                "${CACHE_MODE_ARGS[@]}" "${NO_SNAPSHOT_ARGS[@]}" --maxmemory "$MAXMEM" $STRATA_FLAGS) ;;
+        memcached)
+            MPORT="$SPORT"
+            local user=()
+            [[ "$(id -u)" == 0 ]] && user=(-u root)
+            cmd=("$MEMCACHED_BIN" -p "$MPORT" -U 0 -t 1 -l 127.0.0.1 -m "$((MAXMEM >> 20))"
+                "${user[@]}") ;;
         *) die "unknown server '$name' in SERVERS" ;;
     esac
     log "    ${cmd[*]}"
@@ -221,15 +257,42 @@ start_server() {
     "${PIN_CMD[@]}" "${cmd[@]}" >"$WORKDIR/$name.log" 2>&1 &
     SERVER_PID=$!
     local rc=0
-    wait_for_ping "$SPORT" "$SERVER_PID" "$STARTUP_TIMEOUT" || rc=$?
+    if [[ "$name" == memcached ]]; then
+        wait_for_port "$MPORT" "$SERVER_PID" "$STARTUP_TIMEOUT" || rc=$?
+    else
+        wait_for_ping "$SPORT" "$SERVER_PID" "$STARTUP_TIMEOUT" || rc=$?
+        if (( rc == 0 )) && [[ -n "$MPORT" ]]; then
+            wait_for_port "$MPORT" "$SERVER_PID" "$STARTUP_TIMEOUT" || rc=$?
+        fi
+    fi
     case "$rc" in
         0) ;;
         1) server_failed "$name exited during startup"; stop_server; return 1 ;;
         *) server_failed "$name did not answer PING within ${STARTUP_TIMEOUT}s"; stop_server; return 1 ;;
     esac
     # A fresh process is empty; FLUSHALL anyway so that nothing carried over could count.
-    timeout 30 redis-cli -p "$SPORT" flushall >/dev/null 2>&1 || warn "$name: FLUSHALL failed"
+    if [[ "$name" != memcached ]]; then
+        timeout 30 redis-cli -p "$SPORT" flushall >/dev/null 2>&1 || warn "$name: FLUSHALL failed"
+    fi
 }
+
+# Wait until PID $2 listens on port $1; 0 when it does, 1 when it exited, 2 after $3 seconds.
+wait_for_port() {
+    local port="$1" pid="$2" deadline=$((SECONDS + $3))
+    until port_in_use "$port"; do
+        kill -0 "$pid" 2>/dev/null || return 1
+        (( SECONDS < deadline )) || return 2
+        sleep 0.1
+    done
+}
+
+# memcached's `stats` on port $1, as "name value" lines.
+mc_stats() {
+    timeout 10 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1" && printf "stats\r\nquit\r\n" >&3 && cat <&3' \
+        _ "$1" 2>/dev/null | tr -d '\r' | awk '$1 == "STAT" { print $2, $3 }'
+}
+
+rss_of() { awk '$1 == "VmRSS:" { print $2 * 1024 }' "/proc/$1/status" 2>/dev/null; }
 
 info_field() { awk -F: -v k="$1" '$1 == k { print $2; exit }' <<<"$2"; }
 field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<" $2"; }
@@ -241,9 +304,11 @@ run_one() {
     log ""
     log "[$trace] $name"
     start_server "$name" || return 0
+    local proto=(--protocol resp) dport="$SPORT"
+    if [[ -n "$MPORT" ]]; then proto=(--protocol memcache); dport="$MPORT"; fi
     pin_prefix "$CLIENT_CPU"
-    "${PIN_CMD[@]}" timeout "$RUN_TIMEOUT" "$HIT_RATIO_BIN" run --trace "$trace" \
-        --port "$SPORT" --server "$name" --keys "$KEYS" --requests "$REQUESTS" \
+    "${PIN_CMD[@]}" timeout "$RUN_TIMEOUT" "$HIT_RATIO_BIN" run --trace "$trace" "${proto[@]}" \
+        --port "$dport" --server "$name" --keys "$KEYS" --requests "$REQUESTS" \
         --warmup "$WARMUP" --value-size "$VALUE_SIZE" --conns "$CONNS" --pipeline "$PIPELINE" \
         --rate "$RATE" --seed "$SEED" --scan-frac "$SCAN_FRAC" --scan-run "$SCAN_RUN" \
         >"$WORKDIR/run.out" 2>"$WORKDIR/run.err" &
@@ -257,12 +322,20 @@ run_one() {
         stop_server
         return 0
     fi
-    info="$(timeout 10 redis-cli -p "$SPORT" info all 2>/dev/null | tr -d '\r' || true)"
+    if [[ "$name" == memcached ]]; then
+        info="$(mc_stats "$MPORT" | tr ' ' ':')"
+        extra="dbsize=$(info_field curr_items "$info") bytes=$(info_field bytes "$info")"
+        extra+=" limit_maxbytes=$(info_field limit_maxbytes "$info") evictions=$(info_field evictions "$info")"
+    else
+        info="$(timeout 10 redis-cli -p "$SPORT" info all 2>/dev/null | tr -d '\r' || true)"
+        extra="dbsize=$(timeout 10 redis-cli -p "$SPORT" dbsize 2>/dev/null | tr -d '\r' || true)"
+        extra+=" used_memory=$(info_field used_memory "$info") evicted_keys=$(info_field evicted_keys "$info")"
+    fi
     if [[ -n "${INFO_DIR:-}" ]]; then
         mkdir -p "$INFO_DIR" && printf '%s\n' "$info" >"$INFO_DIR/$trace.$name.info"
     fi
-    extra="dbsize=$(timeout 10 redis-cli -p "$SPORT" dbsize 2>/dev/null | tr -d '\r' || true)"
-    extra+=" used_memory=$(info_field used_memory "$info") evicted_keys=$(info_field evicted_keys "$info")"
+    extra+=" rss=$(rss_of "$SERVER_PID")"
+    R[$trace,$name.rss]="$(field rss "$extra")"
     if [[ "$name" == *ssd ]]; then
         extra+=" tiered_disk_keys=$(info_field tiered_disk_keys "$info")"
         extra+=" tiered_read_errors=$(info_field tiered_read_errors "$info")"
@@ -281,7 +354,8 @@ run_one() {
     R[$trace,$name]="$(field hit_ratio "$line")"
     R[$trace,$name.err]="$(field errors "$line")/$(field warmup_errors "$line")"
     R[$trace,$name.wrong]="$(field wrong "$line")"
-    if [[ "$name" == strata-* ]]; then
+    R[$trace,$name.items]="$(field dbsize "$extra")"
+    if [[ "$name" == strata-* || "$name" == memcached ]]; then
         references "$trace" "$name" "$(field dbsize "$extra")"
     fi
 }
@@ -363,12 +437,13 @@ report() {
         fi
     fi
     log "Target strata-ram+ssd >= 0.95 on zipf0.99: $verdict_ssd (${ssd:-n/a})"
+    report_memcached
     log ""
     log "References at the number of keys each Strata run held at its end (same trace): an exact"
     log "LRU, an online LFU that remembers every key's count since the start (the best a frequency"
     log "policy can do without knowing the future) and an oracle keeping the most popular keys:"
     for trace in $TRACES; do
-        for name in strata-ram strata-ram+ssd; do
+        for name in strata-ram strata-ram+ssd memcached strata-mc; do
             [[ -n "${R[$trace,$name.keys]:-}" ]] || continue
             printf '  %-15s %-15s keys=%-8s hit=%-7s lru=%-7s lfu=%-7s oracle=%s\n' "$trace" "$name" \
                 "${R[$trace,$name.keys]}" "${R[$trace,$name]:-n/a}" "${R[$trace,$name.lru]:-n/a}" \
@@ -389,16 +464,44 @@ report() {
     done
 }
 
+# Strata over its memcached port against memcached, same M (see the header).
+report_memcached() {
+    local trace mc st ratio verdict="MET"
+    [[ " $SERVERS " == *" memcached "* && " $SERVERS " == *" strata-mc "* ]] || return 0
+    log ""
+    log "Over the memcached protocol, memcached -m $((MAXMEM >> 20)) against strata --maxmemory $MAXMEM (items held and RSS at the end):"
+    printf '%-15s %10s %10s %9s %10s %10s %12s %12s\n' trace memcached strata-mc "mc ratio" \
+        "mc items" "st items" "mc rss" "st rss"
+    for trace in $TRACES; do
+        mc="${R[$trace,memcached]:-}"
+        st="${R[$trace,strata-mc]:-}"
+        ratio="n/a"
+        if is_num "$mc" && is_num "$st"; then
+            ratio="$(awk -v a="$st" -v b="$mc" 'BEGIN { if (b == 0) print "n/a"; else printf "%.3f", a / b }')"
+        fi
+        if ! is_num "$st" || ! is_num "$mc" || awk -v a="$st" -v b="$mc" 'BEGIN { exit !(a <= b) }'; then
+            verdict="NOT MET"
+        fi
+        printf '%-15s %10s %10s %9s %10s %10s %12s %12s\n' "$trace" "${mc:--}" "${st:--}" "$ratio" \
+            "${R[$trace,memcached.items]:--}" "${R[$trace,strata-mc.items]:--}" \
+            "${R[$trace,memcached.rss]:--}" "${R[$trace,strata-mc.rss]:--}"
+    done
+    log "Target strata-mc > memcached on every trace: $verdict"
+}
+
 # --- main ------------------------------------------------------------------
 
 main() {
     (( KEYS > 0 && REQUESTS > WARMUP )) || die "need KEYS > 0 and REQUESTS > WARMUP"
     need_redis
+    need_memcached
     build
     choose_cpus
     probe_strata_flags
     local data=$((KEYS * VALUE_SIZE))
-    MAXMEM=$((data * CACHE_PCT / 100))
+    # Whole MiB: memcached's -m takes nothing finer, and every server gets the same M.
+    MAXMEM=$((data * CACHE_PCT / 100 >> 20 << 20))
+    (( MAXMEM > 0 )) || die "maxmemory below 1 MiB: raise KEYS, VALUE_SIZE or CACHE_PCT"
     SSD_BYTES=$((data * SSD_PCT / 100))
     log "Work dir $WORKDIR"
     log "$KEYS keys x $VALUE_SIZE B = $data B of data; maxmemory $MAXMEM B, SSD $SSD_BYTES B"

@@ -360,3 +360,220 @@ fn binary_protocol_replies_as_memcached() {
     p.binary_end("binary long key closes", &long, End::Close);
     finish(p);
 }
+
+/// The STAT names of a text `stats` reply, in order.
+fn stat_names(reply: &[u8]) -> Vec<String> {
+    String::from_utf8_lossy(reply)
+        .split("\r\n")
+        .filter_map(|l| l.strip_prefix("STAT "))
+        .filter_map(|l| l.split(' ').next())
+        .map(str::to_string)
+        .collect()
+}
+
+/// (name, value) of a text `stats` reply.
+fn stat_values(reply: &[u8]) -> Vec<(String, String)> {
+    String::from_utf8_lossy(reply)
+        .split("\r\n")
+        .filter_map(|l| l.strip_prefix("STAT "))
+        .filter_map(|l| l.split_once(' '))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// Whether every name of `ours` is in `theirs`, in the same order.
+fn in_order(ours: &[String], theirs: &[String]) -> Result<(), String> {
+    let mut at = 0;
+    for n in ours {
+        match theirs[at..].iter().position(|t| t == n) {
+            Some(i) => at += i + 1,
+            None if theirs.contains(n) => return Err(format!("{n} is out of memcached's order")),
+            None => return Err(format!("{n} is not one of memcached's fields")),
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn stats_fields_are_memcacheds_in_its_order() {
+    let Some((_s, _m, mut p)) = pair() else {
+        return;
+    };
+    let must = |group: &str, names: &[String], want: &[&str]| {
+        for w in want {
+            assert!(
+                names.iter().any(|n| n == w),
+                "stats {group}: no {w} in {names:?}"
+            );
+        }
+    };
+    // Data, so that items and slabs have a class to show.
+    let fill = b"set k:1 0 0 1\r\nx\r\nget k:1\r\n";
+    for port in [p.memcached, p.strata] {
+        exchange(port, fill, End::Text);
+    }
+    for group in ["", "settings", "items", "slabs"] {
+        let cmd = format!("stats {group}\r\n");
+        let cmd = cmd.replace("stats \r\n", "stats\r\n");
+        let theirs = stat_names(&exchange(p.memcached, cmd.as_bytes(), End::Text));
+        let ours = stat_names(&exchange(p.strata, cmd.as_bytes(), End::Text));
+        assert!(!ours.is_empty(), "stats {group}: no fields");
+        if let Err(e) = in_order(&ours, &theirs) {
+            panic!("stats {group}: {e}\n  strata:    {ours:?}\n  memcached: {theirs:?}");
+        }
+        match group {
+            "" => must(
+                group,
+                &ours,
+                &[
+                    "pid",
+                    "uptime",
+                    "time",
+                    "version",
+                    "curr_connections",
+                    "total_connections",
+                    "cmd_get",
+                    "cmd_set",
+                    "cmd_flush",
+                    "cmd_touch",
+                    "cmd_meta",
+                    "get_hits",
+                    "get_misses",
+                    "get_expired",
+                    "delete_misses",
+                    "delete_hits",
+                    "incr_misses",
+                    "incr_hits",
+                    "decr_misses",
+                    "decr_hits",
+                    "cas_misses",
+                    "cas_hits",
+                    "cas_badval",
+                    "touch_hits",
+                    "touch_misses",
+                    "bytes_read",
+                    "bytes_written",
+                    "limit_maxbytes",
+                    "threads",
+                    "bytes",
+                    "curr_items",
+                    "total_items",
+                    "evictions",
+                ],
+            ),
+            "settings" => must(
+                group,
+                &ours,
+                &[
+                    "maxbytes",
+                    "maxconns",
+                    "tcpport",
+                    "evictions",
+                    "num_threads",
+                    "cas_enabled",
+                    "item_size_max",
+                ],
+            ),
+            "items" => must(group, &ours, &["items:1:number", "items:1:evicted"]),
+            _ => must(
+                group,
+                &ours,
+                &["1:used_chunks", "active_slabs", "total_malloced"],
+            ),
+        }
+    }
+    // stats conns: this connection's block, fd-numbered in both.
+    let block = |reply: &[u8]| -> Vec<String> {
+        let names = stat_names(reply);
+        let fd_of = |n: &String| n.split(':').next().unwrap_or("").to_string();
+        let Some(listen) = names.iter().find(|n| n.ends_with(":listen_addr")) else {
+            return Vec::new();
+        };
+        let fd = fd_of(listen);
+        names
+            .iter()
+            .filter(|n| fd_of(n) == fd)
+            .map(|n| n[fd.len() + 1..].to_string())
+            .collect()
+    };
+    let theirs = block(&exchange(p.memcached, b"stats conns\r\n", End::Text));
+    let ours = block(&exchange(p.strata, b"stats conns\r\n", End::Text));
+    assert_eq!(ours, theirs, "stats conns");
+    assert_eq!(
+        ours,
+        ["addr", "listen_addr", "state", "secs_since_last_cmd"]
+    );
+    // Byte for byte where the values are the same in both.
+    p.text("stats sizes", b"stats sizes\r\n");
+    p.text(
+        "stats detail",
+        b"stats detail on\r\nset a:1 0 0 1\r\nx\r\nget a:1 a:2 b nokey\r\ngets a:1\r\ndelete a:9\r\nset nokey 0 0 1\r\ny\r\nstats detail dump\r\nstats detail off\r\nget a:1\r\nstats detail dump\r\nstats detail\r\nstats detail bogus\r\nstats reset\r\nstats detail dump\r\n",
+    );
+    finish(p);
+}
+
+#[test]
+fn stats_counters_count_as_memcacheds() {
+    let Some((_s, _m, p)) = pair() else {
+        return;
+    };
+    let script = b"stats reset\r\nset a 0 0 1\r\nx\r\nget a b\r\ngets a\r\nset e 0 -1 1\r\nx\r\nget e\r\ndelete a\r\ndelete a\r\nset n 0 0 1\r\n5\r\nincr n 2\r\nincr zz 1\r\ndecr n 1\r\ndecr zz 1\r\ngets n\r\ncas n 0 0 1 1\r\n9\r\ncas zz 0 0 1 1\r\n9\r\ntouch n 100\r\ntouch zz 100\r\ngat 100 n zz\r\nset t:1 0 0 2\r\nab\r\nappend t:1 0 0 1\r\nc\r\n";
+    let counters = [
+        "cmd_get",
+        "cmd_set",
+        "cmd_touch",
+        "get_hits",
+        "get_misses",
+        "get_expired",
+        "delete_misses",
+        "delete_hits",
+        "incr_misses",
+        "incr_hits",
+        "decr_misses",
+        "decr_hits",
+        "cas_misses",
+        "cas_badval",
+        "touch_hits",
+        "touch_misses",
+        "curr_items",
+    ];
+    let mut got = Vec::new();
+    for port in [p.memcached, p.strata] {
+        let mut s = script.to_vec();
+        s.extend_from_slice(b"stats\r\n");
+        let out = exchange(port, &s, End::Text);
+        let start = out
+            .windows(5)
+            .position(|w| w == b"STAT ")
+            .expect("stats lines");
+        let v = stat_values(&out[start..]);
+        let pick: Vec<(String, String)> = counters
+            .iter()
+            .map(|c| {
+                let val = v.iter().find(|(k, _)| k == c).map(|(_, v)| v.clone());
+                (c.to_string(), val.unwrap_or_else(|| "missing".into()))
+            })
+            .collect();
+        got.push(pick);
+    }
+    assert_eq!(
+        got[1], got[0],
+        "strata's counters (left) against memcached's (right)"
+    );
+    // A cas that stores counts as a hit.
+    let out = exchange(p.strata, b"stats reset\r\nset c 0 0 1\r\nx\r\n", End::Text);
+    assert!(out.ends_with(b"STORED\r\n"));
+    let gets = exchange(p.strata, b"gets c\r\n", End::Text);
+    let cas = String::from_utf8_lossy(&gets)
+        .split("\r\n")
+        .next()
+        .and_then(|l| l.split(' ').nth(4).map(str::to_string))
+        .expect("a cas value");
+    let script = format!("cas c 0 0 1 {cas}\r\ny\r\nstats\r\n");
+    let v = stat_values(&exchange(p.strata, script.as_bytes(), End::Text));
+    let cas_hits = v
+        .iter()
+        .find(|(k, _)| k == "cas_hits")
+        .map(|(_, v)| v.as_str());
+    assert_eq!(cas_hits, Some("1"));
+}

@@ -117,8 +117,32 @@ impl Op {
 
     const LEN: usize = 2 + 2 + 4 + 8 * 7;
 
+    /// A plain read of the value (get, binary get): the most common op, encoded once.
+    const PLAIN_GET: Op = Op {
+        kind: Kind::Get,
+        mode: Mode::Set,
+        bits: Op::VALUE,
+        client_flags: 0,
+        expire_at: 0,
+        cas: 0,
+        new_cas: 0,
+        delta: 0,
+        initial: 0,
+        vivify_at: 0,
+        recache_at: 0,
+    };
+
     /// The op as one argument of a dispatcher request.
     pub fn encode(&self) -> Bytes {
+        // What `encode` writes for PLAIN_GET: kind 0, mode 0, bits 1, the rest zero.
+        static PLAIN_GET: [u8; Op::LEN] = {
+            let mut b = [0u8; Op::LEN];
+            b[2] = Op::VALUE as u8;
+            b
+        };
+        if *self == Op::PLAIN_GET {
+            return Bytes::from_static(&PLAIN_GET);
+        }
         let mut v = Vec::with_capacity(Self::LEN);
         v.push(self.kind as u8);
         v.push(self.mode as u8);
@@ -183,6 +207,7 @@ impl Op {
 
 /// How an op ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
 pub enum Status {
     Hit,
     Miss,
@@ -200,68 +225,99 @@ pub enum Status {
 }
 
 impl Status {
-    fn word(self) -> &'static str {
-        match self {
-            Status::Hit => "HIT",
-            Status::Miss => "MISS",
-            Status::Stored => "STORED",
-            Status::NotStored => "NOT_STORED",
-            Status::Exists => "EXISTS",
-            Status::NotFound => "NOT_FOUND",
-            Status::Deleted => "DELETED",
-            Status::Touched => "TOUCHED",
-            Status::NonNumeric => "NON_NUMERIC",
-            Status::TooLarge => "TOO_LARGE",
-        }
-    }
+    const ALL: [Status; 10] = [
+        Status::Hit,
+        Status::Miss,
+        Status::Stored,
+        Status::NotStored,
+        Status::Exists,
+        Status::NotFound,
+        Status::Deleted,
+        Status::Touched,
+        Status::NonNumeric,
+        Status::TooLarge,
+    ];
 
-    fn from_word(w: &str) -> Option<Status> {
-        [
-            Status::Hit,
-            Status::Miss,
-            Status::Stored,
-            Status::NotStored,
-            Status::Exists,
-            Status::NotFound,
-            Status::Deleted,
-            Status::Touched,
-            Status::NonNumeric,
-            Status::TooLarge,
-        ]
-        .into_iter()
-        .find(|s| s.word() == w)
+    fn from_u8(b: u8) -> Option<Status> {
+        Status::ALL.into_iter().find(|s| *s as u8 == b)
     }
 }
 
-/// What an op found or left, for the front end to encode.
+/// What an op found or left, for the front end to encode. It travels through the dispatcher
+/// as one bulk reply, a fixed header then the value (see [`Outcome::into_reply`]), so a read's
+/// reply costs one allocation and its value is copied once, out of the shard.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Outcome {
     pub status: Status,
-    /// The value (reads with [`Op::VALUE`], arithmetic results).
-    pub value: Option<Bytes>,
     pub client_flags: u32,
     pub cas: u64,
     /// The item's expiry after the op (ms since the epoch, 0 = none).
     pub expire_at: u64,
-    /// The item's states before the op (fetched, stale, token sent) plus [`WON`].
+    /// The item's states before the op (fetched, stale, token sent) plus [`WON`] and
+    /// [`EXPIRED_SEEN`].
     pub states: u32,
     /// Seconds since the item was last read.
     pub idle: u32,
     /// The value's length (also when the value itself was not asked for).
     pub len: u64,
+    /// The packed reply: [`PACKED`] header bytes, then the value when there is one.
+    packed: Packed,
 }
+
+/// Where an outcome's value is: on the shard side a buffer with room for the header in
+/// front, on the front end's the bulk reply it came in.
+#[derive(Clone, Debug, PartialEq)]
+enum Packed {
+    None,
+    Building(Vec<u8>),
+    Received(Bytes),
+}
+
+/// Header bytes in front of the value in an outcome's reply: status, has-value, states,
+/// client flags, cas, expiry, idle, len.
+const PACKED: usize = 1 + 1 + 4 + 4 + 8 + 8 + 4 + 8;
+
+/// Bits of [`Outcome::states`] beyond the stored ones: the read found the key expired (and
+/// removed it), for `get_expired`.
+pub const EXPIRED_SEEN: u32 = 32;
 
 impl Outcome {
     fn new(status: Status) -> Outcome {
         Outcome {
             status,
-            value: None,
             client_flags: 0,
             cas: 0,
             expire_at: 0,
             states: 0,
             idle: 0,
             len: 0,
+            packed: Packed::None,
+        }
+    }
+
+    /// Gives the outcome a copy of `v` as its value.
+    fn set_value(&mut self, v: &[u8]) {
+        let mut b = Vec::with_capacity(PACKED + v.len());
+        b.resize(PACKED, 0);
+        b.extend_from_slice(v);
+        self.packed = Packed::Building(b);
+    }
+
+    /// The value (reads with [`Op::VALUE`], arithmetic results).
+    pub fn value(&self) -> Option<&[u8]> {
+        match &self.packed {
+            Packed::None => None,
+            Packed::Building(b) => Some(&b[PACKED..]),
+            Packed::Received(b) => Some(&b[PACKED..]),
+        }
+    }
+
+    /// The value as shared bytes (no copy).
+    pub fn value_bytes(&self) -> Option<Bytes> {
+        match &self.packed {
+            Packed::None => None,
+            Packed::Building(b) => Some(Bytes::copy_from_slice(&b[PACKED..])),
+            Packed::Received(b) => Some(b.slice(PACKED..)),
         }
     }
 
@@ -285,49 +341,56 @@ impl Outcome {
         self.states & BINARY_KEY != 0
     }
 
+    /// The read found its key expired.
+    pub fn expired_seen(&self) -> bool {
+        self.states & EXPIRED_SEEN != 0
+    }
+
     fn into_reply(self) -> Reply {
-        Reply::Array(vec![
-            Reply::Status(self.status.word()),
-            self.value.map_or(Reply::Nil, Reply::Bulk),
-            Reply::Int(self.client_flags as i64),
-            Reply::Int(self.cas as i64),
-            Reply::Int(self.expire_at as i64),
-            Reply::Int(self.states as i64),
-            Reply::Int(self.idle as i64),
-            Reply::Int(self.len as i64),
-        ])
+        let (mut b, has_value) = match self.packed {
+            Packed::Building(b) => (b, 1),
+            _ => (vec![0; PACKED], 0),
+        };
+        b[0] = self.status as u8;
+        b[1] = has_value;
+        b[2..6].copy_from_slice(&self.states.to_le_bytes());
+        b[6..10].copy_from_slice(&self.client_flags.to_le_bytes());
+        b[10..18].copy_from_slice(&self.cas.to_le_bytes());
+        b[18..26].copy_from_slice(&self.expire_at.to_le_bytes());
+        b[26..30].copy_from_slice(&self.idle.to_le_bytes());
+        b[30..38].copy_from_slice(&self.len.to_le_bytes());
+        Reply::Bulk(Bytes::from(b))
     }
 
     /// Reads back [`run`]'s reply; Err(reply) for anything else (the dispatcher's errors:
     /// OOM, NOAUTH, shutting down).
     pub fn from_reply(r: Reply) -> Result<Outcome, Reply> {
-        let Reply::Array(v) = r else {
-            return Err(r);
+        let b = match r {
+            Reply::Bulk(b) if b.len() >= PACKED => b,
+            r => return Err(r),
         };
-        let int = |r: &Reply| match r {
-            Reply::Int(i) => *i,
-            _ => 0,
+        let Some(status) = Status::from_u8(b[0]) else {
+            return Err(Reply::Bulk(b));
         };
-        let (Some(Reply::Status(w)), Some(value)) = (v.first(), v.get(1)) else {
-            return Err(Reply::Array(v));
+        let u32_at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+        let u64_at = |i: usize| {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(&b[i..i + 8]);
+            u64::from_le_bytes(a)
         };
-        let Some(status) = Status::from_word(w) else {
-            return Err(Reply::Array(v));
-        };
-        let value = match value {
-            Reply::Bulk(b) => Some(b.clone()),
-            _ => None,
-        };
-        let at = |i: usize| v.get(i).map_or(0, int);
         Ok(Outcome {
             status,
-            value,
-            client_flags: at(2) as u32,
-            cas: at(3) as u64,
-            expire_at: at(4) as u64,
-            states: at(5) as u32,
-            idle: at(6) as u32,
-            len: at(7) as u64,
+            states: u32_at(2),
+            client_flags: u32_at(6),
+            cas: u64_at(10),
+            expire_at: u64_at(18),
+            idle: u32_at(26),
+            len: u64_at(30),
+            packed: if b[1] == 1 {
+                Packed::Received(b)
+            } else {
+                Packed::None
+            },
         })
     }
 }
@@ -376,11 +439,33 @@ fn set_meta(ctx: &mut Ctx, key: &[u8], meta: KeyMeta) {
 
 fn get(ctx: &mut Ctx, key: &[u8], op: &Op) -> Outcome {
     let clock = ctx.shard.clock();
-    let Some((_, at)) = item(ctx, key) else {
-        // Counts the miss as RESP's GET does.
-        ctx.shard.lookup(ctx.db, key, ctx.now);
+    let expired_before = ctx.shard.stats.expired_keys;
+    let with_value = op.has(Op::VALUE);
+    // One probe: type, value, expiry, metadata and idle time (before this read counts).
+    let found = ctx.shard.read_with(ctx.db, key, ctx.now, |e, at, meta| {
+        let mut out = Outcome::new(Status::Hit);
+        match e.value() {
+            ValueRef::Str(s) if with_value => out.set_value(s),
+            ValueRef::Str(_) => {}
+            // The specs that return values load them first (READS_VALUE).
+            ValueRef::External(_) if with_value => return None,
+            ValueRef::External(_) => {}
+            // A key of another type counts as missing for memcached.
+            _ => return None,
+        }
+        out.len = e.value_len() as u64;
+        out.idle = e.idle_seconds(clock);
+        out.expire_at = at;
+        out.client_flags = meta.client_flags;
+        Some((out, meta))
+    });
+    let Some((mut out, meta)) = found else {
         if !op.has(Op::VIVIFY) {
-            return Outcome::new(Status::Miss);
+            let mut out = Outcome::new(Status::Miss);
+            if ctx.shard.stats.expired_keys != expired_before {
+                out.states = EXPIRED_SEEN;
+            }
+            return out;
         }
         // mg N: an empty item this client is to fill; it holds the token.
         ctx.shard.store(ctx.db, key, Value::str(b""), op.vivify_at);
@@ -398,37 +483,22 @@ fn get(ctx: &mut Ctx, key: &[u8], op: &Op) -> Outcome {
         out.cas = cas;
         out.expire_at = op.vivify_at;
         out.states = WON;
-        out.value = op.has(Op::VALUE).then(Bytes::new);
+        if with_value {
+            out.set_value(b"");
+        }
         return out;
     };
-    // Seconds since the last access, before this one counts.
-    let idle = ctx
-        .shard
-        .peek_live(ctx.db, key, ctx.now)
-        .map_or(0, |(e, _)| e.idle_seconds(clock));
-    let (value, len) = {
-        let Some(e) = ctx.shard.lookup(ctx.db, key, ctx.now) else {
-            return Outcome::new(Status::Miss);
-        };
-        let len = e.value_len() as u64;
-        let value = if op.has(Op::VALUE) {
-            match e.value() {
-                ValueRef::Str(s) => Some(Bytes::copy_from_slice(s)),
-                // The specs that return values load them first (READS_VALUE).
-                _ => return Outcome::new(Status::Miss),
-            }
-        } else {
-            None
-        };
-        (value, len)
+    // A key written over RESP has no CAS yet: it gets one now.
+    let cas = if meta.cas != 0 {
+        meta.cas
+    } else {
+        ctx.shard.cas_of(ctx.db, key)
     };
-    let cas = ctx.shard.cas_of(ctx.db, key);
-    let meta = ctx.shard.meta(ctx.db, key);
-    let mut at = at;
     if op.has(Op::TOUCH) {
         ctx.shard.set_expire(ctx.db, key, op.expire_at, ctx.now);
-        at = op.expire_at;
+        out.expire_at = op.expire_at;
     }
+    let at = out.expire_at;
     let mut states = meta.state;
     let mut won = false;
     if op.has(Op::RECACHE) && states & TOKEN_SENT == 0 && at != 0 && at < op.recache_at {
@@ -450,6 +520,7 @@ fn get(ctx: &mut Ctx, key: &[u8], op: &Op) -> Outcome {
             key,
             KeyMeta {
                 state: next,
+                cas,
                 ..meta
             },
         );
@@ -457,16 +528,9 @@ fn get(ctx: &mut Ctx, key: &[u8], op: &Op) -> Outcome {
     if won {
         states |= WON;
     }
-    Outcome {
-        status: Status::Hit,
-        value,
-        client_flags: meta.client_flags,
-        cas,
-        expire_at: at,
-        states,
-        idle,
-        len,
-    }
+    out.cas = cas;
+    out.states = states;
+    out
 }
 
 fn store(ctx: &mut Ctx, key: &[u8], op: &Op, data: &[u8]) -> Outcome {
@@ -641,7 +705,7 @@ fn arith(ctx: &mut Ctx, key: &[u8], op: &Op) -> Outcome {
         );
         let mut out = Outcome::new(Status::Stored);
         out.len = text.len() as u64;
-        out.value = Some(Bytes::from(text));
+        out.set_value(text.as_bytes());
         out.cas = cas;
         out.expire_at = op.vivify_at;
         return out;
@@ -687,7 +751,7 @@ fn arith(ctx: &mut Ctx, key: &[u8], op: &Op) -> Outcome {
     set_meta(ctx, key, KeyMeta { cas, ..meta });
     let mut out = Outcome::new(Status::Hit);
     out.len = digits.len() as u64;
-    out.value = Some(Bytes::from(digits));
+    out.set_value(digits.as_bytes());
     out.cas = cas;
     out.client_flags = meta.client_flags;
     out.expire_at = at;
@@ -723,5 +787,50 @@ mod tests {
         };
         assert_eq!(Op::decode(&op.encode()), Some(op));
         assert_eq!(Op::decode(b"short"), None);
+        let get = Op {
+            bits: Op::VALUE,
+            ..Op::default()
+        };
+        assert_eq!(Op::decode(&get.encode()), Some(get));
+    }
+
+    #[test]
+    fn an_outcome_reads_back_as_built() {
+        let mut o = Outcome::new(Status::Exists);
+        o.client_flags = u32::MAX;
+        o.cas = 1 << 60;
+        o.expire_at = 3;
+        o.states = WON | EXPIRED_SEEN;
+        o.idle = 9;
+        o.len = 5;
+        o.set_value(b"hello");
+        let back = Outcome::from_reply(o.clone().into_reply()).expect("an outcome");
+        assert_eq!(back.value(), Some(&b"hello"[..]));
+        assert_eq!(back.value_bytes().as_deref(), Some(&b"hello"[..]));
+        assert_eq!(
+            (
+                back.status,
+                back.client_flags,
+                back.cas,
+                back.expire_at,
+                back.states,
+                back.idle,
+                back.len
+            ),
+            (
+                o.status,
+                o.client_flags,
+                o.cas,
+                o.expire_at,
+                o.states,
+                o.idle,
+                o.len
+            )
+        );
+        let none =
+            Outcome::from_reply(Outcome::new(Status::Miss).into_reply()).expect("an outcome");
+        assert_eq!((none.status, none.value()), (Status::Miss, None));
+        assert!(Outcome::from_reply(Reply::Error("OOM".into())).is_err());
+        assert!(Outcome::from_reply(Reply::Bulk(Bytes::from_static(b"short"))).is_err());
     }
 }

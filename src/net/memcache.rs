@@ -10,6 +10,7 @@
 //! Never: runs a keyed command itself or touches a shard (everything keyed goes through the
 //! dispatcher); buffers a request beyond `--max_item_size` plus one line.
 
+use std::cell::LazyCell;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 
@@ -23,7 +24,7 @@ use crate::protocol::memcache::meta::{self, ItemView, MetaCmd, MetaReq, MetaStat
 use crate::protocol::memcache::text::{Cmd, Parsed, StoreCmd, TextParser};
 use crate::protocol::Reply;
 use crate::server::dispatch::{dispatch, Request};
-use crate::server::memcache::{self as mc, McStats, STATS};
+use crate::server::memcache::{self as mc, McStats, PrefixOp, DETAIL, STATS};
 use crate::server::session::Session;
 use crate::server::Core;
 use crate::shard::now_ms;
@@ -58,9 +59,13 @@ enum Plan {
     Get {
         keys: Vec<Bytes>,
         cas: bool,
+        /// gat / gats: counted as touches, as memcached counts them.
+        touch: bool,
     },
     Store {
         noreply: bool,
+        /// A `cas` command (counted in cas_hits when it stores).
+        cas: bool,
     },
     Delete {
         noreply: bool,
@@ -129,6 +134,8 @@ impl Conn {
     ) -> std::io::Result<()> {
         let mut inbuf = BytesMut::with_capacity(READ_CHUNK);
         let mut out: Vec<u8> = Vec::with_capacity(READ_CHUNK);
+        // Kept across batches (emptied by `encode`), so a batch allocates no plan list.
+        let mut plans: Vec<Plan> = Vec::new();
         loop {
             let n = stream.read_into(&mut inbuf, READ_CHUNK).await?;
             if n == 0 || session.killed() {
@@ -136,7 +143,6 @@ impl Conn {
             }
             McStats::add(&STATS.bytes_read, n as u64);
             loop {
-                let mut plans = Vec::new();
                 let mut reqs = Vec::new();
                 let mut barrier = None;
                 while plans.len() < MAX_BATCH && barrier.is_none() {
@@ -165,12 +171,14 @@ impl Conn {
                     } else {
                         dispatch(core, session, reqs).await.into_vec()
                     };
-                    encode(plans, outcomes, &mut out);
+                    encode(&mut plans, outcomes, &mut out);
                 }
                 let mut close = false;
                 let cut = barrier.is_some();
                 if let Some(b) = barrier {
-                    close = self.run_barrier(core, b, &mut out).await;
+                    let now = core.global.uptime_ms();
+                    session.client.last_cmd_ms.store(now, Ordering::Relaxed);
+                    close = self.run_barrier(core, session, b, &mut out).await;
                 }
                 flush(stream, &mut out).await?;
                 if close {
@@ -220,7 +228,7 @@ impl Conn {
             }
         };
         McStats::add(&STATS.commands, 1);
-        let now = now_ms();
+        let now: Clock = LazyCell::new(now_ms);
         match cmd {
             Cmd::Reply { text, noreply } => {
                 if text.starts_with("SERVER_ERROR object too large") {
@@ -249,7 +257,7 @@ impl Conn {
                 let spec = match touch {
                     Some(e) => {
                         op.bits |= Op::TOUCH;
-                        op.expire_at = expire_at(i64::from(e), now);
+                        op.expire_at = expire_in(i64::from(e), &now);
                         McStats::add(&STATS.cmd_touch, keys.len() as u64);
                         &mc::GET_WRITE
                     }
@@ -261,7 +269,11 @@ impl Conn {
                 for k in &keys {
                     reqs.push(mc::request(spec, k.clone(), &op, None));
                 }
-                plans.push(Plan::Get { keys, cas });
+                plans.push(Plan::Get {
+                    keys,
+                    cas,
+                    touch: touch.is_some(),
+                });
             }
             Cmd::Store {
                 cmd,
@@ -273,6 +285,7 @@ impl Conn {
                 noreply,
             } => {
                 McStats::add(&STATS.cmd_set, 1);
+                DETAIL.count(&key, PrefixOp::Set);
                 let (mode, spec) = match cmd {
                     StoreCmd::Set => (Mode::Set, &mc::STORE),
                     StoreCmd::Add => (Mode::Add, &mc::STORE),
@@ -285,14 +298,18 @@ impl Conn {
                     kind: Kind::Store,
                     mode,
                     client_flags: flags,
-                    expire_at: expire_at(i64::from(exptime), now),
+                    expire_at: expire_in(i64::from(exptime), &now),
                     cas,
                     ..Op::default()
                 };
                 reqs.push(mc::request(spec, key, &op, Some(data)));
-                plans.push(Plan::Store { noreply });
+                plans.push(Plan::Store {
+                    noreply,
+                    cas: mode == Mode::Cas,
+                });
             }
             Cmd::Delete { key, noreply } => {
+                DETAIL.count(&key, PrefixOp::Delete);
                 let op = Op {
                     kind: Kind::Delete,
                     ..Op::default()
@@ -323,7 +340,7 @@ impl Conn {
                 McStats::add(&STATS.cmd_touch, 1);
                 let op = Op {
                     kind: Kind::Touch,
-                    expire_at: expire_at(i64::from(exptime), now),
+                    expire_at: expire_in(i64::from(exptime), &now),
                     ..Op::default()
                 };
                 reqs.push(mc::request(&mc::TOUCH, key, &op, None));
@@ -345,8 +362,8 @@ impl Conn {
             Cmd::Quit => *barrier = Some(Barrier::Quit(None)),
             Cmd::MetaNoop => plans.push(Plan::Raw(line("MN"))),
             Cmd::Meta(m) => {
-                McStats::add(&STATS.meta_cmds, 1);
-                meta_request(m, now, plans, reqs);
+                McStats::add(&STATS.cmd_meta, 1);
+                meta_request(m, *now, plans, reqs);
             }
         }
         Some(used)
@@ -390,7 +407,7 @@ impl Conn {
             }
         };
         McStats::add(&STATS.commands, 1);
-        let now = now_ms();
+        let now: Clock = LazyCell::new(now_ms);
         let raw = |status: u16, value: &[u8], plans: &mut Vec<Plan>| {
             let mut v = Vec::new();
             bin::response(&mut v, r.opcode, status, r.opaque, 0, &[], &[], value);
@@ -457,7 +474,7 @@ impl Conn {
                 let spec = if touch {
                     McStats::add(&STATS.cmd_touch, 1);
                     o.bits |= Op::TOUCH;
-                    o.expire_at = expire_at(i64::from(r.touch_exptime()), now);
+                    o.expire_at = expire_in(i64::from(r.touch_exptime()), &now);
                     if r.cmd == op::TOUCH {
                         &mc::PEEK_WRITE
                     } else {
@@ -472,6 +489,7 @@ impl Conn {
             }
             op::SET | op::ADD | op::REPLACE | op::APPEND | op::PREPEND => {
                 McStats::add(&STATS.cmd_set, 1);
+                DETAIL.count(&r.key, PrefixOp::Set);
                 let mut mode = match r.cmd {
                     op::SET => Mode::Set,
                     op::ADD => Mode::Add,
@@ -486,7 +504,7 @@ impl Conn {
                 let (flags, exp) = if concat {
                     (0, 0)
                 } else {
-                    (r.flags(), expire_at(i64::from(r.set_exptime()), now))
+                    (r.flags(), expire_in(i64::from(r.set_exptime()), &now))
                 };
                 let o = Op {
                     kind: Kind::Store,
@@ -501,6 +519,7 @@ impl Conn {
                 plans.push(Plan::Bin(r));
             }
             op::DELETE => {
+                DETAIL.count(&r.key, PrefixOp::Delete);
                 let o = Op {
                     kind: Kind::Delete,
                     cas: r.cas,
@@ -521,7 +540,7 @@ impl Conn {
                 };
                 if exp != u32::MAX {
                     o.bits |= Op::VIVIFY;
-                    o.vivify_at = expire_at(i64::from(exp), now);
+                    o.vivify_at = expire_in(i64::from(exp), &now);
                 }
                 reqs.push(mc::request(&mc::ARITH, r.key.clone(), &o, None));
                 plans.push(Plan::Bin(r));
@@ -536,7 +555,13 @@ impl Conn {
     }
 
     /// Runs a connection-wide command; true when the connection must close after it.
-    async fn run_barrier(&mut self, core: &Rc<Core>, b: Barrier, out: &mut Vec<u8>) -> bool {
+    async fn run_barrier(
+        &mut self,
+        core: &Rc<Core>,
+        session: &Session,
+        b: Barrier,
+        out: &mut Vec<u8>,
+    ) -> bool {
         match b {
             Barrier::Close => true,
             Barrier::Quit(reply) => {
@@ -560,32 +585,78 @@ impl Conn {
                 false
             }
             Barrier::Stats(args, bin_req) => {
-                let stats = stats(core, &args).await;
-                match (bin_req, stats) {
-                    (None, Ok(lines)) => {
-                        for (k, v) in lines {
-                            out.extend_from_slice(format!("STAT {k} {v}\r\n").as_bytes());
-                        }
-                        if args.first().is_some_and(|a| &a[..] == b"reset") {
-                            out.extend_from_slice(b"RESET\r\n");
-                        } else {
-                            out.extend_from_slice(b"END\r\n");
-                        }
-                    }
-                    (None, Err(e)) => out.extend_from_slice(&line(e)),
-                    (Some(r), Ok(lines)) => {
-                        for (k, v) in lines {
-                            let (k, v) = (k.as_bytes(), v.as_bytes());
-                            bin::response(out, r.opcode, status::OK, r.opaque, 0, &[], k, v);
-                        }
-                        bin::response(out, r.opcode, status::OK, r.opaque, 0, &[], &[], &[]);
-                    }
-                    (Some(r), Err(_)) => bin::error(out, r.opcode, r.opaque, status::KEY_ENOENT),
+                let reply = stats(core, session, &args).await;
+                match bin_req {
+                    None => text_stats(reply, out),
+                    Some(r) => bin_stats(&r, reply, out),
                 }
                 false
             }
         }
     }
+}
+
+/// A `stats` reply in the text protocol.
+fn text_stats(reply: StatsReply, out: &mut Vec<u8>) {
+    match reply {
+        StatsReply::Lines(lines) => {
+            for (k, v) in lines {
+                out.extend_from_slice(b"STAT ");
+                out.extend_from_slice(k.as_bytes());
+                out.push(b' ');
+                out.extend_from_slice(v.as_bytes());
+                out.extend_from_slice(b"\r\n");
+            }
+            push_line(out, "END");
+        }
+        StatsReply::Reset => push_line(out, "RESET"),
+        StatsReply::DetailSet => push_line(out, "OK"),
+        StatsReply::DetailDump(d) => out.extend_from_slice(&d),
+        StatsReply::DetailUsage => push_line(out, "CLIENT_ERROR usage: stats detail on|off|dump"),
+        StatsReply::Unknown => push_line(out, "ERROR"),
+    }
+}
+
+/// A `stat` reply in the binary protocol: one response per value, then an empty one.
+fn bin_stats(r: &BinReq, reply: StatsReply, out: &mut Vec<u8>) {
+    let put = |out: &mut Vec<u8>, k: &[u8], v: &[u8]| {
+        bin::response(out, r.opcode, status::OK, r.opaque, 0, &[], k, v);
+    };
+    match reply {
+        StatsReply::Lines(lines) => {
+            for (k, v) in lines {
+                put(out, k.as_bytes(), v.as_bytes());
+            }
+        }
+        StatsReply::DetailDump(d) => put(out, b"detailed", &d),
+        StatsReply::Reset | StatsReply::DetailSet => {}
+        StatsReply::DetailUsage | StatsReply::Unknown => {
+            bin::error(out, r.opcode, r.opaque, status::KEY_ENOENT);
+            return;
+        }
+    }
+    put(out, b"", b"");
+}
+
+/// Appends a text reply line.
+fn push_line(out: &mut Vec<u8>, s: &str) {
+    out.extend_from_slice(s.as_bytes());
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Appends a number in decimal.
+fn push_u64(out: &mut Vec<u8>, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[i..]);
 }
 
 /// A text reply line.
@@ -594,6 +665,18 @@ fn line(s: &str) -> Vec<u8> {
     v.extend_from_slice(s.as_bytes());
     v.extend_from_slice(b"\r\n");
     v
+}
+
+/// The time of a request, read only when an expiry needs it (most gets and sets have none).
+type Clock = LazyCell<u64, fn() -> u64>;
+
+/// [`expire_at`] reading the clock only for an exptime that needs it.
+fn expire_in(exptime: i64, now: &Clock) -> u64 {
+    if exptime == 0 {
+        0
+    } else {
+        expire_at(exptime, **now)
+    }
 }
 
 /// memcached's realtime(): an exptime in seconds as an absolute expiry in ms (0 = none).
@@ -625,7 +708,7 @@ fn ttl_left(at: u64, now: u64) -> i64 {
 
 fn view(o: &Outcome, now: u64) -> ItemView {
     ItemView {
-        value: o.value.clone(),
+        value: o.value_bytes(),
         len: o.len,
         client_flags: o.client_flags,
         cas: o.cas,
@@ -639,30 +722,38 @@ fn view(o: &Outcome, now: u64) -> ItemView {
     }
 }
 
+/// Sets `bit` when a meta flag without a value came.
+fn flag(o: &mut Op, bit: u16, on: bool) {
+    if on {
+        o.bits |= bit;
+    }
+}
+
+/// Sets `bit`, and the time `field` picks to the flag's exptime, when a timed meta flag came.
+fn timed_flag(
+    o: &mut Op,
+    bit: u16,
+    exptime: Option<i32>,
+    now: u64,
+    field: fn(&mut Op) -> &mut u64,
+) {
+    if let Some(t) = exptime {
+        o.bits |= bit;
+        *field(o) = expire_at(i64::from(t), now);
+    }
+}
+
 /// Turns a meta command into its plan and request.
 fn meta_request(m: MetaCmd, now: u64, plans: &mut Vec<Plan>, reqs: &mut Vec<Request>) {
     match m {
         MetaCmd::Get(req) => {
             let f = &req.f;
             let mut o = Op::default();
-            if f.value {
-                o.bits |= Op::VALUE;
-            }
-            if let Some(t) = f.ttl {
-                o.bits |= Op::TOUCH;
-                o.expire_at = expire_at(i64::from(t), now);
-            }
-            if let Some(n) = f.vivify {
-                o.bits |= Op::VIVIFY;
-                o.vivify_at = expire_at(i64::from(n), now);
-            }
-            if let Some(r) = f.recache {
-                o.bits |= Op::RECACHE;
-                o.recache_at = expire_at(i64::from(r), now);
-            }
-            if f.no_update {
-                o.bits |= Op::NO_UPDATE;
-            }
+            flag(&mut o, Op::VALUE, f.value);
+            timed_flag(&mut o, Op::TOUCH, f.ttl, now, |o| &mut o.expire_at);
+            timed_flag(&mut o, Op::VIVIFY, f.vivify, now, |o| &mut o.vivify_at);
+            timed_flag(&mut o, Op::RECACHE, f.recache, now, |o| &mut o.recache_at);
+            flag(&mut o, Op::NO_UPDATE, f.no_update);
             let writes = f.ttl.is_some() || f.vivify.is_some();
             let spec = match (f.value, writes) {
                 (true, false) => &mc::GET,
@@ -695,12 +786,8 @@ fn meta_request(m: MetaCmd, now: u64, plans: &mut Vec<Plan>, reqs: &mut Vec<Requ
                 new_cas: f.new_cas.unwrap_or(0),
                 ..Op::default()
             };
-            if f.invalidate {
-                o.bits |= Op::INVALIDATE;
-            }
-            if f.base64 {
-                o.bits |= Op::BINARY_KEY;
-            }
+            flag(&mut o, Op::INVALIDATE, f.invalidate);
+            flag(&mut o, Op::BINARY_KEY, f.base64);
             let spec = if matches!(mode, Mode::Append | Mode::Prepend) {
                 &mc::CONCAT
             } else {
@@ -717,16 +804,9 @@ fn meta_request(m: MetaCmd, now: u64, plans: &mut Vec<Plan>, reqs: &mut Vec<Requ
                 cas: f.cas.unwrap_or(0),
                 ..Op::default()
             };
-            if f.invalidate {
-                o.bits |= Op::INVALIDATE;
-            }
-            if f.clear {
-                o.bits |= Op::CLEAR;
-            }
-            if let Some(t) = f.ttl {
-                o.bits |= Op::NEW_TTL;
-                o.expire_at = expire_at(i64::from(t), now);
-            }
+            flag(&mut o, Op::INVALIDATE, f.invalidate);
+            flag(&mut o, Op::CLEAR, f.clear);
+            timed_flag(&mut o, Op::NEW_TTL, f.ttl, now, |o| &mut o.expire_at);
             reqs.push(mc::request(&mc::DELETE, req.key.clone(), &o, None));
             plans.push(Plan::MetaDelete(req));
         }
@@ -739,17 +819,9 @@ fn meta_request(m: MetaCmd, now: u64, plans: &mut Vec<Plan>, reqs: &mut Vec<Requ
                 cas: f.cas.unwrap_or(0),
                 ..Op::default()
             };
-            if matches!(f.mode, Some(b'D' | b'-')) {
-                o.bits |= Op::DECR;
-            }
-            if let Some(n) = f.vivify {
-                o.bits |= Op::VIVIFY;
-                o.vivify_at = expire_at(i64::from(n), now);
-            }
-            if let Some(t) = f.ttl {
-                o.bits |= Op::NEW_TTL;
-                o.expire_at = expire_at(i64::from(t), now);
-            }
+            flag(&mut o, Op::DECR, matches!(f.mode, Some(b'D' | b'-')));
+            timed_flag(&mut o, Op::VIVIFY, f.vivify, now, |o| &mut o.vivify_at);
+            timed_flag(&mut o, Op::NEW_TTL, f.ttl, now, |o| &mut o.expire_at);
             reqs.push(mc::request(&mc::ARITH, req.key.clone(), &o, None));
             plans.push(Plan::MetaArith(req));
         }
@@ -776,31 +848,35 @@ fn server_error(r: &Reply) -> &'static str {
 }
 
 /// Encodes each plan's replies from the outcomes of its requests, in order.
-fn encode(plans: Vec<Plan>, outcomes: Vec<Reply>, out: &mut Vec<u8>) {
-    let now = now_ms();
-    let mut it = outcomes.into_iter();
-    for plan in plans {
-        let n = plan.replies();
-        let rs: Vec<Result<Outcome, Reply>> =
-            it.by_ref().take(n).map(Outcome::from_reply).collect();
+fn encode(plans: &mut Vec<Plan>, outcomes: Vec<Reply>, out: &mut Vec<u8>) {
+    let now: Clock = LazyCell::new(now_ms);
+    let mut it = outcomes.into_iter().map(Outcome::from_reply);
+    for plan in plans.drain(..) {
         match plan {
-            Plan::Get { keys, cas } => encode_get(&keys, cas, rs, out),
-            plan => encode_one(plan, rs, now, out),
+            Plan::Get { keys, cas, touch } => {
+                encode_get(&keys, cas, touch, it.by_ref().take(keys.len()), out)
+            }
+            plan => {
+                let first = if plan.replies() == 1 { it.next() } else { None };
+                encode_one(plan, first, &now, out)
+            }
         }
     }
 }
 
-fn encode_one(plan: Plan, rs: Vec<Result<Outcome, Reply>>, now: u64, out: &mut Vec<u8>) {
-    let first = rs.into_iter().next();
+fn encode_one(plan: Plan, first: Option<Result<Outcome, Reply>>, now: &Clock, out: &mut Vec<u8>) {
     match plan {
         Plan::Raw(v) => out.extend_from_slice(&v),
         // Encoded by `encode_get`.
         Plan::Get { .. } => {}
-        Plan::Store { noreply } => {
+        Plan::Store { noreply, cas } => {
             let word = match first {
                 Some(Ok(o)) => {
                     if o.status == Status::Stored {
                         McStats::add(&STATS.total_items, 1);
+                        if cas {
+                            McStats::add(&STATS.cas_hits, 1);
+                        }
                     }
                     store_word(&o)
                 }
@@ -808,7 +884,7 @@ fn encode_one(plan: Plan, rs: Vec<Result<Outcome, Reply>>, now: u64, out: &mut V
                 None => "SERVER_ERROR internal error",
             };
             if !noreply {
-                out.extend_from_slice(&line(word));
+                push_line(out, word);
             }
         }
         Plan::Delete { noreply } => {
@@ -825,7 +901,7 @@ fn encode_one(plan: Plan, rs: Vec<Result<Outcome, Reply>>, now: u64, out: &mut V
                 Some(Ok(o)) => match o.status {
                     Status::Hit | Status::Stored => {
                         McStats::add(hits, 1);
-                        String::from_utf8_lossy(o.value.as_deref().unwrap_or_default()).into_owned()
+                        String::from_utf8_lossy(o.value().unwrap_or_default()).into_owned()
                     }
                     Status::NonNumeric => {
                         "CLIENT_ERROR cannot increment or decrement non-numeric value".into()
@@ -839,7 +915,7 @@ fn encode_one(plan: Plan, rs: Vec<Result<Outcome, Reply>>, now: u64, out: &mut V
                 None => "SERVER_ERROR internal error".into(),
             };
             if !noreply {
-                out.extend_from_slice(&line(&text));
+                push_line(out, &text);
             }
         }
         Plan::Touch { noreply } => {
@@ -849,50 +925,51 @@ fn encode_one(plan: Plan, rs: Vec<Result<Outcome, Reply>>, now: u64, out: &mut V
         Plan::MetaGet(req) => match first {
             Some(Ok(o)) if o.status == Status::Hit => {
                 McStats::add(&STATS.get_hits, 1);
-                meta::encode_get(&req, Some(&view(&o, now)), out)
+                meta::encode_get(&req, Some(&view(&o, **now)), out)
             }
-            Some(Ok(_)) => {
-                McStats::add(&STATS.get_misses, 1);
+            Some(Ok(o)) => {
+                count_miss(&o);
                 meta::encode_get(&req, None, out)
             }
-            Some(Err(e)) => out.extend_from_slice(&line(server_error(&e))),
+            Some(Err(e)) => push_line(out, server_error(&e)),
             None => {}
         },
         Plan::MetaSet(req) => match first {
             Some(Ok(o)) => {
                 if o.status == Status::TooLarge {
-                    out.extend_from_slice(&line("SERVER_ERROR out of memory storing object"));
+                    push_line(out, "SERVER_ERROR out of memory storing object");
                     return;
                 }
                 meta::encode_set(&req, meta_status(o.status), o.cas, out)
             }
-            Some(Err(e)) => out.extend_from_slice(&line(server_error(&e))),
+            Some(Err(e)) => push_line(out, server_error(&e)),
             None => {}
         },
         Plan::MetaDelete(req) => match first {
             Some(Ok(o)) => meta::encode_delete(&req, meta_status(o.status), out),
-            Some(Err(e)) => out.extend_from_slice(&line(server_error(&e))),
+            Some(Err(e)) => push_line(out, server_error(&e)),
             None => {}
         },
         Plan::MetaArith(req) => match first {
             Some(Ok(o)) => match o.status {
-                Status::NonNumeric => out.extend_from_slice(&line(
+                Status::NonNumeric => push_line(
+                    out,
                     "CLIENT_ERROR cannot increment or decrement non-numeric value",
-                )),
+                ),
                 Status::Hit | Status::Stored => {
-                    meta::encode_arith(&req, MetaStatus::Ok, Some(&view(&o, now)), out)
+                    meta::encode_arith(&req, MetaStatus::Ok, Some(&view(&o, **now)), out)
                 }
                 s => meta::encode_arith(&req, meta_status(s), None, out),
             },
-            Some(Err(e)) => out.extend_from_slice(&line(server_error(&e))),
+            Some(Err(e)) => push_line(out, server_error(&e)),
             None => {}
         },
         Plan::MetaDebug(req) => match first {
             Some(Ok(o)) if o.status == Status::Hit => {
-                meta::encode_debug(&req, Some(&view(&o, now)), out)
+                meta::encode_debug(&req, Some(&view(&o, **now)), out)
             }
             Some(Ok(_)) => meta::encode_debug(&req, None, out),
-            Some(Err(e)) => out.extend_from_slice(&line(server_error(&e))),
+            Some(Err(e)) => push_line(out, server_error(&e)),
             None => {}
         },
         Plan::Bin(r) => encode_bin(&r, first, out),
@@ -921,7 +998,7 @@ fn hit_or_miss(
         None => "SERVER_ERROR internal error",
     };
     if !noreply {
-        out.extend_from_slice(&line(word));
+        push_line(out, word);
     }
 }
 
@@ -950,24 +1027,62 @@ fn meta_status(s: Status) -> MetaStatus {
     }
 }
 
+/// `stats detail`: a get of `key` and whether it hit.
+fn detail_get(key: &[u8], r: &Result<Outcome, Reply>) {
+    DETAIL.count(key, PrefixOp::Get);
+    if matches!(r, Ok(o) if o.status == Status::Hit) {
+        DETAIL.count(key, PrefixOp::Hit);
+    }
+}
+
+/// Counts a read that found nothing (get_misses, and get_expired when the key had expired).
+fn count_miss(o: &Outcome) {
+    McStats::add(&STATS.get_misses, 1);
+    if o.expired_seen() {
+        McStats::add(&STATS.get_expired, 1);
+    }
+}
+
 /// The text reply of a get: VALUE lines for the hits, then END.
-fn encode_get(keys: &[Bytes], cas: bool, rs: Vec<Result<Outcome, Reply>>, out: &mut Vec<u8>) {
+fn encode_get(
+    keys: &[Bytes],
+    cas: bool,
+    touch: bool,
+    rs: impl Iterator<Item = Result<Outcome, Reply>>,
+    out: &mut Vec<u8>,
+) {
+    let detail = DETAIL.enabled();
     for (key, r) in keys.iter().zip(rs) {
+        if detail {
+            detail_get(key, &r);
+        }
         match r {
             Ok(o) if o.status == Status::Hit => {
-                McStats::add(&STATS.get_hits, 1);
-                let value = o.value.unwrap_or_default();
+                McStats::add(
+                    if touch {
+                        &STATS.touch_hits
+                    } else {
+                        &STATS.get_hits
+                    },
+                    1,
+                );
+                let value = o.value().unwrap_or_default();
                 out.extend_from_slice(b"VALUE ");
                 out.extend_from_slice(key);
-                out.extend_from_slice(format!(" {} {}", o.client_flags, value.len()).as_bytes());
+                out.push(b' ');
+                push_u64(out, u64::from(o.client_flags));
+                out.push(b' ');
+                push_u64(out, value.len() as u64);
                 if cas {
-                    out.extend_from_slice(format!(" {}", o.cas).as_bytes());
+                    out.push(b' ');
+                    push_u64(out, o.cas);
                 }
                 out.extend_from_slice(b"\r\n");
-                out.extend_from_slice(&value);
+                out.extend_from_slice(value);
                 out.extend_from_slice(b"\r\n");
             }
-            Ok(_) => McStats::add(&STATS.get_misses, 1),
+            Ok(_) if touch => McStats::add(&STATS.touch_misses, 1),
+            Ok(o) => count_miss(&o),
             Err(_) => {}
         }
     }
@@ -976,6 +1091,13 @@ fn encode_get(keys: &[Bytes], cas: bool, rs: Vec<Result<Outcome, Reply>>, out: &
 
 /// A binary request's response from its outcome.
 fn encode_bin(r: &BinReq, res: Option<Result<Outcome, Reply>>, out: &mut Vec<u8>) {
+    if r.cmd != op::TOUCH && DETAIL.enabled() {
+        if let Some(res) = &res {
+            if matches!(r.cmd, op::GET | op::GETK | op::GAT | op::GATK) {
+                detail_get(&r.key, res);
+            }
+        }
+    }
     let o = match res {
         Some(Ok(o)) => o,
         Some(Err(e)) => {
@@ -994,21 +1116,23 @@ fn encode_bin(r: &BinReq, res: Option<Result<Outcome, Reply>>, out: &mut Vec<u8>
     match r.cmd {
         op::GET | op::GETK | op::GAT | op::GATK | op::TOUCH => {
             let with_key = matches!(r.cmd, op::GETK | op::GATK);
+            // Touches and gats count as touches, as memcached counts them.
+            let touch = matches!(r.cmd, op::TOUCH | op::GAT | op::GATK);
             if o.status == Status::Hit {
-                if r.cmd == op::TOUCH {
+                if touch {
                     McStats::add(&STATS.touch_hits, 1);
                 } else {
                     McStats::add(&STATS.get_hits, 1);
                 }
                 let flags = o.client_flags.to_be_bytes();
                 let key: &[u8] = if with_key { &r.key } else { &[] };
-                let value = o.value.as_deref().unwrap_or_default();
+                let value = o.value().unwrap_or_default();
                 ok(out, o.cas, &flags, key, value);
             } else {
-                if r.cmd == op::TOUCH {
+                if touch {
                     McStats::add(&STATS.touch_misses, 1);
                 } else {
-                    McStats::add(&STATS.get_misses, 1);
+                    count_miss(&o);
                 }
                 if r.quiet {
                     return;
@@ -1024,12 +1148,21 @@ fn encode_bin(r: &BinReq, res: Option<Result<Outcome, Reply>>, out: &mut Vec<u8>
         op::SET | op::ADD | op::REPLACE | op::APPEND | op::PREPEND => match o.status {
             Status::Stored => {
                 McStats::add(&STATS.total_items, 1);
+                if r.cas != 0 {
+                    McStats::add(&STATS.cas_hits, 1);
+                }
                 if !r.quiet {
                     ok(out, o.cas, &[], &[], &[]);
                 }
             }
-            Status::Exists => bin::error(out, r.opcode, r.opaque, status::KEY_EEXISTS),
-            Status::NotFound => bin::error(out, r.opcode, r.opaque, status::KEY_ENOENT),
+            Status::Exists => {
+                McStats::add(&STATS.cas_badval, 1);
+                bin::error(out, r.opcode, r.opaque, status::KEY_EEXISTS)
+            }
+            Status::NotFound => {
+                McStats::add(&STATS.cas_misses, 1);
+                bin::error(out, r.opcode, r.opaque, status::KEY_ENOENT)
+            }
             Status::TooLarge => bin::error(out, r.opcode, r.opaque, status::E2BIG),
             _ => {
                 let st = match r.cmd {
@@ -1056,8 +1189,7 @@ fn encode_bin(r: &BinReq, res: Option<Result<Outcome, Reply>>, out: &mut Vec<u8>
         op::INCREMENT | op::DECREMENT => match o.status {
             Status::Hit | Status::Stored => {
                 let v = o
-                    .value
-                    .as_deref()
+                    .value()
                     .and_then(crate::protocol::memcache::parse_u64)
                     .unwrap_or(0);
                 if !r.quiet {
@@ -1072,79 +1204,171 @@ fn encode_bin(r: &BinReq, res: Option<Result<Outcome, Reply>>, out: &mut Vec<u8>
     }
 }
 
-/// `stats` lines for its arguments; Err(reply line) for an unknown group.
-async fn stats(core: &Rc<Core>, args: &[Bytes]) -> Result<Vec<(String, String)>, &'static str> {
+/// What a `stats` request answers.
+enum StatsReply {
+    /// STAT lines, then END (binary: one response each, then the empty one).
+    Lines(Vec<(String, String)>),
+    /// `stats reset`: RESET (binary: the empty response).
+    Reset,
+    /// `stats detail on|off`: OK (binary: the empty response).
+    DetailSet,
+    /// `stats detail dump`: PREFIX lines and END (binary: one "detailed" response).
+    DetailDump(Vec<u8>),
+    /// `stats detail` with anything else.
+    DetailUsage,
+    /// An unknown group: ERROR (binary: not found).
+    Unknown,
+}
+
+/// Answers `stats` and its groups, with memcached 1.6's field names in its order (the fields
+/// Strata can fill with a meaning; see `tests/memcached_vs_memcached.rs`).
+async fn stats(core: &Rc<Core>, session: &Session, args: &[Bytes]) -> StatsReply {
     let g = &core.global;
     let s = &*STATS;
     let mut v: Vec<(String, String)> = Vec::new();
     let mut put = |k: &str, val: String| v.push((k.to_string(), val));
+    let load = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed).to_string();
+    let yes_no = |b: bool| if b { "yes" } else { "no" }.to_string();
+    let sasl = !g.settings.requirepass().is_empty();
     match args.first().map(|a| &a[..]) {
         None => {
-            let (items, bytes) = mc::item_counts(core).await;
-            let unix = now_ms() / 1000;
-            let uptime = g.started.elapsed().as_secs();
+            let items = mc::item_counts(core).await;
             let (user, sys) = crate::server::admin::info::cpu_times();
             put("pid", std::process::id().to_string());
-            put("uptime", uptime.to_string());
-            put("time", unix.to_string());
+            put("uptime", g.started.elapsed().as_secs().to_string());
+            put("time", (now_ms() / 1000).to_string());
             put("version", VERSION.to_string());
-            put("pointer_size", "64".into());
+            put("pointer_size", (usize::BITS).to_string());
             put("rusage_user", format!("{user:.6}"));
             put("rusage_system", format!("{sys:.6}"));
-            put("max_connections", "1024".into());
-            put(
-                "curr_connections",
-                s.curr_connections.load(Ordering::Relaxed).to_string(),
-            );
-            put(
-                "total_connections",
-                s.total_connections.load(Ordering::Relaxed).to_string(),
-            );
+            put("max_connections", max_connections().to_string());
+            put("curr_connections", load(&s.curr_connections));
+            put("total_connections", load(&s.total_connections));
             put("rejected_connections", "0".into());
             for (k, n) in s.counters() {
                 put(k, n.to_string());
             }
             put("limit_maxbytes", g.settings.maxmemory().to_string());
+            put("accepting_conns", "1".into());
             put("threads", g.shards().to_string());
-            put("bytes", bytes.to_string());
-            put("curr_items", items.to_string());
-            put("evictions", "0".into());
+            put("bytes", items.bytes.to_string());
+            put("curr_items", items.items.to_string());
+            put("total_items", load(&s.total_items));
+            put("evictions", items.evictions.to_string());
         }
         Some(b"settings") => {
+            let bind = g.settings.bind.trim();
             put("maxbytes", g.settings.maxmemory().to_string());
-            put("maxconns", "1024".into());
+            put("maxconns", max_connections().to_string());
             put("tcpport", g.settings.memcached_port.to_string());
-            put("num_threads", g.shards().to_string());
-            put("cas_enabled", "yes".into());
-            put("item_size_max", g.settings.max_item_size.to_string());
-            put("binding_protocol", "auto-negotiate".into());
+            put("udpport", "0".into());
+            put("inter", if bind.is_empty() { "NULL" } else { bind }.into());
             put(
                 "evictions",
                 if g.settings.cache_mode { "on" } else { "off" }.into(),
             );
-            let sasl = !g.settings.requirepass().is_empty();
-            put("sasl", if sasl { "yes" } else { "no" }.into());
+            put("num_threads", g.shards().to_string());
+            put(
+                "stat_key_prefix",
+                char::from(mc::PREFIX_DELIMITER).to_string(),
+            );
+            put("detail_enabled", yes_no(DETAIL.enabled()));
+            put("cas_enabled", "yes".into());
+            put("binding_protocol", "auto-negotiate".into());
+            put("auth_enabled_sasl", yes_no(sasl));
+            put("auth_enabled_ascii", yes_no(sasl));
+            put("item_size_max", g.settings.max_item_size.to_string());
+            put("flush_enabled", "yes".into());
+            put("track_sizes", "no".into());
         }
         Some(b"items") => {
-            let (items, _) = mc::item_counts(core).await;
-            if items > 0 {
-                put("items:1:number", items.to_string());
-                put("items:1:evicted", "0".into());
+            let items = mc::item_counts(core).await;
+            if items.items > 0 {
+                put("items:1:number", items.items.to_string());
+                put("items:1:mem_requested", items.bytes.to_string());
+                put("items:1:evicted", items.evictions.to_string());
+                put("items:1:outofmemory", load(&s.store_no_memory));
             }
         }
         Some(b"slabs") => {
-            let (items, bytes) = mc::item_counts(core).await;
-            if items > 0 {
-                put("1:used_chunks", items.to_string());
-                put("1:mem_requested", bytes.to_string());
+            // One class holds every item: its hit counters are the totals.
+            let items = mc::item_counts(core).await;
+            if items.items > 0 {
+                put("1:used_chunks", items.items.to_string());
+                put("1:get_hits", load(&s.get_hits));
+                put("1:cmd_set", load(&s.cmd_set));
+                put("1:delete_hits", load(&s.delete_hits));
+                put("1:incr_hits", load(&s.incr_hits));
+                put("1:decr_hits", load(&s.decr_hits));
+                put("1:cas_hits", load(&s.cas_hits));
+                put("1:cas_badval", load(&s.cas_badval));
+                put("1:touch_hits", load(&s.touch_hits));
             }
-            put("active_slabs", u8::from(items > 0).to_string());
+            put("active_slabs", u8::from(items.items > 0).to_string());
             put("total_malloced", crate::memory::used_memory().to_string());
         }
-        Some(b"reset") => s.reset(),
-        Some(_) => return Err("ERROR"),
+        Some(b"conns") => {
+            // Every memcached connection (the listening sockets are per core: not listed).
+            let port = format!(":{}", g.settings.memcached_port);
+            let now = g.uptime_ms();
+            g.clients.for_each(|c| {
+                if !c.peer.laddr.ends_with(&port) {
+                    return;
+                }
+                let fd = c.peer.fd;
+                let state = if c.id == session.id {
+                    "conn_parse_cmd"
+                } else {
+                    "conn_waiting"
+                };
+                let idle = now.saturating_sub(c.last_cmd_ms.load(Ordering::Relaxed)) / 1000;
+                put(&format!("{fd}:addr"), format!("tcp:{}", c.peer.addr));
+                put(
+                    &format!("{fd}:listen_addr"),
+                    format!("tcp:{}", c.peer.laddr),
+                );
+                put(&format!("{fd}:state"), state.into());
+                put(&format!("{fd}:secs_since_last_cmd"), idle.to_string());
+            });
+        }
+        // Strata keeps no item size histogram: memcached's answer when it is off.
+        Some(b"sizes") => put("sizes_status", "disabled".into()),
+        Some(b"detail") => {
+            return match args.get(1).map(|a| &a[..]) {
+                Some(b"on") => {
+                    DETAIL.set_enabled(true);
+                    StatsReply::DetailSet
+                }
+                Some(b"off") => {
+                    DETAIL.set_enabled(false);
+                    StatsReply::DetailSet
+                }
+                Some(b"dump") => StatsReply::DetailDump(DETAIL.dump()),
+                _ => StatsReply::DetailUsage,
+            }
+        }
+        Some(b"reset") => {
+            mc::reset(core).await;
+            return StatsReply::Reset;
+        }
+        Some(_) => return StatsReply::Unknown,
     }
-    Ok(v)
+    StatsReply::Lines(v)
+}
+
+/// The most connections the process can hold: its open-file limit.
+fn max_connections() -> u64 {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit into the struct it is given, which lives on our stack.
+    let rc = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) };
+    if rc == 0 {
+        lim.rlim_cur
+    } else {
+        1024
+    }
 }
 
 /// Writes `out` whole and empties it.

@@ -1,5 +1,6 @@
 //! The memcached side of the dispatcher: the specs of memcached's operations (all run
-//! `cmd::memcache::run` on the key's shard) and the counters `stats` and INFO report.
+//! `cmd::memcache::run` on the key's shard) and the counters `stats` and INFO report
+//! (process-wide, and per key prefix for `stats detail`).
 //!
 //! The specs are not in the command table: RESP clients can neither see them (COMMAND) nor
 //! call them (name lookup). Everything else about them is as for any keyed command, so
@@ -8,8 +9,10 @@
 //! Never: parses or encodes memcached's wire formats (`protocol::memcache`), or touches a
 //! socket (`net::memcache`).
 
+use std::collections::BTreeMap;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -72,12 +75,45 @@ pub async fn flush(core: &Rc<Core>, delay: u64) {
     .detach();
 }
 
-/// Items (keys of db 0) and their bytes, for `stats`.
-pub async fn item_counts(core: &Rc<Core>) -> (u64, u64) {
+/// What `stats` reports of the keyspace: items (keys of db 0), their bytes, and the keys
+/// evicted since the start or the last `stats reset`.
+pub struct ItemCounts {
+    pub items: u64,
+    pub bytes: u64,
+    pub evictions: u64,
+}
+
+pub async fn item_counts(core: &Rc<Core>) -> ItemCounts {
     let per = core
-        .on_all(|s| (s.dbs[0].table.len() as u64, s.dataset_bytes() as u64))
+        .on_all(|s| {
+            (
+                s.dbs[0].table.len() as u64,
+                s.dataset_bytes() as u64,
+                s.stats.evicted_ram + s.stats.evicted_ssd,
+            )
+        })
         .await;
-    per.iter().fold((0, 0), |(a, b), (x, y)| (a + x, b + y))
+    let (items, bytes, evicted) = per
+        .iter()
+        .fold((0, 0, 0), |(a, b, c), (x, y, z)| (a + x, b + y, c + z));
+    let base = STATS.evictions_at_reset.load(Ordering::Relaxed);
+    ItemCounts {
+        items,
+        bytes,
+        evictions: evicted.saturating_sub(base),
+    }
+}
+
+/// `stats reset`: the counters start again, and evictions count from here.
+pub async fn reset(core: &Rc<Core>) {
+    STATS.reset();
+    DETAIL.clear();
+    let evicted: u64 = core
+        .on_all(|s| s.stats.evicted_ram + s.stats.evicted_ssd)
+        .await
+        .iter()
+        .sum();
+    STATS.evictions_at_reset.store(evicted, Ordering::Relaxed);
 }
 
 /// Counters of the memcached port, for `stats` and INFO (process-wide, all cores).
@@ -90,9 +126,10 @@ pub struct McStats {
     pub cmd_set: AtomicU64,
     pub cmd_flush: AtomicU64,
     pub cmd_touch: AtomicU64,
-    pub meta_cmds: AtomicU64,
+    pub cmd_meta: AtomicU64,
     pub get_hits: AtomicU64,
     pub get_misses: AtomicU64,
+    pub get_expired: AtomicU64,
     pub delete_hits: AtomicU64,
     pub delete_misses: AtomicU64,
     pub incr_hits: AtomicU64,
@@ -111,19 +148,23 @@ pub struct McStats {
     pub total_items: AtomicU64,
     pub store_too_large: AtomicU64,
     pub store_no_memory: AtomicU64,
+    /// Keys evicted (all shards) at the last `stats reset`.
+    evictions_at_reset: AtomicU64,
 }
 
 macro_rules! counters {
     ($($f:ident),* $(,)?) => {
         impl McStats {
-            /// (name, value) of every counter, in memcached's `stats` order.
+            /// (name, value) of the command counters, in memcached's `stats` order.
             pub fn counters(&self) -> Vec<(&'static str, u64)> {
                 vec![$((stringify!($f), self.$f.load(Ordering::Relaxed))),*]
             }
 
-            /// `stats reset`: the counters start again (connections stay).
-            pub fn reset(&self) {
+            /// `stats reset`: the counters start again (current connections stay).
+            fn reset(&self) {
                 $(self.$f.store(0, Ordering::Relaxed);)*
+                self.total_items.store(0, Ordering::Relaxed);
+                self.total_connections.store(0, Ordering::Relaxed);
             }
         }
     };
@@ -134,9 +175,10 @@ counters!(
     cmd_set,
     cmd_flush,
     cmd_touch,
-    meta_cmds,
+    cmd_meta,
     get_hits,
     get_misses,
+    get_expired,
     delete_misses,
     delete_hits,
     incr_misses,
@@ -154,7 +196,6 @@ counters!(
     auth_errors,
     bytes_read,
     bytes_written,
-    total_items,
 );
 
 impl McStats {
@@ -165,6 +206,76 @@ impl McStats {
 
 /// The memcached port's counters.
 pub static STATS: std::sync::LazyLock<McStats> = std::sync::LazyLock::new(McStats::default);
+
+/// memcached's `stats detail`: per key prefix (up to the first ':'), the gets, hits, sets and
+/// deletes seen while it is on. Off by default; when off the hot path pays one relaxed load.
+#[derive(Default)]
+pub struct PrefixStats {
+    on: AtomicBool,
+    counts: Mutex<BTreeMap<Vec<u8>, [u64; 4]>>,
+}
+
+/// What [`PrefixStats::count`] counts.
+#[derive(Clone, Copy)]
+pub enum PrefixOp {
+    Get = 0,
+    Hit = 1,
+    Set = 2,
+    Delete = 3,
+}
+
+/// memcached's stat_key_prefix.
+pub const PREFIX_DELIMITER: u8 = b':';
+
+impl PrefixStats {
+    pub fn enabled(&self) -> bool {
+        self.on.load(Ordering::Relaxed)
+    }
+
+    pub fn set_enabled(&self, on: bool) {
+        self.on.store(on, Ordering::Relaxed);
+    }
+
+    /// Counts `op` on `key` when detail is on and the key has a prefix.
+    pub fn count(&self, key: &[u8], op: PrefixOp) {
+        if !self.enabled() {
+            return;
+        }
+        let Some(end) = key.iter().position(|&b| b == PREFIX_DELIMITER) else {
+            return;
+        };
+        if let Ok(mut m) = self.counts.lock() {
+            let c = m.entry(key[..end].to_vec()).or_default();
+            c[op as usize] += 1;
+        }
+    }
+
+    /// `stats detail dump`: one PREFIX line per prefix (in byte order), then END.
+    pub fn dump(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        if let Ok(m) = self.counts.lock() {
+            for (p, c) in m.iter() {
+                out.extend_from_slice(b"PREFIX ");
+                out.extend_from_slice(p);
+                out.extend_from_slice(
+                    format!(" get {} hit {} set {} del {}\r\n", c[0], c[1], c[2], c[3]).as_bytes(),
+                );
+            }
+        }
+        out.extend_from_slice(b"END\r\n");
+        out
+    }
+
+    fn clear(&self) {
+        if let Ok(mut m) = self.counts.lock() {
+            m.clear();
+        }
+    }
+}
+
+/// The `stats detail` counters.
+pub static DETAIL: std::sync::LazyLock<PrefixStats> =
+    std::sync::LazyLock::new(PrefixStats::default);
 
 /// INFO's memcached section.
 pub fn info_section(port: u16) -> String {

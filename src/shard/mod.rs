@@ -235,6 +235,28 @@ impl Shard {
         }
     }
 
+    /// A read in one probe of the table (memcached's get): `f` sees the live entry before this
+    /// hit counts (its idle time still the old one), its expiry and its metadata column, and
+    /// returns what to keep; then the hit is counted as [`Shard::lookup`] counts it. None when
+    /// the key is missing or expired (a miss counted), or when `f` declines (nothing counted).
+    pub fn read_with<R>(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        now: u64,
+        f: impl FnOnce(&Entry, u64, KeyMeta) -> Option<R>,
+    ) -> Option<R> {
+        let Some(pos) = self.find_live(db, key, now) else {
+            self.stats.keyspace_misses += 1;
+            self.notify(crate::notify::KEY_MISS, "keymiss", db, key);
+            return None;
+        };
+        let table = &self.dbs[db].table;
+        let r = f(table.at(pos)?, table.expire_at(pos), table.meta_at(pos))?;
+        self.hit_at(db, pos);
+        Some(r)
+    }
+
     /// A read hit on the entry at `pos`: counts it and refreshes the entry's access metadata
     /// (LFU counter, idle time, the CLOCK bit). Returns the entry and whether its CLOCK bit was
     /// already set (referenced since the offloader last looked at it).

@@ -10,6 +10,7 @@
 //! Never: knows about storage or sessions; panics or allocates without bound on any input.
 
 use bytes::Bytes;
+use smallvec::SmallVec;
 
 use super::item_fits;
 use super::meta::{self, MetaCmd};
@@ -116,7 +117,8 @@ pub struct TextParser {
 /// The line's tokens, split on spaces as memcached's tokenize_command does: at most
 /// `MAX_TOKENS - 1`, then what remains of the line.
 struct Tokens<'a> {
-    list: Vec<&'a [u8]>,
+    /// Never more than `MAX_TOKENS - 1`: no allocation per line.
+    list: SmallVec<[&'a [u8]; MAX_TOKENS]>,
     rest: Option<&'a [u8]>,
 }
 
@@ -132,7 +134,7 @@ impl Tokens<'_> {
 }
 
 fn tokenize(line: &[u8]) -> Tokens<'_> {
-    let mut list = Vec::new();
+    let mut list = SmallVec::new();
     let mut i = 0;
     while i < line.len() {
         if line[i] == b' ' {
@@ -524,19 +526,27 @@ fn get_cmd(name: &[u8], t: &Tokens) -> Cmd {
         }
         first = 2;
     }
-    let mut keys = Vec::new();
-    let mut list: Vec<&[u8]> = t.list[first.min(t.list.len())..].to_vec();
-    let mut rest = t.rest;
-    loop {
-        for k in &list {
+    let first = &t.list[first.min(t.list.len())..];
+    let mut keys = Vec::with_capacity(first.len());
+    // False at a key memcached refuses.
+    let mut take = |list: &[&[u8]]| {
+        for k in list {
             if k.len() > KEY_MAX {
-                return reply(BAD_FORMAT, false);
+                return false;
             }
             keys.push(Bytes::copy_from_slice(k));
         }
-        let Some(r) = rest else { break };
+        true
+    };
+    if !take(first) {
+        return reply(BAD_FORMAT, false);
+    }
+    let mut rest = t.rest;
+    while let Some(r) = rest {
         let more = tokenize(r);
-        list = more.list;
+        if !take(&more.list) {
+            return reply(BAD_FORMAT, false);
+        }
         rest = more.rest;
     }
     Cmd::Get {
