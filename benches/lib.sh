@@ -99,9 +99,9 @@ start_pinned_server() {
 }
 
 # Stop a child process: SIGTERM, then SIGKILL if it is still there after $2 seconds
-# (default 15); then reap it. Returns 1 when it had to be killed.
+# (default 5); then reap it so no zombie is left. Returns 1 when it had to be killed.
 stop_pid() {
-    local pid="$1" grace="${2:-15}" i rc=0
+    local pid="$1" grace="${2:-5}" i rc=0
     [[ -n "$pid" ]] || return 0
     if kill -0 "$pid" 2>/dev/null; then
         kill -TERM "$pid" 2>/dev/null || true
@@ -153,15 +153,3 @@ build_strata() {
     [[ -x "$STRATA_BIN" ]] || die "strata binary not found at $STRATA_BIN"
 }
 
-# Stop process $1 (a child of this shell): TERM so it exits cleanly, KILL if it hangs past
-# 5 s, then reap it so no zombie is left.
-stop_pid() {
-    local pid="$1" i
-    kill -TERM "$pid" 2>/dev/null || true
-    for ((i = 0; i < 50; i++)); do
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    kill -KILL "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-}

@@ -47,7 +47,7 @@ RESULTS="$WORKDIR/results" # server rate achieved p50 p99 lost
 
 stop_server() {
     [[ -n "$SERVER_PID" ]] || return 0
-    stop_pid "$SERVER_PID"
+    stop_pid "$SERVER_PID" 5 || true
     SERVER_PID=""
 }
 cleanup() {

@@ -12,9 +12,18 @@
 #      per level, NS (achieved < 97% of requested) marked, a latency-vs-rate chart per server;
 #   3. the seeds' shapes on one core: the 1:1 SET:GET mix at pipeline 75 with 100 B values over
 #      3M sequential keys, and SET with an expiry range (SET EX) at pipeline 30;
-#   4. the memcached text protocol: GET and SET at pipeline 1 and 30 against memcached.
-# The report's other rows (issue 24) are listed as not yet measured; no figure is ever filled
-# in by hand. Each regeneration adds a line to the report's history table (newest first).
+#   4. the memcached protocols (text and binary): GET and SET at pipeline 1 and 30, Strata's
+#      --memcached_port against memcached -t 1;
+#   5. memory per key: RSS after SETting 1M x 1 KiB and 1M x 32 B values less the empty
+#      server's RSS, Strata against redis-server and memcached;
+#   6. the other scripts of benches/, run with their own defaults unless noted, their summary
+#      copied into the report: types_memory.sh (collection types' memory), snapshot_bench.sh
+#      (BGSAVE memory and time, no compression), tiering_bench.sh (tiered GET against the
+#      disk's own 4 KiB random-read rate), hit_ratio.sh (Zipf 0.99 at SCALE 0.25, against
+#      Redis LRU/LFU and memcached) and
+#      pubsub_compare.sh (publish-to-delivery latency).
+# No figure is ever filled in by hand. Each regeneration adds a line to the report's history
+# table (newest first).
 #
 # Environment (all optional):
 #   QUICK=1         a smoke run: 2 s runs, 100k keys, three 2 s sweep levels (about 2 minutes)
@@ -31,6 +40,9 @@
 #   BENCH_BIN       strata-bench binary  (default: <target>/release/strata-bench)
 #   SKIP_BUILD=1    do not run cargo build
 #   SERVER_CPU / CLIENT_CPU   CPUs for the server and the load (default: the first two allowed)
+#   ROWS            rows to run (default "throughput shapes sweep memcached memory types
+#                   snapshot tiering hitratio pubsub"); rows left out say "not measured"
+#   MEMORY_KEYS     keys of the memory-per-key row             (default 1000000)
 #   STARTUP_TIMEOUT seconds a server may take to start         (default 20)
 #
 # Needs: redis-server, redis-cli and redis-benchmark (installed with apt-get when missing),
@@ -51,6 +63,7 @@ if [[ "${QUICK:-0}" == 1 ]]; then
     SWEEP_RATES="${SWEEP_RATES:-10000,40000,400000}"
     SWEEP_DURATION="${SWEEP_DURATION:-2}"
     MIX_KEYS="${MIX_KEYS:-300000}"
+    MEMORY_KEYS="${MEMORY_KEYS:-100000}"
 fi
 DURATION="${DURATION:-20}"
 KEYS="${KEYS:-1000000}"
@@ -61,6 +74,8 @@ SWEEP_DURATION="${SWEEP_DURATION:-10}"
 SWEEP_CONNECTIONS=48
 MIX_KEYS="${MIX_KEYS:-3000000}"
 EXPIRY="${EXPIRY:-60-3600}"
+MEMORY_KEYS="${MEMORY_KEYS:-1000000}"
+ROWS=" ${ROWS:-throughput shapes sweep memcached memory types snapshot tiering hitratio pubsub} "
 PIPELINES=(1 30)
 OUT="${OUT:-$ROOT/docs/benchmarks.md}"
 CHART_DIR="$(dirname "$OUT")/benchmarks"
@@ -76,6 +91,7 @@ mkdir -p "$RESULTS"
 SERVER_PID=""
 SERVER_NAME=""
 SERVER_PORT=""
+SERVER_MC_PORT=""   # Strata's --memcached_port
 
 cleanup() {
     stop_pid "$SERVER_PID" 5 || true
@@ -93,9 +109,21 @@ choose_cpus
 if [[ "${SKIP_BUILD:-0}" != 1 ]]; then
     command -v cargo >/dev/null || die "cargo not found"
     log "Building strata and strata-bench (release)..."
-    (cd "$ROOT" && cargo build --release --bin strata && \
+    (cd "$ROOT" && cargo build --release --bin strata --bench disk_read --bench zipf_get \
+        --bench hit_ratio --message-format=json-render-diagnostics >"$WORKDIR/build.json" && \
         cargo build --release -p strata-tools --bin strata-bench) || die "cargo build failed"
+    while read -r exe; do
+        case "$(basename "$exe")" in
+            disk_read-*) DISK_READ_BIN="$exe" ;;
+            zipf_get-*) ZIPF_GET_BIN="$exe" ;;
+            hit_ratio-*) HIT_RATIO_BIN="$exe" ;;
+        esac
+    done < <(grep -o '"executable":"[^"]*"' "$WORKDIR/build.json" | sed 's/^"executable":"//; s/"$//')
 fi
+# The bench binaries of tiering_bench.sh and hit_ratio.sh: the newest built, unless named.
+DISK_READ_BIN="${DISK_READ_BIN:-$(newest_bench "$TARGET_DIR" disk_read)}"
+ZIPF_GET_BIN="${ZIPF_GET_BIN:-$(newest_bench "$TARGET_DIR" zipf_get)}"
+HIT_RATIO_BIN="${HIT_RATIO_BIN:-$(newest_bench "$TARGET_DIR" hit_ratio)}"
 [[ -x "$STRATA_BIN" ]] || die "strata binary not found at $STRATA_BIN"
 [[ -x "$BENCH_BIN" ]] || die "strata-bench binary not found at $BENCH_BIN"
 HAVE_MEMCACHED=1
@@ -111,7 +139,9 @@ start_server() {
     case "$name" in
         strata)
             port="$(find_free_port 16379)"
-            cmd=("$STRATA_BIN" --port "$port" --proactor_threads 1 --dbfilename "" --dir "$WORKDIR") ;;
+            SERVER_MC_PORT="$(find_free_port 16679)"
+            cmd=("$STRATA_BIN" --port "$port" --memcached_port "$SERVER_MC_PORT"
+                 --proactor_threads 1 --dbfilename "" --dir "$WORKDIR") ;;
         redis)
             port="$(find_free_port 16479)"
             cmd=(redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no
@@ -211,8 +241,8 @@ redis_benchmark() {
 }
 
 # memtier_benchmark on the same load, where it is installed; ops/s to $RESULTS/$1.memtier.
-# memtier cannot zero-pad key numbers, so before its first GET run on a server strata-bench
-# also sets the key space under memtier's names (key:0 .., unpadded).
+# memtier cannot zero-pad key numbers (and starts them at 1), so before its first GET run on a
+# server strata-bench also sets the key space under memtier's names (key:0 .., unpadded).
 memtier() {
     [[ $HAVE_MEMTIER == 1 ]] || return 0
     local id="$1" ratio="$2" pipe="$3" out rps
@@ -224,12 +254,12 @@ memtier() {
     pin_prefix "$CLIENT_CPU"
     out="$("${PIN_CMD[@]}" memtier_benchmark -s 127.0.0.1 -p "$SERVER_PORT" --protocol=redis \
         -t 1 -c "$CONNECTIONS" --pipeline "$pipe" --ratio "$ratio" -d "$VALUE_SIZE" \
-        --key-prefix "key:" --key-minimum 0 --key-maximum "$((KEYS - 1))" \
+        --key-prefix "key:" --key-minimum 1 --key-maximum "$((KEYS - 1))" \
         --test-time "$DURATION" --hide-histogram 2>/dev/null || true)"
     rps="$(awk '/^Totals/ {print $2}' <<<"$out")"
     [[ -n "$rps" ]] || { warn "memtier_benchmark gave no figure for $id"; return 0; }
     printf '%s\t%s\n' "$rps" \
-        "memtier_benchmark -t 1 -c $CONNECTIONS --pipeline $pipe --ratio $ratio -d $VALUE_SIZE --key-prefix key: --key-minimum 0 --key-maximum $((KEYS - 1)) --test-time $DURATION -p \$PORT" \
+        "memtier_benchmark -t 1 -c $CONNECTIONS --pipeline $pipe --ratio $ratio -d $VALUE_SIZE --key-prefix key: --key-minimum 1 --key-maximum $((KEYS - 1)) --test-time $DURATION -p \$PORT" \
         >"$RESULTS/$id.memtier"
     log "    memtier_benchmark: $rps ops/s"
 }
@@ -295,32 +325,100 @@ sweep_chart() {
         "${args[@]}" >/dev/null || die "strata-bench chart failed"
 }
 
-# Row 4: the memcached text protocol against memcached.
+# Row 4: the memcached protocols, Strata's memcached port against memcached.
 memcached_row() {
-    [[ $HAVE_MEMCACHED == 1 ]] || return 0
-    local pipe
-    log "memcached protocol: memcached"
-    start_server memcached
-    log "  preload ($KEYS keys)"
-    bench "mc-preload-memcached" run --protocol memcache "${LOAD[@]}" --preload --ratio 0:1 --duration 0.1
-    for pipe in "${PIPELINES[@]}"; do
-        log "  get, pipeline $pipe"
-        bench "mc-get-p$pipe-memcached" run --protocol memcache "${LOAD[@]}" --ratio 0:1 \
-            --pipeline "$pipe" --duration "$DURATION"
-        log "  set, pipeline $pipe"
-        bench "mc-set-p$pipe-memcached" run --protocol memcache "${LOAD[@]}" --ratio 1:0 \
-            --pipeline "$pipe" --duration "$DURATION"
+    local name="$1" proto pipe test
+    log "memcached protocols: $name"
+    start_server "$name"
+    [[ "$name" == strata ]] && SERVER_PORT="$SERVER_MC_PORT"
+    for proto in memcache memcache-binary; do
+        log "  $proto: preload ($KEYS keys)"
+        bench "mc-preload-$proto-$name" run --protocol "$proto" "${LOAD[@]}" --preload \
+            --ratio 0:1 --duration 0.1
+        for pipe in "${PIPELINES[@]}"; do
+            for test in get set; do
+                log "  $proto $test, pipeline $pipe"
+                local ratio=0:1
+                [[ $test == set ]] && ratio=1:0
+                bench "mc-$proto-$test-p$pipe-$name" run --protocol "$proto" "${LOAD[@]}" \
+                    --ratio "$ratio" --pipeline "$pipe" --duration "$DURATION"
+            done
+        done
     done
     stop_server
 }
 
+# Resident set size of the running server, KiB.
+server_rss_kb() {
+    awk '/^VmRSS:/ {print $2}' "/proc/$SERVER_PID/status" 2>/dev/null || echo 0
+}
+
+# Row 5: memory per key, 1M x 1 KiB and 1M x 32 B values, a fresh server for each.
+memory_row() {
+    local name="$1" size proto before after
+    for size in 1024 32; do
+        log "Memory per key: $name, $MEMORY_KEYS x $size B"
+        start_server "$name"
+        proto=resp
+        if [[ "$name" == memcached ]]; then proto=memcache; fi
+        sleep 1
+        before="$(server_rss_kb)"
+        bench "mem-$size-$name" run --protocol "$proto" --connections "$CONNECTIONS" \
+            --keys "$MEMORY_KEYS" --value-size "$size" --key-width 12 --preload --ratio 0:1 \
+            --duration 0.1
+        sleep 1
+        after="$(server_rss_kb)"
+        printf '%s\t%s\n' "$before" "$after" >"$RESULTS/mem-$size-$name.rss"
+        log "    RSS $before KiB empty, $after KiB loaded"
+        stop_server
+    done
+}
+
+# Row 6: another script of benches/, its output kept for the report with the command line.
+script_row() {
+    local id="$1" script="$2"; shift 2
+    log "$script $*"
+    local env_args=(SKIP_BUILD=1 STRATA_BIN="$STRATA_BIN" BENCH_BIN="$BENCH_BIN"
+                    DISK_READ_BIN="$DISK_READ_BIN" ZIPF_GET_BIN="$ZIPF_GET_BIN"
+                    HIT_RATIO_BIN="$HIT_RATIO_BIN" SERVER_CPU="$SERVER_CPU"
+                    CLIENT_CPU="$CLIENT_CPU" "$@")
+    if env "${env_args[@]}" bash "$SCRIPT_DIR/$script" >"$RESULTS/$id.out" 2>"$RESULTS/$id.err"; then
+        printf '%s benches/%s\n' "$(printf '%q ' "$@")" "$script" | sed 's/ \+benches/ benches/' >"$RESULTS/$id.cmd"
+        tail -n 3 "$RESULTS/$id.out"
+    else
+        warn "benches/$script failed; its row says so (last lines: $(tail -n 2 "$RESULTS/$id.err" | tr '\n' ' '))"
+        printf '%s benches/%s (failed)\n' "$(printf '%q ' "$@")" "$script" | sed 's/ \+benches/ benches/' >"$RESULTS/$id.cmd"
+    fi
+}
+
+row() { [[ "$ROWS" == *" $1 "* ]]; }
+
 LOADAVG="$(cut -d' ' -f1-3 /proc/loadavg)"
 STARTED="$(date -u '+%Y-%m-%d %H:%M UTC')"
-for name in strata redis; do throughput_row "$name"; done
-for name in strata redis; do shapes_row "$name"; done
-for name in strata redis; do sweep_row "$name"; done
-sweep_chart
-memcached_row
+MC_SERVERS=(strata)
+[[ $HAVE_MEMCACHED == 1 ]] && MC_SERVERS+=(memcached)
+if row throughput; then for name in strata redis; do throughput_row "$name"; done; fi
+if row shapes; then for name in strata redis; do shapes_row "$name"; done; fi
+if row sweep; then for name in strata redis; do sweep_row "$name"; done; sweep_chart; fi
+if row memcached; then for name in "${MC_SERVERS[@]}"; do memcached_row "$name"; done; fi
+if row memory; then for name in strata redis "${MC_SERVERS[@]:1}"; do memory_row "$name"; done; fi
+if [[ "${QUICK:-0}" == 1 ]]; then
+    row types && script_row types types_memory.sh SCALE=20
+    row snapshot && script_row snapshot snapshot_bench.sh SNAPSHOT_COMPRESSIONS=none KEYS=50000
+    row tiering && script_row tiering tiering_bench.sh MAXMEM=32mb DURATION=3 HOT_ROUNDS=1 HOT_SECONDS=2
+    row hitratio && script_row hitratio hit_ratio.sh SCALE=0.05 CACHE_PCT=40 TRACES=zipf0.99 \
+        "SERVERS=redis-lru strata-ram"
+    row pubsub && script_row pubsub pubsub_compare.sh DURATION=2 "RATES=1000 10000"
+else
+    row types && script_row types types_memory.sh
+    row snapshot && script_row snapshot snapshot_bench.sh SNAPSHOT_COMPRESSIONS=none
+    row tiering && script_row tiering tiering_bench.sh HOT_ROUNDS=3
+    row hitratio && script_row hitratio hit_ratio.sh SCALE=0.25 TRACES=zipf0.99 \
+        "SERVERS=redis-lru redis-lfu strata-ram strata-ram+ssd memcached strata-mc"
+    row pubsub && script_row pubsub pubsub_compare.sh
+fi
+true
+
 
 # --- the report ------------------------------------------------------------
 
@@ -334,6 +432,7 @@ export REPORT_COMMIT="$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || ech
 export REPORT_REDIS="$(redis-server --version | awk '{print $3}' | sed 's/v=//')"
 export REPORT_MEMCACHED="$(memcached -V 2>/dev/null | awk '{print $2}' || true)"
 export REPORT_PIN="$PIN" REPORT_SERVER_CPU="$SERVER_CPU" REPORT_CLIENT_CPU="$CLIENT_CPU"
-export REPORT_SETTINGS="DURATION=$DURATION KEYS=$KEYS VALUE_SIZE=$VALUE_SIZE CONNECTIONS=$CONNECTIONS SWEEP_RATES=$SWEEP_RATES SWEEP_DURATION=$SWEEP_DURATION MIX_KEYS=$MIX_KEYS EXPIRY=$EXPIRY"
+export REPORT_ROWS="$ROWS"
+export REPORT_SETTINGS="DURATION=$DURATION MEMORY_KEYS=$MEMORY_KEYS KEYS=$KEYS VALUE_SIZE=$VALUE_SIZE CONNECTIONS=$CONNECTIONS SWEEP_RATES=$SWEEP_RATES SWEEP_DURATION=$SWEEP_DURATION MIX_KEYS=$MIX_KEYS EXPIRY=$EXPIRY"
 python3 "$SCRIPT_DIR/report_md.py"
 log "Wrote $OUT (charts in $CHART_DIR)"

@@ -77,7 +77,9 @@ w("# Benchmarks")
 w("")
 w("Written by `benches/report.sh` (one command; rerun it to regenerate this page, never edit "
   "the figures by hand). Load from [strata-bench](../tools/README.md#strata-bench), "
-  "cross-checked with redis-benchmark.")
+  "cross-checked with redis-benchmark (and memtier_benchmark where it is installed). Earlier "
+  "runs recorded by hand, with what was tried between them: "
+  "[benches/RESULTS.md](../benches/RESULTS.md).")
 w("")
 w(f"- **Date:** {env['REPORT_DATE']}; Strata commit `{env['REPORT_COMMIT']}`, "
   f"redis-server {env['REPORT_REDIS']}, memcached {env.get('REPORT_MEMCACHED') or 'not installed'}.")
@@ -264,48 +266,142 @@ else:
     w("Not measured in this run.")
 w("")
 
-# --- row 3 -------------------------------------------------------------------------------
-w("## memcached protocol")
+# --- memcached protocols --------------------------------------------------------------------
+w("## memcached protocols")
 w("")
-mc = load("mc-preload-memcached")
+mc = load("mc-preload-memcache-strata") or load("mc-preload-memcache-memcached")
 if mc:
-    w(f"memcached's text protocol, closed loop, {mc['connections']} connections, "
-      f"{mc['value_size']} B values, {mc['keys']:,} keys preloaded. Strata does not speak the "
-      "memcached protocol yet (a separate issue), so its column is empty until it does.")
+    w(f"Strata's `--memcached_port` against `memcached -t 1`, closed loop, {mc['connections']} "
+      f"connections, {mc['value_size']} B values, {mc['keys']:,} keys preloaded, text protocol "
+      "(`memcache`) and binary (`memcache-binary`).")
     w("")
-    w("| test | pipeline | Strata ops/s | memcached ops/s | Strata / memcached "
-      "| memcached µs CPU/op | memcached p99 ms |")
-    w("|---|---:|---:|---:|---:|---:|---:|")
+    w("| protocol | test | pipeline | Strata ops/s | memcached ops/s | Strata / memcached "
+      "| Strata µs CPU/op | memcached µs CPU/op | memcached / Strata CPU per op "
+      "| Strata p99 ms | memcached p99 ms |")
+    w("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     mc_commands = []
-    for test in ("get", "set"):
-        for pipe in (1, 30):
-            m = load(f"mc-{test}-p{pipe}-memcached")
-            w(f"| {test} | {pipe} | not yet (no memcached protocol) | {ops(m)} | - | "
-              f"{fmt(cpu_per_op_us(m))} | {lat(m, 'p99')} |")
-            if m:
-                mc_commands.append(re.sub(r"--pipeline \d+", "--pipeline P", m["command_line"]))
+    for proto in ("memcache", "memcache-binary"):
+        for test in ("get", "set"):
+            for pipe in (1, 30):
+                s_ = load(f"mc-{proto}-{test}-p{pipe}-strata")
+                m = load(f"mc-{proto}-{test}-p{pipe}-memcached")
+                sc, mcpu = cpu_per_op_us(s_), cpu_per_op_us(m)
+                w(f"| {proto} | {test} | {pipe} | {ops(s_)} | {ops(m)} | "
+                  f"{ratio(s_ and s_['achieved_rate'], m and m['achieved_rate'])} | {fmt(sc)} | "
+                  f"{fmt(mcpu)} | {ratio(mcpu, sc)} | {lat(s_, 'p99')} | {lat(m, 'p99')} |")
+                history[f"mc {test} P{pipe}"] = history.get(f"mc {test} P{pipe}") or ratio(
+                    s_ and s_["achieved_rate"], m and m["achieved_rate"])
+                for x in (s_, m):
+                    if x:
+                        mc_commands.append(re.sub(r"--pipeline \d+", "--pipeline P", x["command_line"]))
     w("")
     for c in dict.fromkeys(mc_commands):
-        w(f"- {code(c)}")
+        w(f"- {code(c)} (Strata: the port given by `--memcached_port`)")
 else:
-    w("Not measured in this run (memcached not installed).")
+    w("Not measured in this run.")
 w("")
 
-# --- not yet -----------------------------------------------------------------------------
-w("## Not yet measured")
+# --- memory per key ----------------------------------------------------------------------------
+w("## Memory per key")
 w("")
-w("These rows of the report (issue 24) have no script yet; none of them has a figure here.")
+
+
+def rss(name):
+    path = os.path.join(RESULTS, name + ".rss")
+    if not os.path.exists(path):
+        return None
+    before, after = (int(x) for x in open(path).read().split())
+    return before, after
+
+
+mem_rows = []
+for size in (1024, 32):
+    cells = {}
+    for server in ("strata", "redis", "memcached"):
+        r = rss(f"mem-{size}-{server}")
+        j = load(f"mem-{size}-{server}")
+        if r and j and j.get("keys"):
+            cells[server] = ((r[1] - r[0]) * 1024 / j["keys"], j)
+    if cells:
+        mem_rows.append((size, cells))
+if mem_rows:
+    keys = next(iter(mem_rows[0][1].values()))[1]["keys"]
+    w(f"RSS after SETting {keys:,} keys (12-character names) of the value size less the empty "
+      "server's RSS, over the keys: bytes per key, a fresh server for each (lower is better).")
+    w("")
+    w("| value | Strata B/key | redis-server B/key | memcached B/key | Strata / redis "
+      "| Strata / memcached |")
+    w("|---:|---:|---:|---:|---:|---:|")
+    mem_commands = []
+    for size, cells in mem_rows:
+        def b(server):
+            return f"{cells[server][0]:,.0f}" if server in cells else "not measured"
+        st = cells.get("strata", (None,))[0]
+        w(f"| {size} B | {b('strata')} | {b('redis')} | {b('memcached')} | "
+          f"{ratio(st, cells.get('redis', (None,))[0])} | "
+          f"{ratio(st, cells.get('memcached', (None,))[0])} |")
+        history[f"mem {size}B S/R"] = ratio(st, cells.get("redis", (None,))[0])
+        for _, j in cells.values():
+            mem_commands.append(re.sub(r"--value-size \d+", "--value-size B", j["command_line"]))
+    w("")
+    for c in dict.fromkeys(mem_commands):
+        w(f"- {code(c)}, RSS from /proc/PID/status before and after")
+else:
+    w("Not measured in this run.")
+w("")
+
+# --- the other benches/ scripts ------------------------------------------------------------------
+# Each ran on its own with the command shown; its printed summary (from the marker line on)
+# is copied here as it printed it.
+SCRIPT_ROWS = (
+    ("types", "Memory of the collection types", r"^RSS after loading",
+     "Collections loaded with `redis-cli --pipe` into a fresh Strata and redis-server each; "
+     "the goal is Strata / redis <= 0.8 for every type."),
+    ("snapshot", "Snapshots under writes: memory and time against BGSAVE", r"^Snapshot of ",
+     "Strata's forkless snapshot against redis-server's fork-based BGSAVE under a continuous "
+     "SET load; the goal is a peak/idle memory ratio of at most 1.05."),
+    ("tiering", "Tiered GET against the disk", r"^Tiering benchmark:",
+     "GETs of values offloaded to the SSD tier against the disk's own 4 KiB random-read rate "
+     "measured in the same run, RAM per offloaded key, and a hot/cold workload against an "
+     "all-in-RAM server."),
+    ("hitratio", "Hit ratio", r"^Hit ratio = hits",
+     "A cache-aside trace (GET; on a miss SET) replayed into each server at the same memory: "
+     "redis-server's allkeys-lru and allkeys-lfu, Strata's --cache_mode in RAM and with the SSD "
+     "tier (and memcached, where the script runs it)."),
+    ("pubsub", "Pub/sub delivery latency", r"^pub/sub delivery latency:",
+     "`strata-bench pubsub`: subscribers on their own connections, one publisher on an open-loop "
+     "timetable, latency from each message's scheduled publish time."),
+)
+for rid, title, marker, about in SCRIPT_ROWS:
+    w(f"## {title}")
+    w("")
+    out = os.path.join(RESULTS, rid + ".out")
+    cmd = os.path.join(RESULTS, rid + ".cmd")
+    if not os.path.exists(cmd):
+        w("Not measured in this run.")
+        w("")
+        continue
+    command = open(cmd).read().strip()
+    text = open(out).read().splitlines() if os.path.exists(out) else []
+    start = next((i for i, l in enumerate(text) if re.search(marker, l)), None)
+    w(about)
+    w("")
+    if command.endswith("(failed)") or start is None:
+        w(f"The script failed in this run: {code(command)}.")
+    else:
+        w("```")
+        w("\n".join(l.rstrip() for l in text[start:]).strip("\n"))
+        w("```")
+        w("")
+        w(f"- {code(command)}")
+    w("")
+
+# --- not yet -----------------------------------------------------------------------------
+w("## Not measured here")
 w("")
 for item in (
-    "Memory per key: 1M x 1 KiB and 1M x 32 B values (RSS after the load less the empty "
-    "server's), and the collection types.",
-    "Snapshot memory and time against redis-server's BGSAVE.",
-    "Tiered GET against the disk's own 4 KiB random-read rate, the disk measured in the same run.",
-    "Hit ratio against Redis LRU/LFU and memcached.",
-    "Pub/sub delivery latency against redis-server (`strata-bench pubsub`; Strata's pub/sub "
-    "lands with another issue).",
     "memtier_benchmark's closed-loop figures, where it is installed (the cross-check table "
-    "fills in when it is).",
+    "fills in when it is; it is built from source).",
     "The multi-core section: `benches/report_cores.sh --cores N` (Strata on N cores against N "
     "redis-server processes, keys split by hash slot) writes "
     "[benchmarks-cores.md](benchmarks-cores.md) where the machine has more than N CPUs.",
@@ -316,9 +412,10 @@ w("")
 # --- history -----------------------------------------------------------------------------
 w("## History")
 w("")
-w("Newest first; the ratios are Strata / redis-server ops/s on the machine of that run.")
+w("Newest first; the ratios are Strata / redis-server ops/s (mc: Strata / memcached over the "
+  "text protocol; mem: bytes per key) on the machine of that run.")
 w("")
-cols = ["GET P1", "GET P30", "SET P1", "SET P30", "sweep best S/R"]
+cols = ["GET P1", "GET P30", "SET P1", "SET P30", "sweep best S/R", "mc get P30", "mem 1024B S/R"]
 w(HISTORY_START)
 w("| date | commit | machine | " + " | ".join(cols) + " |")
 w("|---|---|---|" + "---:|" * len(cols))
