@@ -303,10 +303,21 @@ impl QuickList {
         });
     }
 
+    /// Gives back node `i`'s spare capacity: pushes go to a new node next to it from now on.
+    /// A node a capture shares is left as it is (it is not copied for this).
+    fn seal(&mut self, i: usize) {
+        if let Some(n) = self.nodes.get_mut(i).and_then(Arc::get_mut) {
+            let before = n.heap();
+            n.lp.shrink_to_fit();
+            self.node_bytes = self.node_bytes + n.heap() - before;
+        }
+    }
+
     pub fn push_front(&mut self, v: &[u8]) {
         if self.allows_insert(Some(0).filter(|_| !self.nodes.is_empty()), v.len()) {
             self.edit(0, |n| n.push_front(v));
         } else {
+            self.seal(0);
             let mut node = Node::new();
             node.push_front(v);
             self.insert_node(0, node);
@@ -318,6 +329,9 @@ impl QuickList {
         match last {
             Some(i) if self.allows_insert(Some(i), v.len()) => self.edit(i, |n| n.push_back(v)),
             _ => {
+                if let Some(i) = last {
+                    self.seal(i);
+                }
                 let mut node = Node::new();
                 node.push_back(v);
                 let at = self.nodes.len();
