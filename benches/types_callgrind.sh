@@ -11,6 +11,10 @@
 # Environment (all optional):
 #   TESTS        redis-benchmark tests   (default "hset lpush lpop sadd spop zadd zpopmin lrange_100")
 #   N            counted requests per test (default 20000)
+#   P            pipeline depth of the counted requests (default 1). At pipeline 1 the server
+#                idles between requests, and how often it parks (a few thousand instructions)
+#                depends on timing: read differences under about 5k instructions as noise
+#                there; P=16 spreads that over 16 requests and leaves the command's own cost.
 #   ONLY         "redis" or "strata"      (default both)
 #   STRATA_BIN   strata binary            (default: <repo>/target/release/strata)
 #   STRATA_PORT / REDIS_PORT              (default 16379 / 16380)
@@ -26,6 +30,7 @@ ROOT="$(dirname "$SCRIPT_DIR")"
 
 read -r -a TESTS <<<"${TESTS:-hset lpush lpop sadd spop zadd zpopmin lrange_100}"
 N="${N:-20000}"
+P="${P:-1}"
 ONLY="${ONLY:-}"
 STRATA_BIN="${STRATA_BIN:-$ROOT/target/release/strata}"
 STRATA_PORT="${STRATA_PORT:-16379}"
@@ -72,9 +77,9 @@ run_server() {
         spop) fill=sadd ;;
         zpopmin) fill=zadd ;;
     esac
-    redis-benchmark -p "$port" -t "$fill" -n $((N * 2)) -r 100000 -c 1 -q >/dev/null 2>&1
+    redis-benchmark -p "$port" -t "$fill" -n $((N * 2)) -r 100000 -c 1 -P 16 -q >/dev/null 2>&1
     callgrind_control -z "$SERVER_PID" >/dev/null 2>&1
-    redis-benchmark -p "$port" -t "$test" -n "$N" -r 100000 -c 1 -q >/dev/null 2>&1
+    redis-benchmark -p "$port" -t "$test" -n "$N" -r 100000 -c 1 -P "$P" -q >/dev/null 2>&1
     callgrind_control -d "$SERVER_PID" >/dev/null 2>&1
     sleep 1
     total="$(dumped_total)"
@@ -101,7 +106,7 @@ main() {
         done
     done
     echo
-    echo "Instructions per request at pipeline 1, one connection (callgrind; lower is better)"
+    echo "Instructions per request at pipeline $P, one connection (callgrind; lower is better)"
     printf '%-11s | %10s %10s  %s\n' test strata redis ratio
     for t in "${TESTS[@]}"; do
         awk -v t="$t" '$1 == t { v[$2] = $3 }
