@@ -200,6 +200,15 @@ pub fn format_double(d: f64) -> String {
     if d.is_infinite() {
         return if d > 0.0 { "inf".into() } else { "-inf".into() };
     }
+    // An integral value of at most 17 digits prints as that integer under `%.17g` (its fixed
+    // form, zeros stripped), without the exact float formatting below, which is slow.
+    if d.fract() == 0.0 && d.abs() < 1e17 {
+        return if d == 0.0 && d.is_sign_negative() {
+            "-0".into()
+        } else {
+            (d as i64).to_string()
+        };
+    }
     let sci = format!("{d:.16e}");
     let Some((mant, exp)) = sci.split_once('e') else {
         return sci;
@@ -310,6 +319,14 @@ mod tests {
     fn doubles() {
         assert_eq!(format_double(10.6), "10.6");
         assert_eq!(format_double(3.0), "3");
+        // Integral values: the integer below 1e17 (as printf's %.17g), exponent form from it.
+        assert_eq!(format_double(-0.0), "-0");
+        assert_eq!(format_double(0.0), "0");
+        assert_eq!(format_double(-123456789012345.0), "-123456789012345");
+        assert_eq!(format_double(9007199254740992.0), "9007199254740992");
+        assert_eq!(format_double(99999999999999984.0), "99999999999999984");
+        assert_eq!(format_double(1e17), "1e+17");
+        assert_eq!(format_double(-1e20), "-1e+20");
         assert_eq!(format_double(f64::INFINITY), "inf");
         assert_eq!(format_double(-0.5), "-0.5");
     }

@@ -1,26 +1,58 @@
-//! Redis' intset, byte for byte: the packed layout of a small set of integers, sorted, each in
-//! the set's one width (2, 4 or 8 bytes, widened for all when a larger value arrives).
+//! Redis' intset, kept narrower in RAM: the packed layout of a small set of integers, sorted,
+//! each in the set's one width, widened for all when a larger value arrives.
 //!
 //! ```text
-//! encoding u32 LE (2, 4 or 8) | length u32 LE | values, little-endian, ascending, no repeats
+//! width u8 | redis width u8 (0: same as width) | 0 u16 | length u32 LE | values, LE, ascending
 //! ```
-//! A block from outside (RESTORE, an RDB file) is checked whole by [`validate`] first.
+//! Redis' own bytes (width 2, 4 or 8, then three zero bytes) are a block of this layout as they
+//! are. In RAM a set takes the fewest bytes per value its values need (1 to 8: a set of
+//! integers below 8M takes 3 bytes a value where Redis takes 4), and remembers in the second
+//! byte the width Redis would have given it (Redis only ever widens), so that [`to_redis`]
+//! gives back Redis' bytes exactly (DUMP, RDB, snapshots).
 //!
-//! Never: panics on a block that passed [`validate`]; leaves values unsorted or repeated.
+//! A block from outside (RESTORE, an RDB file) is checked whole by [`validate`] first, and
+//! narrowed by [`compact`].
+//!
+//! Never: panics on a block that passed [`validate`]; leaves values unsorted or repeated; lets
+//! [`to_redis`] give other bytes than redis-server holds for the same commands.
+
+use std::borrow::Cow;
 
 const HEADER: usize = 8;
 
-/// An empty intset (16-bit).
+/// An empty intset (one byte a value; 16-bit for Redis, as it starts one).
 pub fn new() -> Vec<u8> {
-    let mut s = Vec::with_capacity(HEADER);
-    s.extend_from_slice(&2u32.to_le_bytes());
-    s.extend_from_slice(&0u32.to_le_bytes());
+    let mut s = vec![0u8; HEADER];
+    set_widths(&mut s, 1, 2);
     s
 }
 
 fn width(set: &[u8]) -> usize {
-    set.get(..4)
-        .map_or(2, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
+    set.first().map_or(2, |&w| usize::from(w).clamp(1, 8))
+}
+
+/// The width Redis keeps this set in (2, 4 or 8).
+fn redis_width(set: &[u8]) -> usize {
+    match set.get(1) {
+        Some(&r) if r != 0 => usize::from(r),
+        _ => redis_width_for(width(set)),
+    }
+}
+
+/// Redis' width for values that need `w` bytes.
+fn redis_width_for(w: usize) -> usize {
+    match w {
+        0..=2 => 2,
+        3 | 4 => 4,
+        _ => 8,
+    }
+}
+
+fn set_widths(set: &mut [u8], w: usize, redis: usize) {
+    set[0] = w as u8;
+    set[1] = if redis == w { 0 } else { redis as u8 };
+    set[2] = 0;
+    set[3] = 0;
 }
 
 /// Number of values.
@@ -29,15 +61,27 @@ pub fn len(set: &[u8]) -> usize {
         .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
 }
 
+#[inline]
+fn read(b: &[u8], w: usize) -> i64 {
+    match w {
+        2 => i64::from(i16::from_le_bytes([b[0], b[1]])),
+        4 => i64::from(i32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+        8 => i64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]),
+        _ => {
+            let mut buf = [0u8; 8];
+            buf[..w].copy_from_slice(&b[..w]);
+            // Sign-extend from the top bit of the last stored byte.
+            let shift = 64 - 8 * w as u32;
+            (i64::from_le_bytes(buf) << shift) >> shift
+        }
+    }
+}
+
 /// The value at index `i` (ascending order).
 pub fn get(set: &[u8], i: usize) -> Option<i64> {
     let w = width(set);
     let b = set.get(HEADER + i * w..HEADER + (i + 1) * w)?;
-    Some(match w {
-        2 => i64::from(i16::from_le_bytes([b[0], b[1]])),
-        4 => i64::from(i32::from_le_bytes([b[0], b[1], b[2], b[3]])),
-        _ => i64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]),
-    })
+    Some(read(b, w))
 }
 
 /// Every value, ascending.
@@ -64,22 +108,32 @@ pub fn contains(set: &[u8], v: i64) -> bool {
     search(set, v).is_ok()
 }
 
+/// The fewest bytes that hold `v` as a signed little-endian integer.
 fn width_for(v: i64) -> usize {
-    if i16::try_from(v).is_ok() {
-        2
-    } else if i32::try_from(v).is_ok() {
-        4
+    let bits = if v < 0 {
+        64 - v.leading_ones()
     } else {
-        8
-    }
+        64 - v.leading_zeros()
+    };
+    // One more bit for the sign, rounded up to whole bytes.
+    (bits as usize + 1).div_ceil(8).max(1)
 }
 
 fn put(out: &mut Vec<u8>, v: i64, w: usize) {
-    match w {
-        2 => out.extend_from_slice(&(v as i16).to_le_bytes()),
-        4 => out.extend_from_slice(&(v as i32).to_le_bytes()),
-        _ => out.extend_from_slice(&v.to_le_bytes()),
+    out.extend_from_slice(&v.to_le_bytes()[..w]);
+}
+
+/// The same values `w` bytes wide (`w` at least as wide as every value needs).
+fn rewidth(set: &[u8], w: usize, redis: usize, extra: usize) -> Vec<u8> {
+    let n = len(set);
+    let mut wide = Vec::with_capacity(HEADER + (n + extra) * w);
+    wide.extend_from_slice(&[0u8; 4]);
+    set_widths(&mut wide, w, redis);
+    wide.extend_from_slice(&(n as u32).to_le_bytes());
+    for x in iter(set) {
+        put(&mut wide, x, w);
     }
+    wide
 }
 
 /// Adds `v`; false when it was there already. Widens every value when `v` needs more bytes.
@@ -89,27 +143,18 @@ pub fn insert(set: &mut Vec<u8>, v: i64) -> bool {
         Err(at) => at,
     };
     let (w, need) = (width(set), width_for(v));
-    let n = len(set);
     if need > w {
-        let mut wide = Vec::with_capacity(HEADER + (n + 1) * need);
-        wide.extend_from_slice(&(need as u32).to_le_bytes());
-        wide.extend_from_slice(&((n + 1) as u32).to_le_bytes());
-        for (i, x) in iter(set).enumerate() {
-            if i == at {
-                put(&mut wide, v, need);
-            }
-            put(&mut wide, x, need);
-        }
-        if at == n {
-            put(&mut wide, v, need);
-        }
-        *set = wide;
-        return true;
+        let redis = redis_width(set).max(redis_width_for(need));
+        *set = rewidth(set, need, redis, 1);
+        return insert(set, v);
     }
-    let mut bytes = Vec::with_capacity(w);
-    put(&mut bytes, v, w);
+    let n = len(set);
     let pos = HEADER + at * w;
-    set.splice(pos..pos, bytes);
+    // Grow to the exact size: the block is stored exactly as long as it is.
+    set.reserve_exact(w);
+    set.extend_from_slice(&[0u8; 8][..w]);
+    set.copy_within(pos..pos + (n - at) * w, pos + w);
+    set[pos..pos + w].copy_from_slice(&v.to_le_bytes()[..w]);
     set[4..8].copy_from_slice(&((n + 1) as u32).to_le_bytes());
     true
 }
@@ -126,16 +171,38 @@ pub fn remove(set: &mut Vec<u8>, v: i64) -> bool {
     true
 }
 
+/// Redis' bytes for this set: the same block when it is kept at Redis' width already.
+pub fn to_redis(set: &[u8]) -> Cow<'_, [u8]> {
+    let (w, redis) = (width(set), redis_width(set));
+    if set.len() < HEADER || w == redis && set.get(1..4).is_some_and(|b| b == [0, 0, 0]) {
+        Cow::Borrowed(set)
+    } else {
+        Cow::Owned(rewidth(set, redis, redis, 0))
+    }
+}
+
+/// A block that passed [`validate`] (Redis' bytes), narrowed to the width its values need; it
+/// gives back the same bytes through [`to_redis`].
+pub fn compact(set: Vec<u8>) -> Vec<u8> {
+    let need = iter(&set).map(width_for).max().unwrap_or(1);
+    let (w, redis) = (width(&set), redis_width(&set));
+    if need >= w {
+        return set;
+    }
+    rewidth(&set, need, redis, 0)
+}
+
 /// Checks an intset from outside whole: a known width, the length matching the bytes, the
 /// values strictly ascending. (A set wider than its values need is accepted, as Redis does.)
 pub fn validate(set: &[u8]) -> bool {
     if set.len() < HEADER {
         return false;
     }
-    let w = width(set);
-    if !matches!(w, 2 | 4 | 8) {
+    // Redis' widths only: the narrower ones are this server's own.
+    if !matches!(set.get(..4), Some([2 | 4 | 8, 0, 0, 0])) {
         return false;
     }
+    let w = width(set);
     let n = len(set);
     if n.checked_mul(w).and_then(|b| b.checked_add(HEADER)) != Some(set.len()) {
         return false;
@@ -161,20 +228,64 @@ mod tests {
             insert(&mut s, v);
         }
         assert_eq!(iter(&s).collect::<Vec<_>>(), vec![-3, 5, 7, 100]);
-        assert_eq!(width(&s), 2);
+        assert_eq!((width(&s), redis_width(&s)), (1, 2));
         assert!(insert(&mut s, 70_000));
-        assert_eq!(width(&s), 4);
+        assert_eq!((width(&s), redis_width(&s)), (3, 4));
         assert!(insert(&mut s, i64::MIN));
-        assert_eq!(width(&s), 8);
+        assert_eq!((width(&s), redis_width(&s)), (8, 8));
         assert_eq!(
             iter(&s).collect::<Vec<_>>(),
             vec![i64::MIN, -3, 5, 7, 100, 70_000]
         );
-        assert!(validate(&s));
+        assert!(validate(&to_redis(&s)));
         assert!(remove(&mut s, 7) && !remove(&mut s, 7));
         assert!(contains(&s, 70_000) && !contains(&s, 8));
         assert_eq!(len(&s), 5);
-        assert!(validate(&s));
+        assert!(validate(&to_redis(&s)));
+    }
+
+    #[test]
+    fn every_width_reads_back_its_values() {
+        for w in 1..=8u32 {
+            let hi = if w == 8 {
+                i64::MAX
+            } else {
+                (1i64 << (8 * w - 1)) - 1
+            };
+            let lo = if w == 8 {
+                i64::MIN
+            } else {
+                -(1i64 << (8 * w - 1))
+            };
+            assert_eq!(width_for(hi), w as usize, "{hi}");
+            assert_eq!(width_for(lo), w as usize, "{lo}");
+            let mut s = new();
+            for v in [hi, lo, 0, -1, 1] {
+                assert!(insert(&mut s, v));
+            }
+            assert_eq!(iter(&s).collect::<Vec<_>>(), vec![lo, -1, 0, 1, hi]);
+            assert!(contains(&s, hi) && contains(&s, lo) && !contains(&s, 2));
+        }
+    }
+
+    #[test]
+    fn redis_width_is_kept_through_narrowing_and_removal() {
+        // Redis never narrows: a set widened to 64 bits stays so after the wide value goes.
+        let mut s = new();
+        for v in [1, 2, 1 << 40] {
+            insert(&mut s, v);
+        }
+        remove(&mut s, 1 << 40);
+        let redis = to_redis(&s).into_owned();
+        assert_eq!(&redis[..8], b"\x08\x00\x00\x00\x02\x00\x00\x00");
+        assert!(validate(&redis));
+        // Loaded back, it narrows in RAM and still gives Redis' bytes.
+        let loaded = compact(redis.clone());
+        assert_eq!(width(&loaded), 1);
+        assert_eq!(to_redis(&loaded).as_ref(), &redis[..]);
+        assert_eq!(iter(&loaded).collect::<Vec<_>>(), vec![1, 2]);
+        // A block at Redis' width already is handed out as it is.
+        assert!(matches!(to_redis(&redis), Cow::Borrowed(_)));
     }
 
     #[test]
@@ -185,9 +296,11 @@ mod tests {
             insert(&mut s, v);
         }
         assert_eq!(
-            s,
-            b"\x02\x00\x00\x00\x03\x00\x00\x00\x01\x00\x02\x00\x03\x00".to_vec()
+            to_redis(&s).as_ref(),
+            b"\x02\x00\x00\x00\x03\x00\x00\x00\x01\x00\x02\x00\x03\x00"
         );
+        // In RAM, a byte a value.
+        assert_eq!(s.len(), 8 + 3);
     }
 
     #[test]
@@ -196,6 +309,8 @@ mod tests {
         for v in [1, 2, 3] {
             insert(&mut s, v);
         }
+        assert!(!validate(&s), "the narrow form is not Redis'");
+        let s = to_redis(&s).into_owned();
         assert!(validate(&s));
         assert!(!validate(&s[..s.len() - 1]));
         let mut unsorted = s.clone();

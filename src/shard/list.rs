@@ -162,11 +162,6 @@ impl Node {
             self.lp.shrink_to(len + len / 16);
         }
     }
-
-    fn elements(&self) -> impl DoubleEndedIterator<Item = Element<'_>> + '_ {
-        let items: Vec<Element<'_>> = listpack::iter(&self.lp).map(|(_, e)| e).collect();
-        items.into_iter()
-    }
 }
 
 /// A large list: listpack nodes in order.
@@ -303,10 +298,21 @@ impl QuickList {
         });
     }
 
+    /// Gives back node `i`'s spare capacity: pushes go to a new node next to it from now on.
+    /// A node a capture shares is left as it is (it is not copied for this).
+    fn seal(&mut self, i: usize) {
+        if let Some(n) = self.nodes.get_mut(i).and_then(Arc::get_mut) {
+            let before = n.heap();
+            n.lp.shrink_to_fit();
+            self.node_bytes = self.node_bytes + n.heap() - before;
+        }
+    }
+
     pub fn push_front(&mut self, v: &[u8]) {
         if self.allows_insert(Some(0).filter(|_| !self.nodes.is_empty()), v.len()) {
             self.edit(0, |n| n.push_front(v));
         } else {
+            self.seal(0);
             let mut node = Node::new();
             node.push_front(v);
             self.insert_node(0, node);
@@ -318,6 +324,9 @@ impl QuickList {
         match last {
             Some(i) if self.allows_insert(Some(i), v.len()) => self.edit(i, |n| n.push_back(v)),
             _ => {
+                if let Some(i) = last {
+                    self.seal(i);
+                }
                 let mut node = Node::new();
                 node.push_back(v);
                 let at = self.nodes.len();
@@ -550,32 +559,25 @@ impl QuickList {
     }
 }
 
-/// Elements of a list in one direction.
+/// Elements of a list in one direction, read from the listpacks as they go (a pop or a short
+/// LRANGE decodes only the elements it takes, not the whole node).
 pub struct ListIter<'a> {
     list: &'a QuickList,
     node: usize,
     forward: bool,
-    buf: std::vec::IntoIter<Element<'a>>,
+    /// Offset of the next element in the current node's listpack; None once that node is done.
+    pos: Option<usize>,
 }
 
 impl<'a> ListIter<'a> {
     fn new(list: &'a QuickList, node: usize, at: usize, forward: bool) -> ListIter<'a> {
-        let mut it = ListIter {
+        let pos = list.nodes.get(node).and_then(|n| n.offset_of(at));
+        ListIter {
             list,
             node,
             forward,
-            buf: Vec::new().into_iter(),
-        };
-        if let Some(n) = list.nodes.get(node) {
-            let all: Vec<Element<'a>> = n.elements().collect();
-            let part: Vec<Element<'a>> = if forward {
-                all[at..].to_vec()
-            } else {
-                all[..=at].iter().rev().copied().collect()
-            };
-            it.buf = part.into_iter();
+            pos,
         }
-        it
     }
 }
 
@@ -583,21 +585,32 @@ impl<'a> Iterator for ListIter<'a> {
     type Item = Element<'a>;
 
     fn next(&mut self) -> Option<Element<'a>> {
+        let list: &'a QuickList = self.list;
         loop {
-            if let Some(e) = self.buf.next() {
-                return Some(e);
+            if let (Some(pos), Some(n)) = (self.pos, list.nodes.get(self.node)) {
+                let lp: &'a [u8] = &n.lp;
+                if !listpack::at_end(lp, pos) {
+                    if let Some((e, next)) = listpack::get(lp, pos) {
+                        self.pos = if self.forward {
+                            Some(next)
+                        } else {
+                            listpack::prev(lp, pos)
+                        };
+                        return Some(e);
+                    }
+                }
             }
             if self.forward {
                 self.node += 1;
             } else {
                 self.node = self.node.checked_sub(1)?;
             }
-            let n = self.list.nodes.get(self.node)?;
-            let mut all: Vec<Element<'a>> = n.elements().collect();
-            if !self.forward {
-                all.reverse();
-            }
-            self.buf = all.into_iter();
+            let lp: &'a [u8] = &list.nodes.get(self.node)?.lp;
+            self.pos = if self.forward {
+                Some(listpack::first(lp))
+            } else {
+                listpack::last(lp)
+            };
         }
     }
 }

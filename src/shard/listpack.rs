@@ -129,15 +129,52 @@ fn encode_backlen(l: usize, out: &mut Vec<u8>) {
 /// A whole entry (encoding, data, backlen) for `v`.
 pub fn entry_bytes(v: &[u8]) -> Vec<u8> {
     let mut e = Vec::with_capacity(v.len() + 11);
-    encode(v, &mut e);
-    let l = e.len();
-    encode_backlen(l, &mut e);
+    push_entry(v, &mut e);
     e
+}
+
+/// Appends the whole entry for `v` to `out`.
+fn push_entry(v: &[u8], out: &mut Vec<u8>) {
+    let start = out.len();
+    encode(v, out);
+    let l = out.len() - start;
+    encode_backlen(l, out);
+}
+
+/// The length of `v`'s encoding+data.
+fn encoded_len(v: &[u8]) -> usize {
+    if let Some(i) = as_int(v) {
+        return match i {
+            0..=127 => 1,
+            -4096..=4095 => 2,
+            _ if i16::try_from(i).is_ok() => 3,
+            _ if (-(1 << 23)..(1 << 23)).contains(&i) => 4,
+            _ if i32::try_from(i).is_ok() => 5,
+            _ => 9,
+        };
+    }
+    let n = v.len();
+    n + if n < 64 {
+        1
+    } else if n < 4096 {
+        2
+    } else {
+        5
+    }
 }
 
 /// The size in bytes of the entry `v` would take.
 pub fn entry_size(v: &[u8]) -> usize {
-    entry_bytes(v).len()
+    let l = encoded_len(v);
+    l + backlen_size(l)
+}
+
+/// Makes room for `add` more bytes: by about an eighth of the block at a time rather than
+/// doubling, so that a block kept as a vector (a list node) carries little spare capacity.
+fn reserve(lp: &mut Vec<u8>, add: usize) {
+    if lp.capacity() - lp.len() < add {
+        lp.reserve_exact(add.max(lp.len() / 8).max(16));
+    }
 }
 
 /// Reads the entry at `pos`: (element, size of encoding+data). None when it runs past `lp`
@@ -282,11 +319,13 @@ fn set_header(lp: &mut [u8], count: usize) {
 /// appends).
 pub fn insert(lp: &mut Vec<u8>, pos: usize, values: &[&[u8]]) {
     let count = len(lp) + values.len();
-    let mut bytes = Vec::new();
+    let add: usize = values.iter().map(|v| entry_size(v)).sum();
+    reserve(lp, add);
+    // Encoded at the end, then rotated into place: no buffer per entry.
     for v in values {
-        bytes.extend_from_slice(&entry_bytes(v));
+        push_entry(v, lp);
     }
-    lp.splice(pos..pos, bytes);
+    lp[pos..].rotate_right(add);
     set_header(lp, count);
 }
 
@@ -318,7 +357,20 @@ pub fn replace(lp: &mut Vec<u8>, pos: usize, v: &[u8]) {
         return;
     };
     let count = len(lp);
-    lp.splice(pos..next, entry_bytes(v));
+    let (old, new) = (next - pos, entry_size(v));
+    if new > old {
+        reserve(lp, new - old);
+    }
+    // The new entry is written past the end, then moved where the old one was.
+    let end = lp.len();
+    push_entry(v, lp);
+    if new == old {
+        lp.copy_within(end..end + new, pos);
+        lp.truncate(end);
+    } else {
+        lp[pos..].rotate_right(new);
+        lp.drain(pos + new..pos + new + old);
+    }
     set_header(lp, count);
 }
 

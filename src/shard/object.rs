@@ -122,10 +122,16 @@ impl PackedKind {
             return self.rdb_type();
         }
         if self.ty == ObjectType::Set {
-            // As Redis saves an intset: a string, LZF-compressed when that saves bytes.
+            // As Redis saves an intset: a string, LZF-compressed when that saves bytes (an
+            // intset kept narrower in RAM goes out at Redis' width).
+            let bytes = if self.encoding == PackedEncoding::Intset {
+                super::intset::to_redis(bytes)
+            } else {
+                std::borrow::Cow::Borrowed(bytes)
+            };
             ondisk::rdb::codec::write_string(
                 out,
-                bytes,
+                &bytes,
                 ondisk::rdb::codec::StringCompression::Lzf,
             );
             return self.rdb_type();
@@ -356,6 +362,11 @@ fn packed_from_rdb(rdb_type: u8, body: &[u8]) -> Result<Packed, String> {
             encoding.name()
         ));
     }
+    let bytes = if encoding == PackedEncoding::Intset {
+        super::intset::compact(bytes)
+    } else {
+        bytes
+    };
     Ok(Packed {
         kind: PackedKind { ty, encoding },
         bytes: bytes.into_boxed_slice(),

@@ -97,7 +97,8 @@ pub fn value_from_rdb(rdb_type: u8, body: &[u8], limits: &PackLimits) -> Result<
             }
             let mut set = SetBuilder::new(limits.set_intset_entries);
             if intset::len(&is) <= limits.set_intset_entries {
-                set = SetBuilder::Intset(is, limits.set_intset_entries.min(1 << 30));
+                set =
+                    SetBuilder::Intset(intset::compact(is), limits.set_intset_entries.min(1 << 30));
             } else {
                 for v in intset::iter(&is) {
                     set.add(v.to_string().as_bytes());
