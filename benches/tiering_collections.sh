@@ -7,7 +7,7 @@
 # 1.05). The loader and checker is tiering_collections.py (a plain RESP client).
 #
 # Environment (all optional):
-#   MAXMEM        --maxmemory of the server                    (default 96mb)
+#   MAXMEM        --maxmemory of the server                    (default 80mb)
 #   HASHES FIELDS hashes and fields per hash                   (default 200000 / 20)
 #   LISTS ELEMS   lists and elements per list                  (default 200000 / 50)
 #   STRATA_BIN    strata binary  (default <repo>/target/release/strata)
@@ -26,7 +26,7 @@ SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$SCRIPT_DIR/lib.sh"
 ROOT="$(dirname "$SCRIPT_DIR")"
 
-MAXMEM="${MAXMEM:-96mb}"
+MAXMEM="${MAXMEM:-80mb}"
 HASHES="${HASHES:-200000}"
 FIELDS="${FIELDS:-20}"
 LISTS="${LISTS:-200000}"

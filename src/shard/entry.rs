@@ -902,6 +902,43 @@ mod tests {
     }
 
     #[test]
+    fn offloaded_collections_keep_their_type_and_pointer() {
+        let p = tiering::DiskPtr {
+            page: 9,
+            len: 700,
+            key_len: 3,
+            offset: 0,
+            packed: 0,
+        };
+        for t in [
+            ObjectType::Hash,
+            ObjectType::List,
+            ObjectType::Set,
+            ObjectType::ZSet,
+        ] {
+            let mut e = Entry::new(Value::Offloaded(t, p), 4);
+            e.add_flags(Entry::REFERENCED);
+            assert!(e.is_external());
+            assert_eq!(e.offloaded_type(), Some(t));
+            assert_eq!(e.object_type(), Some(t));
+            assert_eq!(e.type_name(), t.name());
+            assert_eq!(e.external(3), Some(p));
+            assert_eq!(e.heap_bytes(), 0);
+            assert_eq!(e.encode_rdb(&mut Vec::new()), None);
+            // Clones and re-pointing (compaction) keep the type.
+            let c = e.clone();
+            assert_eq!(c.offloaded_type(), Some(t));
+            assert!(c.has(Entry::REFERENCED));
+            // A string stored over it starts without the sorted-set bit.
+            e.set_value(Value::str(b"a string of some length"));
+            assert!(!e.has(Entry::RAW), "{t:?}");
+            assert_eq!(e.offloaded_type(), None);
+            assert!(!e.is_external());
+            assert!(e.has(Entry::REFERENCED));
+        }
+    }
+
+    #[test]
     fn idle_time_and_counter() {
         let mut e = Entry::new(Value::str(b"v"), 10);
         assert_eq!(e.idle_seconds(15), 5);
