@@ -23,7 +23,12 @@ pub enum Coll<'a> {
 }
 
 /// WRONGTYPE unless `e` holds a collection of type `ty` (a string, in RAM or on disk, is not).
+/// A collection still on SSD reaching a command is a bug of the path that ran it (commands load
+/// offloaded collections first, `server::exec`): an error, never a wrong answer.
 pub fn check_type(e: &Entry, ty: ObjectType) -> Result<(), Reply> {
+    if e.offloaded_type().is_some() {
+        return Err(err("ERR internal error: collection on SSD was not loaded"));
+    }
     if e.object_type() == Some(ty) {
         Ok(())
     } else {
@@ -42,7 +47,7 @@ pub fn read<'a>(ctx: &'a mut Ctx, key: &[u8], ty: ObjectType) -> Result<Option<C
         ValueRef::Packed(_, b) => Some(Coll::Packed(b)),
         ValueRef::Object(o) => Some(Coll::Object(o)),
         // check_type let only collections through.
-        ValueRef::Str(_) | ValueRef::External(_) => None,
+        ValueRef::Str(_) | ValueRef::External(_) | ValueRef::Offloaded(..) => None,
     })
 }
 

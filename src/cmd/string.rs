@@ -21,7 +21,9 @@ pub fn as_str(e: &Entry) -> Result<&[u8], Reply> {
         // Commands that read values get them loaded before they run (server::exec); reaching
         // this means a command's table entry lacks READS_VALUE.
         ValueRef::External(_) => Err(err("ERR internal error: value on SSD was not loaded")),
-        ValueRef::Packed(..) | ValueRef::Object(_) => Err(err(ERR_WRONGTYPE)),
+        ValueRef::Packed(..) | ValueRef::Object(_) | ValueRef::Offloaded(..) => {
+            Err(err(ERR_WRONGTYPE))
+        }
     }
 }
 
@@ -337,7 +339,9 @@ pub fn strlen(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     match ctx.shard.lookup(ctx.db, &args[1], ctx.now) {
         None => Reply::Int(0),
         // An offloaded value's length is in its pointer: no disk read.
-        Some(e) if e.is_external() => Reply::Int(e.value_len() as i64),
+        Some(e) if e.is_external() && e.offloaded_type().is_none() => {
+            Reply::Int(e.value_len() as i64)
+        }
         Some(e) => match as_str(e) {
             Ok(s) => Reply::Int(s.len() as i64),
             Err(r) => r,

@@ -383,6 +383,12 @@ async fn run_form(core: &Rc<Core>, db: usize, b: &Blocking) -> Reply {
         _ => return err("ERR internal error: no non-blocking form"),
     };
     if shards.all(|s| s == first) && !dst_apart {
+        // Its lists or sorted sets kept on SSD come back first.
+        let mut keys = b.keys.clone();
+        if let Op::Move { dst, .. } = &b.op {
+            keys.push(dst.clone());
+        }
+        super::exec::load_collections(core, db, keys).await;
         let args = b.form.clone();
         return on_core(core, first, move |c| {
             f(
@@ -664,7 +670,10 @@ fn serve_key(core: &Rc<Core>, db: usize, key: &Bytes) {
             _ => {}
         }
         if let Op::Move { dst, .. } = &w.op {
-            if shard_of(dst, core.global.shards()) != core.id {
+            // A destination on another shard, or a list of this one kept on SSD (it must be
+            // read back first): the client runs its own move.
+            let on_ssd = || core.shard.borrow().peek_offloaded(db, dst).is_some();
+            if shard_of(dst, core.global.shards()) != core.id || on_ssd() {
                 *st = State::Woken;
                 drop(st);
                 w.client.post(&core.global, Delivery::Wake(w.token));

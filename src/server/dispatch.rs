@@ -487,6 +487,15 @@ pub(super) async fn run_barrier(
     spec: &'static Spec,
     args: Vec<Bytes>,
 ) -> Reply {
+    // Their steps read collections in RAM on each shard: offloaded ones come back first.
+    if let Exec::Cross(..) | Exec::Movable(..) | Exec::AwaitKeyed(..) | Exec::Blocking(_) =
+        spec.exec
+    {
+        if !exec::needs_no_collection(spec, &args) {
+            let keys = spec.keys_of(&args).into_iter().map(|i| args[i].clone());
+            exec::load_collections(core, session.db, keys.collect()).await;
+        }
+    }
     match spec.exec {
         Exec::Split(f, group, merge) => {
             let caller = tracking::caller(session);

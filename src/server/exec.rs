@@ -10,6 +10,12 @@
 //! stale value can be returned. An unreadable value (CRC mismatch, I/O error) is counted and
 //! its key dropped, so it reads as a miss.
 //!
+//! An offloaded collection comes back for good (its disk copy freed) before any command on its
+//! key runs, except those that need only what its entry keeps in RAM ([`needs_no_collection`]:
+//! TYPE, EXISTS, TTL, EXPIRE, DEL, MOVE, ...). Commands that are not one shard's (cross-shard
+//! set and sorted-set operations, SORT, blocking pops) load their keys' collections on every
+//! shard before they start ([`load_collections`]).
+//!
 //! Never: returns a stale value, or runs a command with a value it did not check is still the
 //! key's.
 
@@ -17,6 +23,7 @@ use std::collections::HashMap;
 use std::rc::Rc;
 
 use bytes::Bytes;
+use futures::FutureExt;
 use smallvec::SmallVec;
 use tiering::{DiskPtr, SpaceHold, TierError};
 
@@ -32,6 +39,10 @@ type Wanted = SmallVec<[(Bytes, DiskPtr); 2]>;
 /// Values brought in from disk for one command: (key, pointer, bytes, read before within the
 /// offloader's window).
 type Installed = SmallVec<[(Bytes, DiskPtr, Bytes, bool); 2]>;
+
+/// Collections brought in from disk for one command: (key, pointer, type, read before within
+/// the offloader's window).
+type Collections = SmallVec<[(Bytes, DiskPtr, crate::shard::ObjectType, bool); 2]>;
 
 /// What a batch of commands found on disk before running: the values read ahead, by disk
 /// pointer (shared, not copied, by the commands that use them), and which keys were offloaded.
@@ -163,10 +174,16 @@ pub async fn run_keyed(
         }
         let mut shard = core.shard.borrow_mut();
         let mut installed: Installed = SmallVec::new();
+        let mut colls: Collections = SmallVec::new();
         let mut moved = false;
         for ((key, ptr), data) in wanted.into_iter().zip(loaded) {
-            match shard.peek_external(db, &key) {
-                Some(cur) if cur == ptr => match data {
+            match shard.peek_offloaded(db, &key) {
+                Some((cur, Some(t))) if cur == ptr => {
+                    if let Some(again) = install_collection(&mut shard, db, &key, t, data, now) {
+                        colls.push((key, ptr, t, again));
+                    }
+                }
+                Some((cur, None)) if cur == ptr => match data {
                     Ok(v) => {
                         if let Some(e) = shard.lookup_repr(db, &key, now) {
                             // Referenced since the offloader last looked: this read is the
@@ -188,13 +205,16 @@ pub async fn run_keyed(
                 None => {}
             }
         }
+        let readonly = spec.has(READONLY);
         if moved {
             restore_pointers(&mut shard, db, installed, false);
+            restore_collections(&mut shard, db, colls, true, false);
             continue;
         }
         let reply = call(&mut shard, db, now, spec, f, args, caller);
         let upload = upload_allowed(core);
         restore_pointers(&mut shard, db, installed, upload);
+        restore_collections(&mut shard, db, colls, readonly, upload);
         return reply;
     }
 }
@@ -292,20 +312,195 @@ fn get_offloaded(
     Some(Reply::Bulk(value.clone()))
 }
 
-/// Keys of the command whose values it reads and that are offloaded now.
-fn offloaded_keys(shard: &Shard, db: usize, spec: &Spec, args: &[Bytes]) -> Wanted {
+/// Keys of the command whose values it reads and that are offloaded now: strings when it
+/// reads values, collections unless it needs only their entries.
+pub(super) fn offloaded_keys(shard: &Shard, db: usize, spec: &Spec, args: &[Bytes]) -> Wanted {
     let mut out = Wanted::new();
-    if shard.tier.is_none() || !spec.reads_value(args) {
+    if shard.tier.is_none() {
+        return out;
+    }
+    let (strings, collections) = (spec.reads_value(args), !needs_no_collection(spec, args));
+    if !strings && !collections {
         return out;
     }
     for i in spec.key_indices(args.len()) {
-        if let Some(p) = shard.peek_external(db, &args[i]) {
-            if !out.iter().any(|(k, _)| k == &args[i]) {
+        if let Some((p, t)) = shard.peek_offloaded(db, &args[i]) {
+            let wanted = if t.is_some() { collections } else { strings };
+            if wanted && !out.iter().any(|(k, _)| k == &args[i]) {
                 out.push((args[i].clone(), p));
             }
         }
     }
     out
+}
+
+/// Commands that need only what an offloaded collection's entry keeps in RAM (its type, expiry,
+/// access data and disk pointer) or replace it unread: they run without loading it. OBJECT
+/// loads it for ENCODING only.
+pub fn needs_no_collection(spec: &Spec, args: &[Bytes]) -> bool {
+    const NAMES: &[&str] = &[
+        "type",
+        "exists",
+        "touch",
+        "ttl",
+        "pttl",
+        "expiretime",
+        "pexpiretime",
+        "expire",
+        "pexpire",
+        "expireat",
+        "pexpireat",
+        "persist",
+        "del",
+        "unlink",
+        "move",
+    ];
+    if spec.name == "object" {
+        return !args
+            .get(1)
+            .is_some_and(|a| crate::cmd::args::is(a, "encoding"));
+    }
+    if spec.name == "set" {
+        // SET without GET replaces any value; with GET it reads the old one (WRONGTYPE).
+        return !spec.reads_value(args);
+    }
+    NAMES.contains(&spec.name)
+}
+
+/// Puts a collection read back from disk in place, when `key` still points where it was read
+/// (the caller checked): decoded and checked against the type the entry keeps. Its disk copy
+/// stays the caller's to free or to point at again. Returns whether the entry had been
+/// referenced since the offloader last looked at it; None when nothing was put in place. An
+/// unreadable or corrupt blob is counted (`tiered_read_errors`) and its key dropped (its disk
+/// space freed): a miss, never a wrong value.
+fn install_collection(
+    shard: &mut Shard,
+    db: usize,
+    key: &[u8],
+    t: crate::shard::ObjectType,
+    data: Result<Bytes, TierError>,
+    now: u64,
+) -> Option<bool> {
+    let limits = crate::shard::object::PackLimits::from_settings(&shard.settings);
+    let value = data
+        .map_err(|e| e.to_string())
+        .and_then(|b| super::offload::collection_from_blob(t, &b, &limits));
+    match value {
+        Ok(v) => {
+            let e = shard.lookup_repr(db, key, now)?;
+            let again = e.has(crate::shard::Entry::REFERENCED);
+            e.set_value(v);
+            shard.stats.loaded_collections += 1;
+            Some(again)
+        }
+        Err(e) => {
+            tracing::warn!("dropping a key whose collection cannot be read back: {e}");
+            shard.stats.tiered_read_errors += 1;
+            shard.remove(db, key);
+            None
+        }
+    }
+}
+
+/// A collection loaded for good (it leaves this shard, or a command outside [`run_keyed`]
+/// reads it): its disk copy is freed, and it is marked used so the offloader's next pass
+/// leaves it.
+fn keep_collection(shard: &mut Shard, db: usize, key: &[u8], ptr: DiskPtr) {
+    shard.free_disk(ptr);
+    if let Some(e) = shard.peek_repr(db, key) {
+        e.add_flags(crate::shard::Entry::REFERENCED);
+    }
+}
+
+/// After the command, as [`restore_pointers`] for strings: a collection a read-only command
+/// left in RAM goes back to its blob on disk (unchanged: nothing rewritten), unless it has
+/// been read twice lately and memory allows keeping it; one a write changed or removed, or
+/// one read twice with room in RAM, stays as it is and its disk copy is freed.
+fn restore_collections(
+    shard: &mut Shard,
+    db: usize,
+    colls: Collections,
+    readonly: bool,
+    upload: bool,
+) {
+    for (key, ptr, t, again) in colls {
+        let in_ram = shard.dbs[db]
+            .table
+            .get(&key, crate::shard::hash(&key))
+            .is_some_and(|e| e.object_type() == Some(t) && !e.is_external());
+        if readonly && in_ram && !(upload && again) {
+            shard.set_offloaded(db, &key, t, ptr);
+        } else {
+            shard.free_disk(ptr);
+            if in_ram && readonly {
+                shard.stats.uploaded += 1;
+            }
+        }
+    }
+}
+
+/// Brings back to RAM the offloaded collections among `keys` on this core's shard (reads
+/// awaited, the shard serving others meanwhile), before a command that reads them outside
+/// [`run_keyed`] starts.
+pub async fn load_local_collections(core: &Rc<Core>, db: usize, keys: &[Bytes]) {
+    loop {
+        let (tier, wanted) = {
+            let shard = core.shard.borrow();
+            let Some(tier) = shard.tier.clone() else {
+                return;
+            };
+            let wanted: Vec<(Bytes, DiskPtr)> = keys
+                .iter()
+                .filter_map(|k| match shard.peek_offloaded(db, k)? {
+                    (p, Some(_)) => Some((k.clone(), p)),
+                    _ => None,
+                })
+                .collect();
+            (tier, wanted)
+        };
+        if wanted.is_empty() {
+            return;
+        }
+        let loaded = futures::future::join_all(
+            wanted
+                .iter()
+                .map(|(k, p)| async { tier.read(*p, k).await.map(Bytes::from) }),
+        )
+        .await;
+        let now = crate::shard::now_ms();
+        let mut shard = core.shard.borrow_mut();
+        for ((key, ptr), data) in wanted.into_iter().zip(loaded) {
+            if let Some((cur, Some(t))) = shard.peek_offloaded(db, &key) {
+                if cur == ptr && install_collection(&mut shard, db, &key, t, data, now).is_some() {
+                    keep_collection(&mut shard, db, &key, ptr);
+                }
+            }
+        }
+        // Anything offloaded again or moved meanwhile is looked at once more.
+    }
+}
+
+/// [`load_local_collections`] for keys anywhere: each shard loads its own.
+pub async fn load_collections(core: &Rc<Core>, db: usize, keys: Vec<Bytes>) {
+    if core.global.settings.tiered.is_none() || keys.is_empty() {
+        return;
+    }
+    let n = core.global.shards();
+    let mut by_shard: Vec<Vec<Bytes>> = vec![Vec::new(); n];
+    for k in keys {
+        by_shard[crate::shard::shard_of(&k, n)].push(k);
+    }
+    let jobs = by_shard
+        .into_iter()
+        .enumerate()
+        .filter(|(_, ks)| !ks.is_empty())
+        .map(|(s, ks)| {
+            let work: super::core::AsyncWork<()> = Box::new(move |c: Rc<Core>| {
+                async move { load_local_collections(&c, db, &ks).await }.boxed_local()
+            });
+            core.on_shard_async(s, work)
+        });
+    futures::future::join_all(jobs).await;
 }
 
 /// After the command: an entry still holding exactly the loaded bytes goes back to its disk
@@ -361,17 +556,24 @@ pub async fn load_entry(
             }
         };
         let tier = core.shard.borrow().tier.clone()?;
-        let data = tier.read(ptr, key).await;
+        let data = tier.read(ptr, key).await.map(Bytes::from);
         let mut shard = core.shard.borrow_mut();
-        if shard.peek_external(db, key) != Some(ptr) {
+        let now_at = shard.peek_offloaded(db, key);
+        if now_at.map(|(p, _)| p) != Some(ptr) {
             // Changed while reading: look again.
             continue;
+        }
+        if let Some((_, Some(t))) = now_at {
+            install_collection(&mut shard, db, key, t, data, now)?;
+            keep_collection(&mut shard, db, key, ptr);
+            let (e, at) = shard.lookup_mut_ttl(db, key, now)?;
+            return Some((e.clone(), at));
         }
         return match data {
             Ok(v) => {
                 shard.free_disk(ptr);
                 let (e, at) = shard.lookup_mut_ttl(db, key, now)?;
-                e.set_value(Value::Str(CompactBytes::from_vec(v)));
+                e.set_value(Value::Str(CompactBytes::from_vec(v.to_vec())));
                 Some((e.clone(), at))
             }
             Err(err) => {

@@ -1,5 +1,12 @@
-//! The offloader: one task per core that moves cold string values to the tier file while used
-//! memory is above `--tiered_offload_threshold` of maxmemory.
+//! The offloader: one task per core that moves cold string values and cold collections to the
+//! tier file while used memory is above `--tiered_offload_threshold` of maxmemory.
+//!
+//! A collection goes as one blob: its DUMP payload (RDB type, RDB encoding, version, CRC-64;
+//! see [`collection_blob`]), written like a string value (small ones in shared pages, larger
+//! ones as extents). Its entry keeps the type, so TYPE, EXISTS, TTL and SCAN need no read;
+//! any other command brings it back to RAM first (`server::exec`). Collections whose RAM form
+//! passes [`MAX_COLLECTION_HEAP`], and hashes with field expiries (the field-expiry sweep walks
+//! them in RAM), stay in RAM.
 //!
 //! Coldness is CLOCK: a lookup sets an entry's referenced bit; the sweep clears it and takes
 //! only entries found without it (second chance). Two paces:
@@ -15,18 +22,61 @@
 //! value changed while its batch was being written is left in RAM and its fresh disk copy
 //! freed.
 //!
-//! Never: offloads more than one batch at a time, or a value changed while it was being written.
+//! Never: offloads more than one batch at a time, or a value changed while it was being written,
+//! or a collection while a transaction holds the shard (its steps read collections in RAM).
 
 use std::rc::Rc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
+use ondisk::rdb::{dump_payload, DumpPayload};
 use tiering::alloc::PAGE;
 use tiering::TierStore;
 
 use super::core::Core;
 use crate::config::TierSettings;
-use crate::shard::{hash, Entry};
+use crate::shard::object::{value_from_rdb, PackLimits};
+use crate::shard::{hash, Entry, ObjectType, Value};
+
+/// Collections taking more RAM than this stay there: encoding one runs on the shard's core in
+/// one go, and its blob is written and read whole.
+pub const MAX_COLLECTION_HEAP: usize = 1 << 20;
+
+/// A collection's blob: its DUMP payload, so the RDB codec every type already has (and its
+/// CRC-64) serves here too. None for a string or a value not in RAM.
+pub fn collection_blob(e: &Entry) -> Option<Vec<u8>> {
+    let mut body = Vec::new();
+    let rdb_type = e.encode_rdb(&mut body)?;
+    Some(dump_payload(rdb_type, body.len(), |out| {
+        out.extend_from_slice(&body)
+    }))
+}
+
+/// The RDB type and body a blob holds, once its footer (version, CRC-64) checks.
+pub fn blob_parts(blob: &[u8]) -> Result<(u8, &[u8]), String> {
+    let parsed = DumpPayload::parse(blob).map_err(|e| format!("collection blob: {e:?}"))?;
+    Ok((parsed.rdb_type, parsed.value.remaining()))
+}
+
+/// The collection a blob read back holds; an error when its checksum fails, it does not parse
+/// or it holds another type than the entry says (never a wrong value).
+pub fn collection_from_blob(
+    t: ObjectType,
+    blob: &[u8],
+    limits: &PackLimits,
+) -> Result<Value, String> {
+    let (rdb_type, body) = blob_parts(blob)?;
+    let v = value_from_rdb(rdb_type, body, limits)?;
+    let got = match &v {
+        Value::Packed(p) => Some(p.kind.ty),
+        Value::Object(o) => Some(o.object_type()),
+        _ => None,
+    };
+    if got != Some(t) {
+        return Err(format!("collection blob holds {got:?}, the key a {t:?}"));
+    }
+    Ok(v)
+}
 
 /// Most value bytes written per round.
 const BATCH_BYTES: usize = 256 * 1024;
@@ -120,7 +170,7 @@ pub async fn run(core: Rc<Core>, tier: Rc<TierStore>, ts: TierSettings) {
                 break;
             }
             let items: Vec<(&[u8], &[u8])> =
-                batch.iter().map(|(_, k, v)| (&k[..], &v[..])).collect();
+                batch.iter().map(|(_, k, v, _)| (&k[..], &v[..])).collect();
             let results = tier.write_batch(&items).await;
             install(&core, &tier, &batch, results);
             glommio::yield_if_needed().await;
@@ -282,30 +332,51 @@ fn needs_reclaim(core: &Core, tier: &TierStore) -> bool {
 }
 
 /// Points each written value's key at its disk copy, unless the value changed meanwhile (then
-/// the fresh copy is freed).
+/// the fresh copy is freed). A collection is compared by encoding it again: an in-place change
+/// keeps its address. It stays in RAM while a transaction holds the shard.
 fn install(
     core: &Core,
     tier: &TierStore,
-    batch: &[(usize, Bytes, Bytes)],
+    batch: &[Candidate],
     results: Vec<Result<tiering::DiskPtr, tiering::TierError>>,
 ) {
+    let locked = core.gate.is_locked();
     let mut shard = core.shard.borrow_mut();
-    for ((db, key, value), r) in batch.iter().zip(results) {
+    for ((db, key, value, ty), r) in batch.iter().zip(results) {
         let Ok(ptr) = r else {
             continue;
         };
-        let same = shard.dbs[*db]
-            .table
-            .get(key, hash(key))
-            .is_some_and(|e| e.str() == Some(&value[..]));
-        if same && shard.set_external(*db, key, ptr) {
+        let e = shard.dbs[*db].table.get(key, hash(key));
+        let same = match ty {
+            None => e.is_some_and(|e| e.str() == Some(&value[..])),
+            Some(t) => {
+                !locked
+                    && e.is_some_and(|e| {
+                        e.object_type() == Some(*t)
+                            && !e.is_external()
+                            && collection_blob(e).is_some_and(|b| b[..] == value[..])
+                    })
+            }
+        };
+        let installed = same
+            && match ty {
+                None => shard.set_external(*db, key, ptr),
+                Some(t) => shard.set_offloaded(*db, key, *t, ptr),
+            };
+        if installed {
             shard.stats.offloaded += 1;
             shard.stats.external_values += 1;
+            if ty.is_some() {
+                shard.stats.offloaded_collections += 1;
+            }
         } else {
             tier.free(ptr);
         }
     }
 }
+
+/// A value picked to leave RAM: (db, key, value or blob, the collection's type).
+type Candidate = (usize, Bytes, Bytes, Option<ObjectType>);
 
 /// Above the offload threshold, or above the upload limit when the threshold is set higher:
 /// between the two neither would run, and values read often but left on disk would never come
@@ -355,14 +426,20 @@ fn pick(
     ts: &TierSettings,
     cursor: &mut (usize, (usize, usize)),
     max_buckets: usize,
-) -> Vec<(usize, Bytes, Bytes)> {
+) -> Vec<Candidate> {
     let mut shard = core.shard.borrow_mut();
     let dbs = shard.dbs.len();
     // Keys and values are copied into one buffer (released whole once written), not one heap
     // block each: thousands of short-lived blocks between the long-lived ones would leave the
     // heap fragmented, and RSS far above what is allocated.
     let mut arena = BytesMut::with_capacity(BATCH_BYTES + (64 << 10));
-    let mut spans: Vec<(usize, std::ops::Range<usize>, std::ops::Range<usize>)> = Vec::new();
+    type Span = (
+        usize,
+        std::ops::Range<usize>,
+        std::ops::Range<usize>,
+        Option<ObjectType>,
+    );
+    let mut spans: Vec<Span> = Vec::new();
     let mut bytes = 0usize;
     let mut visited = 0;
     let mut empty_dbs = 0;
@@ -398,7 +475,34 @@ fn pick(
                             let at = arena.len();
                             arena.extend_from_slice(k.as_bytes());
                             arena.extend_from_slice(s);
-                            spans.push((db, at..at + k.len(), at + k.len()..arena.len()));
+                            spans.push((db, at..at + k.len(), at + k.len()..arena.len(), None));
+                        }
+                    }
+                } else if let Some(t) = e.object_type() {
+                    let heap = e.heap_bytes();
+                    if heap >= ts.min_value_size
+                        && heap <= MAX_COLLECTION_HEAP
+                        && k.len() <= u16::MAX as usize
+                        && bytes < BATCH_BYTES
+                        && !crate::shard::hashform::has_field_expiry(e)
+                    {
+                        if e.has(Entry::REFERENCED) {
+                            e.clear_flags(Entry::REFERENCED);
+                        } else if let Some(blob) = collection_blob(e) {
+                            if blob.len() >= ts.min_value_size
+                                && blob.len() < tiering::store::MAX_VALUE
+                            {
+                                bytes += blob.len();
+                                let at = arena.len();
+                                arena.extend_from_slice(k.as_bytes());
+                                arena.extend_from_slice(&blob);
+                                spans.push((
+                                    db,
+                                    at..at + k.len(),
+                                    at + k.len()..arena.len(),
+                                    Some(t),
+                                ));
+                            }
                         }
                     }
                 }
@@ -414,7 +518,7 @@ fn pick(
     let arena = arena.freeze();
     spans
         .into_iter()
-        .map(|(db, k, v)| (db, arena.slice(k), arena.slice(v)))
+        .map(|(db, k, v, t)| (db, arena.slice(k), arena.slice(v), t))
         .collect()
 }
 

@@ -8,6 +8,7 @@
 //! Never: reads a key on a shard the transaction does not hold.
 
 use bytes::Bytes;
+use futures::FutureExt;
 
 use super::table::{self, Call, Spec};
 use super::txn::{run_fn, Txn};
@@ -200,6 +201,17 @@ async fn resolve(
         .enumerate()
         .filter(|(_, v)| !v.is_empty())
         .map(|(s, wanted)| async move {
+            // Hashes kept on SSD come back first (the transaction holds the shard, so they
+            // stay in RAM until it ends).
+            let keys: Vec<Bytes> = wanted.iter().map(|(_, k, _)| k.clone()).collect();
+            txn.run_async(
+                s,
+                Box::new(move |core: std::rc::Rc<super::core::Core>| {
+                    async move { super::exec::load_local_collections(&core, db, &keys).await }
+                        .boxed_local()
+                }),
+            )
+            .await?;
             txn.run(s, move |sh| {
                 let mut ctx = Ctx {
                     shard: sh,

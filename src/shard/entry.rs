@@ -4,7 +4,9 @@
 //! - Keys up to 11 bytes and string values up to 8 bytes live inline; longer ones take one heap
 //!   block each, `[len u32 | bytes]`, with no other header.
 //! - An offloaded value is its disk pointer packed in 8 bytes ([`tiering::DiskPtr::pack`]); the
-//!   key's length completes it.
+//!   key's length completes it. An offloaded collection keeps its type in the entry's kind
+//!   (hash, list, set; a sorted set is the set kind with the [`Entry::RAW`] bit, which only
+//!   strings use otherwise), so TYPE and SCAN TYPE need no disk read.
 //! - The value's kind, the per-key flags, the access clock and the frequency counter share one
 //!   4-byte word.
 //! - Expiry is not here: the dashtable keeps it beside the slab, in a column that exists only
@@ -283,6 +285,9 @@ pub enum Value {
     Packed(Packed),
     /// A large collection.
     Object(Box<dyn TypedObject>),
+    /// A collection offloaded to the tier file as one blob (see `server::offload`): its type
+    /// and pointer stay in RAM.
+    Offloaded(ObjectType, tiering::DiskPtr),
 }
 
 impl Value {
@@ -299,6 +304,7 @@ impl Clone for Value {
             Value::External(p) => Value::External(*p),
             Value::Packed(p) => Value::Packed(p.clone()),
             Value::Object(o) => Value::Object(o.capture()),
+            Value::Offloaded(t, p) => Value::Offloaded(*t, *p),
         }
     }
 }
@@ -311,6 +317,7 @@ impl PartialEq for Value {
             (Value::External(a), Value::External(b)) => a == b,
             (Value::Packed(a), Value::Packed(b)) => a == b,
             (Value::Object(a), Value::Object(b)) => std::ptr::addr_eq(&**a, &**b),
+            (Value::Offloaded(s, a), Value::Offloaded(t, b)) => s == t && a == b,
             _ => false,
         }
     }
@@ -325,6 +332,7 @@ impl std::fmt::Debug for Value {
             Value::External(p) => write!(f, "External({p:?})"),
             Value::Packed(p) => write!(f, "Packed({:?}, {} bytes)", p.kind, p.bytes.len()),
             Value::Object(o) => write!(f, "Object({o:?})"),
+            Value::Offloaded(t, p) => write!(f, "Offloaded({t:?}, {p:?})"),
         }
     }
 }
@@ -339,6 +347,8 @@ pub enum ValueRef<'a> {
     Packed(PackedKind, &'a [u8]),
     /// A large collection.
     Object(&'a dyn TypedObject),
+    /// An offloaded collection: its type and packed disk pointer ([`Entry::external`]).
+    Offloaded(ObjectType, u64),
 }
 
 impl PartialEq for ValueRef<'_> {
@@ -348,6 +358,7 @@ impl PartialEq for ValueRef<'_> {
             (ValueRef::External(a), ValueRef::External(b)) => a == b,
             (ValueRef::Packed(k, a), ValueRef::Packed(l, b)) => k == l && a == b,
             (ValueRef::Object(a), ValueRef::Object(b)) => std::ptr::addr_eq(*a, *b),
+            (ValueRef::Offloaded(s, a), ValueRef::Offloaded(t, b)) => s == t && a == b,
             _ => false,
         }
     }
@@ -362,6 +373,7 @@ impl std::fmt::Debug for ValueRef<'_> {
             ValueRef::External(p) => write!(f, "External({p:#x})"),
             ValueRef::Packed(k, b) => write!(f, "Packed({k:?}, {} bytes)", b.len()),
             ValueRef::Object(o) => write!(f, "Object({o:?})"),
+            ValueRef::Offloaded(t, p) => write!(f, "Offloaded({t:?}, {p:#x})"),
         }
     }
 }
@@ -383,7 +395,8 @@ pub const CLOCK_MASK: u32 = (1 << CLOCK_BITS) - 1;
 /// longer ones there.
 pub const MAX_IDLE: u32 = 1 << (CLOCK_BITS - 1);
 const FREQ_SHIFT: u32 = CLOCK_BITS;
-/// 4 bits: 0..=8 an inline string of that length, then heap, external, packed, object.
+/// 4 bits: 0..=8 an inline string of that length, then heap, external, packed, object,
+/// offloaded collections.
 const KIND_SHIFT: u32 = 26;
 const KIND_HEAP: u32 = 9;
 const KIND_EXTERNAL: u32 = 10;
@@ -391,6 +404,11 @@ const KIND_EXTERNAL: u32 = 10;
 const KIND_PACKED: u32 = 11;
 /// The address of a `Box<dyn TypedObject>` on the heap (a thin pointer to the fat one).
 const KIND_OBJECT: u32 = 12;
+/// An offloaded hash, list, or set (a sorted set: the set kind with [`Entry::RAW`]); the value
+/// bytes are the packed disk pointer, as for [`KIND_EXTERNAL`].
+const KIND_OFF_HASH: u32 = 13;
+const KIND_OFF_LIST: u32 = 14;
+const KIND_OFF_SET: u32 = 15;
 const FLAGS_SHIFT: u32 = 30;
 
 /// One key's payload: value, flags, and access metadata for OBJECT IDLETIME/FREQ and eviction.
@@ -450,6 +468,19 @@ impl Entry {
                 }
             }
             Value::External(p) => (KIND_EXTERNAL, p.pack().to_le_bytes()),
+            Value::Offloaded(t, p) => {
+                let kind = match t {
+                    ObjectType::Hash => KIND_OFF_HASH,
+                    ObjectType::List => KIND_OFF_LIST,
+                    ObjectType::Set | ObjectType::ZSet => KIND_OFF_SET,
+                };
+                if t == ObjectType::ZSet {
+                    self.add_flags(Entry::RAW);
+                } else {
+                    self.clear_flags(Entry::RAW);
+                }
+                (kind, p.pack().to_le_bytes())
+            }
             Value::Packed(p) => {
                 let addr = block::alloc_tagged(Some(p.kind.to_byte()), &p.bytes);
                 (KIND_PACKED, (addr as u64).to_le_bytes())
@@ -483,6 +514,8 @@ impl Entry {
                 let outer = unsafe { Box::from_raw(self.object_ptr()) };
                 super::lazyfree::free(*outer);
             }
+            // The RAW bit told a sorted set from a set; the next value starts without it.
+            KIND_OFF_HASH..=KIND_OFF_SET => self.clear_flags(Entry::RAW),
             _ => {}
         }
         self.val = [0; 8];
@@ -505,6 +538,12 @@ impl Entry {
                 ValueRef::Str(unsafe { block::bytes(self.addr()) })
             }
             KIND_EXTERNAL => ValueRef::External(u64::from_le_bytes(self.val)),
+            KIND_OFF_HASH => ValueRef::Offloaded(ObjectType::Hash, u64::from_le_bytes(self.val)),
+            KIND_OFF_LIST => ValueRef::Offloaded(ObjectType::List, u64::from_le_bytes(self.val)),
+            KIND_OFF_SET if self.has(Entry::RAW) => {
+                ValueRef::Offloaded(ObjectType::ZSet, u64::from_le_bytes(self.val))
+            }
+            KIND_OFF_SET => ValueRef::Offloaded(ObjectType::Set, u64::from_le_bytes(self.val)),
             KIND_PACKED => {
                 // SAFETY: a packed-kind entry owns the block at its address while it keeps that
                 // kind; `put` wrote the kind byte first, so the block is never empty.
@@ -544,24 +583,40 @@ impl Entry {
         }
     }
 
+    /// True when the value (a string or a collection) is in the tier file.
     pub fn is_external(&self) -> bool {
-        self.kind() == KIND_EXTERNAL
+        matches!(
+            self.kind(),
+            KIND_EXTERNAL | KIND_OFF_HASH | KIND_OFF_LIST | KIND_OFF_SET
+        )
     }
 
-    /// The disk pointer of an offloaded value, given its key's length.
+    /// The type of an offloaded collection; None for anything else.
+    pub fn offloaded_type(&self) -> Option<ObjectType> {
+        match self.value() {
+            ValueRef::Offloaded(t, _) => Some(t),
+            _ => None,
+        }
+    }
+
+    /// The disk pointer of an offloaded value (string or collection), given its key's length.
     pub fn external(&self, key_len: usize) -> Option<tiering::DiskPtr> {
         match self.value() {
-            ValueRef::External(bits) => Some(tiering::DiskPtr::unpack(bits, key_len)),
+            ValueRef::External(bits) | ValueRef::Offloaded(_, bits) => {
+                Some(tiering::DiskPtr::unpack(bits, key_len))
+            }
             _ => None,
         }
     }
 
     /// A string value's length without reading it (STRLEN); a packed block's byte length; 0
-    /// for a large object.
+    /// for a large object; an offloaded collection's blob length.
     pub fn value_len(&self) -> usize {
         match self.value() {
             ValueRef::Str(s) => s.len(),
-            ValueRef::External(bits) => tiering::DiskPtr::unpack(bits, 0).len as usize,
+            ValueRef::External(bits) | ValueRef::Offloaded(_, bits) => {
+                tiering::DiskPtr::unpack(bits, 0).len as usize
+            }
             ValueRef::Packed(_, b) => b.len(),
             ValueRef::Object(_) => 0,
         }
@@ -577,14 +632,18 @@ impl Entry {
                 bytes: b.into(),
             }),
             ValueRef::Object(o) => Value::Object(o.capture()),
+            ValueRef::Offloaded(t, bits) => {
+                Value::Offloaded(t, tiering::DiskPtr::unpack(bits, key_len))
+            }
         }
     }
 
-    /// The collection type, None for a string.
+    /// The collection type (in RAM or offloaded), None for a string.
     pub fn object_type(&self) -> Option<ObjectType> {
         match self.value() {
             ValueRef::Packed(k, _) => Some(k.ty),
             ValueRef::Object(o) => Some(o.object_type()),
+            ValueRef::Offloaded(t, _) => Some(t),
             ValueRef::Str(_) | ValueRef::External(_) => None,
         }
     }
@@ -594,13 +653,14 @@ impl Entry {
         self.object_type().map_or(STRING_TYPE, ObjectType::name)
     }
 
-    /// For a collection, writes its RDB encoding (DUMP, RDB export, snapshot records) and
-    /// returns its RDB type; None for a string, which the string codecs write.
+    /// For a collection in RAM, writes its RDB encoding (DUMP, RDB export, snapshot records)
+    /// and returns its RDB type; None for a string, which the string codecs write, and for an
+    /// offloaded collection, whose blob already holds it.
     pub fn encode_rdb(&self, out: &mut Vec<u8>) -> Option<u8> {
         match self.value() {
             ValueRef::Packed(kind, bytes) => Some(kind.encode_rdb(bytes, out)),
             ValueRef::Object(o) => Some(o.encode_rdb(out)),
-            ValueRef::Str(_) | ValueRef::External(_) => None,
+            ValueRef::Str(_) | ValueRef::External(_) | ValueRef::Offloaded(..) => None,
         }
     }
 
@@ -613,6 +673,13 @@ impl Entry {
             ValueRef::External(_) => "raw",
             ValueRef::Packed(k, _) => k.encoding_name(),
             ValueRef::Object(o) => o.encoding(),
+            // OBJECT ENCODING loads an offloaded collection first (`server::exec`); this is
+            // what a large one of the type would say.
+            ValueRef::Offloaded(t, _) => match t {
+                ObjectType::Hash | ObjectType::Set => "hashtable",
+                ObjectType::List => "quicklist",
+                ObjectType::ZSet => "skiplist",
+            },
         }
     }
 
@@ -832,6 +899,43 @@ mod tests {
         assert_eq!(e.freq(), 255);
         assert!(e.has(Entry::RAW));
         assert_eq!(e.external(5), Some(p));
+    }
+
+    #[test]
+    fn offloaded_collections_keep_their_type_and_pointer() {
+        let p = tiering::DiskPtr {
+            page: 9,
+            len: 700,
+            key_len: 3,
+            offset: 0,
+            packed: 0,
+        };
+        for t in [
+            ObjectType::Hash,
+            ObjectType::List,
+            ObjectType::Set,
+            ObjectType::ZSet,
+        ] {
+            let mut e = Entry::new(Value::Offloaded(t, p), 4);
+            e.add_flags(Entry::REFERENCED);
+            assert!(e.is_external());
+            assert_eq!(e.offloaded_type(), Some(t));
+            assert_eq!(e.object_type(), Some(t));
+            assert_eq!(e.type_name(), t.name());
+            assert_eq!(e.external(3), Some(p));
+            assert_eq!(e.heap_bytes(), 0);
+            assert_eq!(e.encode_rdb(&mut Vec::new()), None);
+            // Clones and re-pointing (compaction) keep the type.
+            let c = e.clone();
+            assert_eq!(c.offloaded_type(), Some(t));
+            assert!(c.has(Entry::REFERENCED));
+            // A string stored over it starts without the sorted-set bit.
+            e.set_value(Value::str(b"a string of some length"));
+            assert!(!e.has(Entry::RAW), "{t:?}");
+            assert_eq!(e.offloaded_type(), None);
+            assert!(!e.is_external());
+            assert!(e.has(Entry::REFERENCED));
+        }
     }
 
     #[test]

@@ -101,6 +101,9 @@ pub struct ShardStats {
     pub evicted_ssd: u64,
     /// Hash fields removed because their expiry passed.
     pub expired_fields: u64,
+    /// Collections moved to the tier file / brought back to RAM (also counted above).
+    pub offloaded_collections: u64,
+    pub loaded_collections: u64,
 }
 
 impl ShardStats {
@@ -283,7 +286,9 @@ impl Shard {
         now: u64,
     ) -> Option<(&mut Entry, bool)> {
         let pos = self.find_live(db, key, now)?;
-        if self.dbs[db].table.at(pos)?.external(key.len()) != Some(ptr) {
+        let e = self.dbs[db].table.at(pos)?;
+        // A collection's blob is never a GET's reply.
+        if e.offloaded_type().is_some() || e.external(key.len()) != Some(ptr) {
             return None;
         }
         self.hit_at(db, pos)
@@ -491,11 +496,27 @@ impl Shard {
     }
 
     /// Points `key`'s entry at `ptr` on disk; false (nothing done) when the key is not there.
+    /// An offloaded collection stays one (compaction moves its blob).
     pub fn set_external(&mut self, db: usize, key: &[u8], ptr: DiskPtr) -> bool {
         let Some(e) = self.peek_repr(db, key) else {
             return false;
         };
-        e.set_value(Value::External(ptr));
+        let value = match e.offloaded_type() {
+            Some(t) => Value::Offloaded(t, ptr),
+            None => Value::External(ptr),
+        };
+        e.set_value(value);
+        self.disk_epoch += 1;
+        true
+    }
+
+    /// Points `key`'s collection at its blob `ptr` on disk (type `t`); false (nothing done)
+    /// when the key is not there.
+    pub fn set_offloaded(&mut self, db: usize, key: &[u8], t: ObjectType, ptr: DiskPtr) -> bool {
+        let Some(e) = self.peek_repr(db, key) else {
+            return false;
+        };
+        e.set_value(Value::Offloaded(t, ptr));
         self.disk_epoch += 1;
         true
     }
@@ -558,6 +579,17 @@ impl Shard {
             .table
             .get(key, hash(key))?
             .external(key.len())
+    }
+
+    /// The disk pointer of `key`'s value when it is offloaded, and the collection type when
+    /// the value is an offloaded collection (no expiry check, no touch).
+    pub fn peek_offloaded(
+        &self,
+        db: usize,
+        key: &[u8],
+    ) -> Option<(DiskPtr, Option<object::ObjectType>)> {
+        let e = self.dbs.get(db)?.table.get(key, hash(key))?;
+        Some((e.external(key.len())?, e.offloaded_type()))
     }
 
     /// Deletes a key (expired or not), freeing its disk space; returns its entry.

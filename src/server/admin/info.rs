@@ -227,7 +227,10 @@ fn tiered_section(reports: &[ShardReport]) -> String {
     let mut t = tiering::TierStats::default();
     let (mut keys, mut external, mut offloaded, mut uploaded, mut dropped, mut compacted) =
         (0, 0, 0, 0, 0, 0);
+    let (mut coll_out, mut coll_in) = (0, 0);
     for r in reports {
+        coll_out += r.stats.offloaded_collections;
+        coll_in += r.stats.loaded_collections;
         keys += r.keys.iter().map(|k| k.0 as u64).sum::<u64>();
         external += r.stats.external_values;
         offloaded += r.stats.offloaded;
@@ -281,6 +284,7 @@ fn tiered_section(reports: &[ShardReport]) -> String {
          tiered_reads:{}\r\ntiered_writes:{}\r\ntiered_read_bytes:{}\r\ntiered_write_bytes:{}\r\n\
          tiered_pending_reads:{}\r\ntiered_pending_writes:{}\r\ntiered_coalesced_reads:{}\r\n\
          tiered_offloaded:{offloaded}\r\ntiered_uploaded:{uploaded}\r\ntiered_compacted:{compacted}\r\n\
+         tiered_collection_offloads:{coll_out}\r\ntiered_collection_loads:{coll_in}\r\n\
          tiered_read_errors:{}\r\ntiered_write_errors:{}\r\ntiered_unreadable_keys_dropped:{dropped}\r\ntiered_full_events:{}\r\n\
          tiered_read_latency_p50_us:{}\r\ntiered_read_latency_p99_us:{}\r\n\
          tiered_read_budget_waits:{}\r\n",

@@ -168,14 +168,20 @@ pub fn run(ctx: &mut RunCtx<'_>, args: Vec<Bytes>) -> Reply {
 fn on_ssd_here(ctx: &RunCtx<'_>, spec: &'static table::Spec, args: &[Bytes]) -> Option<Reply> {
     let shard = ctx.core.shard.borrow();
     shard.tier.as_ref()?;
-    if !spec.reads_value(args) {
+    let (strings, collections) = (
+        spec.reads_value(args),
+        !crate::server::exec::needs_no_collection(spec, args),
+    );
+    if !strings && !collections {
         return None;
     }
     let n = ctx.core.global.shards();
     let db = ctx.session.db;
     spec.keys_of(args)
         .iter()
-        .any(|&i| shard_of(&args[i], n) == ctx.core.id && shard.peek_external(db, &args[i]).is_some())
+        .filter(|&&i| shard_of(&args[i], n) == ctx.core.id)
+        .filter_map(|&i| shard.peek_offloaded(db, &args[i]))
+        .any(|(_, t)| if t.is_some() { collections } else { strings })
         .then(|| err("ERR the script reads a value kept on SSD by its own core's shard; run it from a connection on another core or read the key before the script"))
 }
 

@@ -127,9 +127,10 @@ async fn write_shard(core: &Rc<Core>, job: &ShardJob) -> Result<ShardOutput> {
                     )
                     .await?;
                 }
-                ValueRef::External(_) => {
+                // An offloaded string or collection: read back below, through the same path.
+                ValueRef::External(_) | ValueRef::Offloaded(..) => {
                     if let Some(p) = e.external(key.len()) {
-                        reads.push((db, key, p, expire, flags));
+                        reads.push((db, key, p, expire, flags, e.offloaded_type().is_some()));
                     }
                 }
                 ValueRef::Packed(..) | ValueRef::Object(_) => {
@@ -160,11 +161,23 @@ async fn write_shard(core: &Rc<Core>, job: &ShardJob) -> Result<ShardOutput> {
                 let values = futures::future::join_all(
                     group
                         .iter()
-                        .map(|(_, k, p, _, _)| tier.read(*p, k.as_bytes())),
+                        .map(|(_, k, p, _, _, _)| tier.read(*p, k.as_bytes())),
                 )
                 .await;
-                for ((db, key, _, expire, flags), v) in group.iter().zip(values) {
+                for ((db, key, _, expire, flags, coll), v) in group.iter().zip(values) {
                     match v {
+                        // A collection's blob is its DUMP payload: its RDB body goes into the
+                        // record as it is, once its CRC-64 checks.
+                        Ok(v) if *coll => match crate::server::offload::blob_parts(&v) {
+                            Ok((rdb_type, body)) => {
+                                let head = (*db, key.as_bytes(), *expire, *flags);
+                                put_object(&mut enc, &mut out, head, rdb_type, body);
+                            }
+                            Err(e) => {
+                                warn!("snapshot: the collection of {key:?} on the tier file is corrupt: {e}");
+                                out.unreadable += 1;
+                            }
+                        },
                         Ok(v) => {
                             put_value(
                                 &mut enc,
