@@ -124,9 +124,15 @@ const NOSCRIPT: &[&str] = &[
     "lastsave",
 ];
 
+/// NOSCRIPT's commands by name, and its `container|sub` entries by container.
+type NoscriptSets = (
+    HashSet<&'static str>,
+    HashMap<&'static str, Vec<&'static str>>,
+);
+
 fn noscript(name: &str, args: &[Bytes]) -> bool {
-    // Commands by name, then `container|sub` entries by container: built once.
-    static SETS: OnceLock<(HashSet<&str>, HashMap<&str, Vec<&str>>)> = OnceLock::new();
+    // Built once.
+    static SETS: OnceLock<NoscriptSets> = OnceLock::new();
     let (whole, subs) = SETS.get_or_init(|| {
         let mut whole = HashSet::new();
         let mut subs: HashMap<&str, Vec<&str>> = HashMap::new();

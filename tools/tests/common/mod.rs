@@ -131,7 +131,7 @@ pub fn write_items(
                     RecordValue::Tombstone => w.write_tombstone(r.db, &r.key).unwrap(),
                 },
                 Item::Object(o) => w.write_object(&o.head(), o.rdb_type, &o.value).unwrap(),
-                Item::Function(code) => w.write_function(&code).unwrap(),
+                Item::Function(code) => w.write_function(code).unwrap(),
                 Item::End(_) => panic!("an end frame is not a record"),
             }
         }
