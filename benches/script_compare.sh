@@ -7,6 +7,7 @@
 #   REQUESTS (default 300000)   CLIENTS (default 50)   PIPELINES (default "1 16")
 #   STRATA_BIN  strata binary (default <repo>/target/release/strata; SKIP_BUILD=1 skips the build)
 #   SERVER_CPU / CLIENT_CPU (default 0 / 1)
+#   PORT_BASE   redis-server's port; Strata's is the next one (default 17501)
 set -euo pipefail
 export LC_ALL=C
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -15,6 +16,7 @@ CLIENTS="${CLIENTS:-50}"
 read -r -a PIPES <<<"${PIPELINES:-1 16}"
 SERVER_CPU="${SERVER_CPU:-0}"
 CLIENT_CPU="${CLIENT_CPU:-1}"
+PORT_BASE="${PORT_BASE:-17501}"
 STRATA_BIN="${STRATA_BIN:-$ROOT/target/release/strata}"
 if [[ "${SKIP_BUILD:-0}" != 1 ]]; then
     (cd "$ROOT" && cargo build --release --bin strata >&2)
@@ -49,8 +51,8 @@ bench() {
     wait "$pid" 2>/dev/null || true
 }
 
-bench redis 17501 redis-server --port 17501 --save '' --appendonly no
-bench strata 17502 "$STRATA_BIN" --port 17502 --proactor_threads 1 --dbfilename ''
+bench redis "$PORT_BASE" redis-server --port "$PORT_BASE" --save '' --appendonly no
+bench strata "$((PORT_BASE + 1))" "$STRATA_BIN" --port "$((PORT_BASE + 1))" --proactor_threads 1 --dbfilename ''
 echo
 printf '%-9s %12s %12s %8s %8s\n' pipeline redis_ops strata_ops "ops x" "cpu x"
 for p in "${PIPES[@]}"; do

@@ -289,6 +289,7 @@ fn import_what_redis_saved() {
                     skipped_keys.push((db, String::from_utf8(key.to_vec()).unwrap()));
                 }
                 RdbItem::Object { .. } => panic!("{policy}: objects come only when asked for"),
+                RdbItem::Function(_) => panic!("{policy}: libraries come only when asked for"),
                 RdbItem::Aux { .. } => {}
             }
         }

@@ -217,6 +217,29 @@ impl Gate {
         h != 0 && h != tx
     }
 
+    /// Takes the gate for `tx` here and now when it is open and nothing waits on it: what
+    /// handling `Msg::Lock(tx)` on this core would do, without the trip through its queue.
+    pub fn take_open(&self, tx: u64) -> bool {
+        if self.is_locked() || !self.deferred.borrow().is_empty() {
+            return false;
+        }
+        self.holder.set(tx);
+        true
+    }
+
+    /// Opens the gate `tx` holds here and now when nothing was deferred meanwhile (so that
+    /// `Msg::Unlock` would have nothing to replay); false leaves it to the message.
+    pub fn release_quiet(&self, tx: u64) -> bool {
+        if self.holder.get() != tx || !self.deferred.borrow().is_empty() {
+            return false;
+        }
+        self.holder.set(0);
+        for w in self.waiters.borrow_mut().drain(..) {
+            w.wake();
+        }
+        true
+    }
+
     /// Resolves once no transaction holds the shard.
     pub fn opened(&self) -> GateOpen<'_> {
         GateOpen { gate: self }

@@ -544,6 +544,12 @@ async fn load_strata(
                     }
                     continue;
                 }
+                Item::Function(code) => {
+                    load_function(code).map_err(|e| {
+                        ServerError::new(ErrorKind::Corrupt, format!("snapshot file {name}: {e}"))
+                    })?;
+                    continue;
+                }
                 Item::End(_) => continue,
             };
             match r.value {
@@ -608,6 +614,7 @@ async fn load_rdb(core: &Rc<Core>, path: &Path, progress: &Progress) -> Result<(
     };
     let mut reader = RdbReader::new(counted).map_err(damaged)?;
     reader.keep_objects(MAX_OBJECT_BYTES);
+    reader.keep_functions();
     let mut router = Router::new(core, progress);
     let limits = PackLimits::from_settings(&core.global.settings);
     let mut skipped_types: std::collections::BTreeMap<u8, u64> = Default::default();
@@ -654,6 +661,9 @@ async fn load_rdb(core: &Rc<Core>, path: &Path, progress: &Progress) -> Result<(
                     progress.skipped.fetch_add(1, Ordering::Relaxed);
                 }
                 RdbItem::Aux { .. } => {}
+                RdbItem::Function(code) => load_function(code).map_err(|e| {
+                    ServerError::new(ErrorKind::Corrupt, format!("RDB file {name}: {e}"))
+                })?,
             }
             n += 1;
             if n.is_multiple_of(1024) {
@@ -670,6 +680,14 @@ async fn load_rdb(core: &Rc<Core>, path: &Path, progress: &Progress) -> Result<(
         warn!("RDB file {name}: skipped {count} key(s) of RDB type {t}, which Strata does not hold yet");
     }
     result
+}
+
+/// Loads a function library from a file, as Redis does when it loads one: any error is the
+/// file's.
+fn load_function(code: Bytes) -> std::result::Result<(), String> {
+    crate::server::script::function::load_saved(code)
+        .map(|name| info!("loaded function library '{name}'"))
+        .map_err(|e| format!("failed loading a function library: {e}"))
 }
 
 /// Counts bytes read for the progress log.

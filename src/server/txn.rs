@@ -176,6 +176,10 @@ impl Txn {
         };
         let _waiting = remote_wait();
         for s in &shards {
+            if *s == core.id && core.gate.take_open(id) {
+                txn.shards.push(*s);
+                continue;
+            }
             let (ack, granted) = oneshot::channel();
             if !core.global.send(*s, Msg::Lock(id, ack)) {
                 return None;
@@ -240,12 +244,25 @@ impl Txn {
 
 impl Drop for Txn {
     fn drop(&mut self) {
+        let mut touched = false;
         if let Some((db, keys)) = self.writes.take().filter(|_| {
             crate::shard::watch::anyone_watching() || crate::shard::tracking::active_anywhere()
         }) {
             touch_written(&self.core, self.id, &self.held, db, &keys);
+            touched = true;
         }
         for &s in &self.shards {
+            // This core's own gate opens in place when that is all Msg::Unlock would do (no
+            // WATCH marks queued to run before it; the shard not borrowed: serving blocked
+            // clients needs it).
+            if !touched
+                && s == self.core.id
+                && self.core.shard.try_borrow_mut().is_ok()
+                && self.core.gate.release_quiet(self.id)
+            {
+                super::blocking::serve(&self.core);
+                continue;
+            }
             self.core.global.send(s, Msg::Unlock(self.id));
         }
     }

@@ -202,6 +202,11 @@ impl<'a> ShardScan<'a> {
             Ok(Some(Item::Object(o))) => Ok(Some(Entry::Object(o))),
             // `next_item` keeps the end frame to itself; its totals come with `Ok(None)`.
             Ok(Some(Item::End(_))) => self.next(),
+            // Function libraries are not keys: the offline tools do not carry them.
+            Ok(Some(Item::Function(_))) => {
+                crate::warn("skipped a function library record: the offline tools carry keys only");
+                self.next()
+            }
             Ok(None) => {
                 let Some(stats) = self.reader.stats().copied() else {
                     return Err(Failure::Corrupt("ended without an end frame".into()));

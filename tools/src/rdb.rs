@@ -154,7 +154,8 @@ pub fn from_rdb(opts: &FromRdbOptions<'_>) -> Result<u8, Failure> {
             } => {
                 *skipped.entry(types::name(type_code)).or_default() += 1;
             }
-            RdbItem::Aux { .. } => {}
+            // Not asked for: libraries are skipped and counted (`functions_skipped`).
+            RdbItem::Aux { .. } | RdbItem::Function(_) => {}
         }
     }
     let db_count = (u32::from(max_db) + 1).max(REDIS_DEFAULT_DATABASES);

@@ -43,7 +43,7 @@ pub use codec::{
 };
 pub use lzf::{lzf_compress, lzf_decompress, LzfError};
 pub use reader::RdbReader;
-pub use writer::{rdb_header, rdb_trailer, RdbEncoder, RdbWriter};
+pub use writer::{rdb_functions, rdb_header, rdb_trailer, RdbEncoder, RdbWriter};
 
 use bytes::Bytes;
 
@@ -78,6 +78,9 @@ pub enum RdbItem {
     },
     /// A header field such as `redis-ver`.
     Aux { key: Bytes, value: Bytes },
+    /// A function library's code (RDB_OPCODE_FUNCTION2; only from a reader asked to keep
+    /// them, [`RdbReader::keep_functions`]).
+    Function(Bytes),
 }
 
 /// RDB value types.

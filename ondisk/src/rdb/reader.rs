@@ -30,6 +30,8 @@ pub struct RdbReader<R: Read> {
     /// Keys of other types come out as [`RdbItem::Object`] (values up to this many bytes)
     /// instead of being skipped.
     keep_objects: Option<usize>,
+    /// Function libraries come out as [`RdbItem::Function`] instead of being skipped.
+    keep_functions: bool,
 }
 
 impl<R: Read> RdbReader<R> {
@@ -49,6 +51,7 @@ impl<R: Read> RdbReader<R> {
             done: false,
             functions_skipped: 0,
             keep_objects: None,
+            keep_functions: false,
             module_aux_skipped: 0,
         };
         let mut head = [0u8; 9];
@@ -100,6 +103,12 @@ impl<R: Read> RdbReader<R> {
     /// being skipped.
     pub fn keep_objects(&mut self, limit: usize) {
         self.keep_objects = Some(limit);
+    }
+
+    /// From now on, function libraries come out as [`RdbItem::Function`] (their code)
+    /// instead of being skipped.
+    pub fn keep_functions(&mut self) {
+        self.keep_functions = true;
     }
 
     /// The next item; `Ok(None)` after EOF and a good (or absent) checksum.
@@ -167,6 +176,10 @@ impl<R: Read> RdbReader<R> {
                     ));
                 }
                 opcode::FUNCTION2 => {
+                    if self.keep_functions {
+                        let code = Bytes::from(read_string(&mut self.stream)?);
+                        return Ok(Some(RdbItem::Function(code)));
+                    }
                     skip_string(&mut self.stream)?;
                     self.functions_skipped += 1;
                 }

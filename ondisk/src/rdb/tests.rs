@@ -621,6 +621,50 @@ fn every_type_and_opcode_is_skipped_exactly() {
 }
 
 #[test]
+fn function_libraries_come_out_when_asked_and_round_trip() {
+    let libs: [&[u8]; 2] = [
+        b"#!lua name=a\nredis.register_function('fa', function() return 1 end)",
+        &[b'y'; 500], // LZF-compressed by the writer
+    ];
+    let mut file = rdb_header(10);
+    file.extend_from_slice(&rdb_functions(libs));
+    let mut enc = RdbEncoder::fragment();
+    enc.write_string(b"k", b"v", None);
+    file.extend_from_slice(&enc.finish());
+    let mut crc = Crc64::new();
+    crc.update(&file);
+    file.extend_from_slice(&rdb_trailer(crc));
+
+    let mut kept = RdbReader::new(&file[..]).unwrap();
+    kept.keep_functions();
+    let mut items = Vec::new();
+    while let Some(item) = kept.next().unwrap() {
+        if !matches!(item, RdbItem::Aux { .. }) {
+            items.push(item);
+        }
+    }
+    assert_eq!(
+        items[..2],
+        [
+            RdbItem::Function(Bytes::from_static(libs[0])),
+            RdbItem::Function(Bytes::from_static(libs[1]))
+        ]
+    );
+    assert!(matches!(&items[2], RdbItem::String { key, .. } if &key[..] == b"k"));
+    assert_eq!(kept.functions_skipped(), 0);
+
+    // Not asked: skipped and counted, as before.
+    let mut plain = RdbReader::new(&file[..]).unwrap();
+    let mut n = 0;
+    while let Some(item) = plain.next().unwrap() {
+        assert!(!matches!(item, RdbItem::Function(_)));
+        n += 1;
+    }
+    assert_eq!(n, 4 + 1);
+    assert_eq!(plain.functions_skipped(), 2);
+}
+
+#[test]
 fn all_string_encodings_decode() {
     let lzf = lzf_compress(&[b'a'; 100]).unwrap();
     let body = Body::default()

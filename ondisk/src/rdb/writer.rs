@@ -35,6 +35,17 @@ pub fn rdb_header(version: u32) -> Vec<u8> {
     out
 }
 
+/// Function libraries as Redis 7 writes them after the header's AUX fields: per library
+/// RDB_OPCODE_FUNCTION2 and its code as an RDB string.
+pub fn rdb_functions<'a>(codes: impl IntoIterator<Item = &'a [u8]>) -> Vec<u8> {
+    let mut out = Vec::new();
+    for code in codes {
+        out.push(opcode::FUNCTION2);
+        write_string(&mut out, code, StringCompression::Lzf);
+    }
+    out
+}
+
 /// The file trailer: EOF opcode and the CRC-64 of everything before it plus the EOF opcode.
 pub fn rdb_trailer(crc_of_everything_before: Crc64) -> Vec<u8> {
     let mut crc = crc_of_everything_before;

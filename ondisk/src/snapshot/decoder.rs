@@ -427,7 +427,10 @@ impl SnapshotDecoder {
                         }
                     };
                     let kind = buf[0];
-                    if matches!(kind, kind::STRING | kind::TOMBSTONE | kind::OBJECT) {
+                    if matches!(
+                        kind,
+                        kind::STRING | kind::TOMBSTONE | kind::OBJECT | kind::FUNCTION
+                    ) {
                         self.record = RecordState::Body {
                             kind,
                             left: body_len,
@@ -503,6 +506,9 @@ impl SnapshotDecoder {
 
 /// Parses a record body of a known kind; the error says what is wrong.
 fn parse_body(kind: u8, body: Bytes) -> Result<Item, String> {
+    if kind == kind::FUNCTION {
+        return Ok(Item::Function(body));
+    }
     let mut pos = 0usize;
     let db = take_varint(&body, &mut pos)?;
     let db = u16::try_from(db).map_err(|_| "db number out of range")?;

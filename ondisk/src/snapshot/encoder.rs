@@ -179,6 +179,17 @@ impl SnapshotEncoder {
         self.stats.records += 1;
     }
 
+    /// Records a function library (its code as FUNCTION LOAD got it).
+    pub fn write_function(&mut self, code: &[u8]) {
+        self.assert_no_open_value();
+        let mut head = Vec::with_capacity(12);
+        head.push(super::kind::FUNCTION);
+        put_varint(&mut head, code.len() as u64);
+        self.push_raw(&head);
+        self.push_raw(code);
+        self.stats.records += 1;
+    }
+
     /// Writes a record of any kind with a prebuilt body (tests of unknown kinds and bad bodies).
     #[cfg(test)]
     pub(crate) fn write_raw_record(&mut self, kind: u8, body: &[u8]) {

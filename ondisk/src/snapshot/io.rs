@@ -90,6 +90,12 @@ impl<W: Write> SnapshotWriter<W> {
         self.drain()
     }
 
+    /// Records a function library's code.
+    pub fn write_function(&mut self, code: &[u8]) -> io::Result<()> {
+        self.enc.write_function(code);
+        self.drain()
+    }
+
     /// Writes the rest and flushes. Does not fsync: the caller owns durability.
     pub fn finish(self) -> io::Result<FileStats> {
         self.finish_into_inner().map(|(_, stats)| stats)

@@ -56,6 +56,10 @@
 //! kind 8  Object     key_head, rdb_type u8, value = rest of body: the value in Redis' RDB
 //!                    encoding for rdb_type (`rdb::codec`), the same bytes DUMP and RDB files
 //!                    carry, so every data type uses this one kind
+//! kind 128 Function  code = whole body: one function library's code as FUNCTION LOAD got it
+//!                    (metadata line included), the string Redis' RDB_OPCODE_FUNCTION2 holds;
+//!                    written first in shard 0's file only, so a loader meets every library
+//!                    before any key
 //!
 //! key_head = db varint (<= 65535), flags u8 (bit 0: has expire, bit 1: has client flags,
 //!            other bits 0), [expire_at_ms u64 if bit 0: absolute unix ms],
@@ -115,6 +119,8 @@ pub mod kind {
     pub const STREAM: u8 = 7;
     /// A key of any data type, its value in RDB encoding.
     pub const OBJECT: u8 = 8;
+    /// A function library's code (a metadata record).
+    pub const FUNCTION: u8 = 128;
 }
 
 pub(crate) const FLAG_EXPIRE: u8 = 1;
@@ -275,6 +281,8 @@ pub enum Item {
     Record(Record),
     /// A key of a data type other than string (kind 8).
     Object(ObjectRecord),
+    /// A function library's code (kind 128).
+    Function(Bytes),
     /// The end frame was read and every check passed.
     End(FileStats),
 }

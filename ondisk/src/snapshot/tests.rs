@@ -116,6 +116,7 @@ fn decode(
         match dec.next()? {
             Some(Item::Record(r)) => recs.push(r),
             Some(Item::Object(o)) => panic!("no Object records here: {o:?}"),
+            Some(Item::Function(f)) => panic!("no Function records here: {f:?}"),
             Some(Item::End(s)) => stats = Some(s),
             None if fed < file.len() => {
                 let n = chunk.min(file.len() - fed);
@@ -285,7 +286,7 @@ fn decode_lossy(file: &[u8]) -> (Vec<Record>, Result<(), FormatError>) {
     loop {
         match dec.next() {
             Ok(Some(Item::Record(r))) => recs.push(r),
-            Ok(Some(Item::Object(_) | Item::End(_))) => {}
+            Ok(Some(Item::Object(_) | Item::Function(_) | Item::End(_))) => {}
             Ok(None) => return (recs, dec.finish()),
             Err(e) => return (recs, Err(e)),
         }
@@ -383,6 +384,7 @@ fn unknown_record_kinds_are_skipped_and_counted() {
         match item {
             Item::Record(r) => keys.push(r.key),
             Item::Object(o) => panic!("no Object records here: {o:?}"),
+            Item::Function(f) => panic!("no Function records here: {f:?}"),
             Item::End(s) => end = Some(s),
         }
     }
@@ -394,6 +396,35 @@ fn unknown_record_kinds_are_skipped_and_counted() {
     assert_eq!(dec.skipped_unknown(), 3);
     assert_eq!(end.unwrap().records, 5);
     assert_eq!(stats.records, 5);
+}
+
+#[test]
+fn function_records_come_back_first_and_are_not_keys() {
+    let lib = b"#!lua name=l\nredis.register_function('f', function() return 1 end)";
+    for compression in [Compression::None, Compression::Lz4, Compression::Zstd] {
+        // Small blocks: the second library spans several.
+        let mut enc = SnapshotEncoder::with_block_size(header(compression), 32);
+        enc.write_function(lib);
+        enc.write_function(&[b'x'; 300]);
+        enc.write_function(b"");
+        enc.write_string(0, b"k", b"v", None, 0);
+        let (file, stats) = enc.finish();
+        assert_eq!(stats.records, 4);
+        assert_eq!(stats.keys, 1);
+        for chunk in [1, 7, file.len()] {
+            let (items, end) = decode_items(&file, chunk).unwrap();
+            assert_eq!(items.len(), 4, "{compression:?} chunk {chunk}");
+            assert_eq!(items[0], Item::Function(Bytes::from_static(lib)));
+            assert_eq!(items[1], Item::Function(Bytes::from(vec![b'x'; 300])));
+            assert_eq!(items[2], Item::Function(Bytes::new()));
+            assert!(matches!(&items[3], Item::Record(r) if &r.key[..] == b"k"));
+            assert_eq!((end.records, end.keys), (4, 1));
+        }
+        let mut dec = SnapshotDecoder::new();
+        dec.feed(&file);
+        while dec.next().unwrap().is_some() {}
+        assert_eq!(dec.skipped_unknown(), 0);
+    }
 }
 
 #[test]

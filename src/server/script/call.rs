@@ -9,7 +9,9 @@
 //! Never: runs a command Redis refuses in scripts (blocking, MULTI, SUBSCRIBE, admin), or one
 //! that would wait on this core's executor (a value kept on SSD by this core's shard).
 
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
+use std::sync::OnceLock;
 
 use bytes::Bytes;
 
@@ -122,11 +124,32 @@ const NOSCRIPT: &[&str] = &[
     "lastsave",
 ];
 
+/// NOSCRIPT's commands by name, and its `container|sub` entries by container.
+type NoscriptSets = (
+    HashSet<&'static str>,
+    HashMap<&'static str, Vec<&'static str>>,
+);
+
 fn noscript(name: &str, args: &[Bytes]) -> bool {
-    NOSCRIPT.iter().any(|n| match n.split_once('|') {
-        None => *n == name,
-        Some((container, sub)) => container == name && args.get(1).is_some_and(|a| is(a, sub)),
-    })
+    // Built once.
+    static SETS: OnceLock<NoscriptSets> = OnceLock::new();
+    let (whole, subs) = SETS.get_or_init(|| {
+        let mut whole = HashSet::new();
+        let mut subs: HashMap<&str, Vec<&str>> = HashMap::new();
+        for n in NOSCRIPT {
+            match n.split_once('|') {
+                None => {
+                    whole.insert(*n);
+                }
+                Some((container, sub)) => subs.entry(container).or_default().push(sub),
+            }
+        }
+        (whole, subs)
+    });
+    whole.contains(name)
+        || subs
+            .get(name)
+            .is_some_and(|s| args.get(1).is_some_and(|a| s.iter().any(|sub| is(a, sub))))
 }
 
 /// Runs `args` (the name first) for the script; the reply is what the script gets.

@@ -739,6 +739,28 @@ pub async fn fcall(call: Call<'_>) -> Reply {
         .await
 }
 
+/// Every library's code, in name order (what snapshots and RDB files keep).
+pub fn codes() -> Vec<Bytes> {
+    libraries()
+        .lock()
+        .map(|l| l.values().map(|l| l.code.clone()).collect())
+        .unwrap_or_default()
+}
+
+/// Loads a library read from a snapshot or RDB file, as FUNCTION LOAD would (without
+/// REPLACE: a file naming a library or function twice is refused, as Redis refuses it).
+pub fn load_saved(code: Bytes) -> Result<String, String> {
+    let mut libs = libraries()
+        .lock()
+        .map_err(|_| "internal error".to_string())?
+        .clone();
+    let name = create(&mut libs, &code, false)?;
+    if let Ok(mut l) = libraries().lock() {
+        *l = libs;
+    }
+    Ok(name)
+}
+
 /// Number of libraries and functions (INFO).
 pub fn counts() -> (usize, usize) {
     libraries()

@@ -198,7 +198,8 @@ pub fn kill(eval: bool) -> Reply {
 struct CoreVm {
     vm: Rc<Vm>,
     epoch: u64,
-    compiled: HashMap<String, Function>,
+    /// SHA -> the script and its compiled function.
+    compiled: HashMap<String, (Arc<Script>, Function)>,
 }
 
 thread_local! {
@@ -271,42 +272,49 @@ fn load_script(body: &Bytes) -> Result<String, Reply> {
     let f = vm
         .compile(code, "@user_script")
         .map_err(|e| Reply::Error(format!("ERR Error compiling script (new function): {e}")))?;
+    let script = Arc::new(Script {
+        body: body.clone(),
+        flags,
+    });
     CORE_VM.with(|c| {
         if let Some(c) = c.borrow_mut().as_mut() {
-            c.compiled.insert(sha.clone(), f);
+            c.compiled.insert(sha.clone(), (script.clone(), f));
         }
     });
     if let Ok(mut m) = scripts().lock() {
-        m.insert(
-            sha.clone(),
-            Arc::new(Script {
-                body: body.clone(),
-                flags,
-            }),
-        );
+        m.insert(sha.clone(), script);
     }
     Ok(sha)
 }
 
-/// The compiled function for `sha` on this core.
-fn compiled(vm: &Vm, sha: &str, script: &Script) -> Result<Function, Reply> {
-    if let Some(f) = CORE_VM.with(|c| {
+/// The script `sha` and its function compiled on this core: from this core's cache while no
+/// SCRIPT FLUSH happened since it was filled, else from the process-wide map (compiled here
+/// the first time).
+fn script_here(vm: &Vm, sha: &str) -> Result<(Arc<Script>, Function), Reply> {
+    let epoch = EPOCH.load(Ordering::Acquire);
+    let hit = CORE_VM.with(|c| {
         c.borrow()
             .as_ref()
+            .filter(|c| c.epoch == epoch)
             .and_then(|c| c.compiled.get(sha).cloned())
-    }) {
-        return Ok(f);
+    });
+    if let Some(hit) = hit {
+        return Ok(hit);
     }
+    let Some(script) = scripts().lock().ok().and_then(|m| m.get(sha).cloned()) else {
+        return Err(err(ERR_NOSCRIPT));
+    };
     let (_, code) = shebang(&script.body).map_err(Reply::Error)?;
     let f = vm
         .compile(code, "@user_script")
         .map_err(|e| Reply::Error(format!("ERR Error compiling script (new function): {e}")))?;
     CORE_VM.with(|c| {
         if let Some(c) = c.borrow_mut().as_mut() {
-            c.compiled.insert(sha.to_string(), f.clone());
+            c.compiled
+                .insert(sha.to_string(), (script.clone(), f.clone()));
         }
     });
-    Ok(f)
+    Ok((script, f))
 }
 
 /// EVAL script numkeys [key ...] [arg ...] (and EVAL_RO).
@@ -353,20 +361,17 @@ async fn eval_generic(call: Call<'_>, by_sha: bool) -> Reply {
             Err(e) => return e,
         }
     };
-    let Some(script) = scripts().lock().ok().and_then(|m| m.get(&sha).cloned()) else {
-        return err(ERR_NOSCRIPT);
-    };
-    if let Some(e) = precheck(core, script.flags, ro) {
-        return e;
-    }
     let vm = match core_vm() {
         Ok(vm) => vm,
         Err(e) => return e,
     };
-    let f = match compiled(&vm, &sha, &script) {
-        Ok(f) => f,
+    let (script, f) = match script_here(&vm, &sha) {
+        Ok(found) => found,
         Err(e) => return e,
     };
+    if let Some(e) = precheck(core, script.flags, ro) {
+        return e;
+    }
     let keys = &args[3..3 + nkeys];
     let argv = &args[3 + nkeys..];
     let run = Run {
@@ -431,6 +436,34 @@ pub struct RunCtx<'a> {
     pub read_any: bool,
 }
 
+impl vm::RunApi for RefCell<RunCtx<'_>> {
+    fn call(
+        &self,
+        lua: &mlua::Lua,
+        args: Result<Vec<Bytes>, &'static str>,
+    ) -> mlua::Result<(bool, Value)> {
+        let reply = match args {
+            Ok(cmd) => call::run(&mut self.borrow_mut(), cmd),
+            Err(msg) => err(&format!("ERR {msg}")),
+        };
+        let resp3 = self.borrow().resp3;
+        vm::reply_to_lua(lua, &reply, resp3)
+    }
+
+    fn set_resp3(&self, resp3: bool) {
+        self.borrow_mut().resp3 = resp3;
+    }
+
+    fn interrupted(&self) -> Option<String> {
+        self.try_borrow()
+            .ok()?
+            .state
+            .kill
+            .load(Ordering::Relaxed)
+            .then(|| "Script killed by user with SCRIPT KILL...".to_string())
+    }
+}
+
 impl Run<'_> {
     /// Locks the shards, runs `f` with KEYS/ARGV (EVAL) or (keys, args) (FCALL), and turns
     /// its result or error into the reply.
@@ -454,7 +487,12 @@ impl Run<'_> {
         let state = Arc::new(Running {
             started: Instant::now(),
             name: self.name.to_string(),
-            command: self.command.to_vec(),
+            // Only FUNCTION STATS shows it, and only a function's.
+            command: if self.eval {
+                Vec::new()
+            } else {
+                self.command.to_vec()
+            },
             kill: AtomicBool::new(false),
             dirty: AtomicBool::new(false),
             eval: self.eval,
@@ -515,16 +553,15 @@ impl Run<'_> {
         argv: &[Bytes],
     ) -> mlua::Result<Reply> {
         let lua = &self.vm.lua;
-        let keys_t = lua.create_sequence_from(
-            keys.iter()
-                .map(|k| lua.create_string(k))
-                .collect::<mlua::Result<Vec<_>>>()?,
-        )?;
-        let argv_t = lua.create_sequence_from(
-            argv.iter()
-                .map(|k| lua.create_string(k))
-                .collect::<mlua::Result<Vec<_>>>()?,
-        )?;
+        let seq = |items: &[Bytes]| -> mlua::Result<mlua::Table> {
+            let t = lua.create_table_with_capacity(items.len(), 0)?;
+            for (i, k) in items.iter().enumerate() {
+                t.raw_set(i + 1, lua.create_string(k)?)?;
+            }
+            Ok(t)
+        };
+        let keys_t = seq(keys)?;
+        let argv_t = seq(argv)?;
         let (kv, av) = if self.eval {
             self.vm.set_global("KEYS", Value::Table(keys_t))?;
             self.vm.set_global("ARGV", Value::Table(argv_t))?;
@@ -532,68 +569,7 @@ impl Run<'_> {
         } else {
             (Value::Table(keys_t), Value::Table(argv_t))
         };
-        let run_state = running().lock().ok().and_then(|r| r.clone());
-        if let Some(rs) = run_state {
-            self.vm.set_watch(move || {
-                if rs.kill.load(Ordering::Relaxed) {
-                    Err("Script killed by user with SCRIPT KILL...".into())
-                } else {
-                    Ok(())
-                }
-            });
-        }
-        let result = lua.scope(|scope| {
-            let caller = scope.create_function(|lua, ()| {
-                let args = vm::CALL_ARGS.with(|c| c.borrow_mut().take());
-                let reply = match args.unwrap_or(Err("redis.call without arguments")) {
-                    Ok(cmd) => call::run(&mut ctx.borrow_mut(), cmd),
-                    Err(msg) => err(&format!("ERR {msg}")),
-                };
-                let resp3 = ctx.borrow().resp3;
-                vm::reply_to_lua(lua, &reply, resp3)
-            })?;
-            let setresp = scope.create_function(|lua, args: mlua::Variadic<Value>| {
-                if args.len() != 1 {
-                    return vm::fail(lua, "redis.setresp() requires one argument.");
-                }
-                match vm::number(&args[0]).map(|n| n as i64) {
-                    Some(2) => ctx.borrow_mut().resp3 = false,
-                    Some(3) => ctx.borrow_mut().resp3 = true,
-                    _ => return vm::fail(lua, "RESP version must be 2 or 3."),
-                }
-                vm::answer(Value::Nil, lua)
-            })?;
-            let set_repl = scope.create_function(|lua, args: mlua::Variadic<Value>| {
-                if args.len() != 1 {
-                    return vm::fail(lua, "redis.set_repl() requires two arguments.");
-                }
-                let flags = vm::number(&args[0]).map(|n| n as i64).unwrap_or(0);
-                if flags & !3 != 0 {
-                    return vm::fail(
-                        lua,
-                        "Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE.",
-                    );
-                }
-                vm::answer(Value::Nil, lua)
-            })?;
-            let acl_check = scope.create_function(|lua, args: mlua::Variadic<Value>| {
-                match vm::command_args(&args) {
-                    Err(msg) => vm::fail(lua, msg),
-                    Ok(cmd) => match super::table::lookup(&cmd[0]) {
-                        None => vm::fail(lua, "Invalid command passed to redis.acl_check_cmd()"),
-                        // One user with every permission.
-                        Some(_) => vm::answer(true, lua),
-                    },
-                }
-            })?;
-            self.vm.set_caller(Some(caller))?;
-            self.vm.set_run_api(Some((setresp, set_repl, acl_check)))?;
-            let out = self.vm.run(f, kv, av);
-            self.vm.set_caller(None)?;
-            self.vm.set_run_api(None)?;
-            out
-        });
-        self.vm.clear_watch();
+        let result = vm::with_run(ctx, || self.vm.run(f, kv, av));
         let (ok, v) = match result {
             Ok(r) => r,
             Err(e) => {

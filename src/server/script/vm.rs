@@ -31,10 +31,23 @@ extern "C-unwind" {
     fn strata_wrap_call(l: *mut mlua::ffi::lua_State) -> std::os::raw::c_int;
 }
 
+/// What a running script lends the `redis` API for its duration (see [`with_run`]).
+pub trait RunApi {
+    /// One redis.call/pcall: whether the reply is an error, and its Lua value.
+    fn call(
+        &self,
+        lua: &Lua,
+        args: Result<Vec<Bytes>, &'static str>,
+    ) -> mlua::Result<(bool, Value)>;
+    /// redis.setresp(2|3).
+    fn set_resp3(&self, resp3: bool);
+    /// Checked every 100000 instructions: an error message ends the script (SCRIPT KILL).
+    fn interrupted(&self) -> Option<String>;
+}
+
 thread_local! {
-    /// The arguments of the redis.call in progress, for the run's command caller.
-    pub static CALL_ARGS: std::cell::RefCell<Option<Result<Vec<Bytes>, &'static str>>> =
-        const { std::cell::RefCell::new(None) };
+    /// The run in progress on this thread, set only inside [`with_run`].
+    static ACTIVE: Cell<Option<std::ptr::NonNull<dyn RunApi>>> = const { Cell::new(None) };
     /// Redis' lrand48 state (math.random): one per core, never reseeded between scripts,
     /// like Redis' one per process.
     static RAND48: Cell<u64> = const { Cell::new(0x1234_ABCD_330E) };
@@ -50,6 +63,33 @@ fn lrand48() -> i32 {
 
 fn srand48(seed: i32) {
     RAND48.with(|x| x.set(((seed as u32 as u64) << 16) | 0x330E));
+}
+
+/// Runs `f` with `api` as the run the `redis` API functions serve. The API functions are
+/// made once per interpreter; only this pointer changes per run.
+pub fn with_run<R>(api: &dyn RunApi, f: impl FnOnce() -> R) -> R {
+    struct Restore(Option<std::ptr::NonNull<dyn RunApi>>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            ACTIVE.with(|a| a.set(self.0));
+        }
+    }
+    let p = std::ptr::NonNull::from(api);
+    // SAFETY: only the lifetime bound is erased. The pointer is in ACTIVE only while `f` runs
+    // (the guard below puts the previous value back on return and on unwinding, and cannot be
+    // leaked by a caller), `api` is borrowed for that whole time, and ACTIVE is per thread, so
+    // the pointer is never read after `api` is gone or from another thread.
+    let p: std::ptr::NonNull<dyn RunApi> = unsafe { std::mem::transmute(p) };
+    let _restore = Restore(ACTIVE.with(|a| a.replace(Some(p))));
+    f()
+}
+
+/// `f` applied to the run in progress, if one is.
+fn with_active<R>(f: impl FnOnce(&dyn RunApi) -> R) -> Option<R> {
+    let p = ACTIVE.with(|a| a.get())?;
+    // SAFETY: a pointer in ACTIVE points to a value `with_run` borrows until it takes the
+    // pointer out again (see there); `RunApi` methods take `&self`, so shared use is fine.
+    Some(f(unsafe { p.as_ref() }))
 }
 
 /// The Lua part of the setup, run once the libraries are in: the error handler (Redis'
@@ -184,10 +224,19 @@ proxies[G] = globals
 pub struct Vm {
     pub lua: Lua,
     hidden: Table,
+    /// The globals behind the protection (KEYS and ARGV are set there).
+    globals: Table,
+    /// The setup's `run(f, keys, args)` (xpcall with the error handler).
+    run: Function,
+    /// What the instruction hook checks besides the run's own `interrupted` (FUNCTION LOAD's
+    /// time limit).
+    watch: std::rc::Rc<std::cell::RefCell<Option<Watch>>>,
 }
 
+type Watch = Box<dyn Fn() -> Result<(), String>>;
+
 impl Vm {
-    /// A fresh interpreter; each run installs its command caller (see [`Vm::set_caller`]).
+    /// A fresh interpreter; a run lends its API the command caller with [`with_run`].
     pub fn new() -> mlua::Result<Vm> {
         // SAFETY: the debug library is loaded as Redis loads it, only to build the error
         // handler; the setup removes it from the globals before any script runs.
@@ -273,7 +322,30 @@ impl Vm {
         lua.load(setup)
             .set_name("@strata_api")
             .call::<()>(hidden.clone())?;
-        Ok(Vm { lua, hidden })
+        let watch: std::rc::Rc<std::cell::RefCell<Option<Watch>>> = Default::default();
+        let check = watch.clone();
+        // Installed once: per run only the checks it consults change.
+        lua.set_hook(
+            HookTriggers::new().every_nth_instruction(100_000),
+            move |lua, _| {
+                let stop = match check.borrow().as_ref() {
+                    Some(w) => w().err(),
+                    None => with_active(|a| a.interrupted()).flatten(),
+                };
+                match stop {
+                    None => Ok(VmState::Continue),
+                    // Raised as Redis raises it: an error table the script sees.
+                    Some(e) => fail(lua, &e).map(|_| VmState::Continue),
+                }
+            },
+        )?;
+        Ok(Vm {
+            globals: hidden.raw_get("globals")?,
+            run: hidden.raw_get("run")?,
+            lua,
+            hidden,
+            watch,
+        })
     }
 
     /// Compiles a script body (its shebang line already blanked out) as Redis does, with
@@ -291,13 +363,7 @@ impl Vm {
 
     /// Sets a global (KEYS, ARGV) behind the protection.
     pub fn set_global(&self, name: &str, v: Value) -> mlua::Result<()> {
-        let globals: Table = self.hidden.raw_get("globals")?;
-        globals.raw_set(name, v)
-    }
-
-    /// Installs the command caller for one run (None removes it).
-    pub fn set_caller(&self, f: Option<Function>) -> mlua::Result<()> {
-        self.hidden.raw_set("call", f)
+        self.globals.raw_set(name, v)
     }
 
     /// The table only Rust and the setup code reach (FUNCTION's loader keeps its state there).
@@ -318,38 +384,19 @@ impl Vm {
             })
     }
 
-    /// Installs (or removes) the run's setresp, set_repl and acl_check_cmd.
-    pub fn set_run_api(&self, api: Option<(Function, Function, Function)>) -> mlua::Result<()> {
-        let (a, b, c) = match api {
-            Some((a, b, c)) => (Some(a), Some(b), Some(c)),
-            None => (None, None, None),
-        };
-        self.hidden.raw_set("setresp", a)?;
-        self.hidden.raw_set("set_repl", b)?;
-        self.hidden.raw_set("acl_check_cmd", c)
-    }
-
     /// Runs `f(keys, args)` under the error handler: Ok(value) or Err(error value).
     pub fn run(&self, f: &Function, keys: Value, args: Value) -> mlua::Result<(bool, Value)> {
-        let run: Function = self.hidden.raw_get("run")?;
-        run.call::<(bool, Value)>((f.clone(), keys, args))
+        self.run.call::<(bool, Value)>((f, keys, args))
     }
 
-    /// Checks `check` every 100000 instructions (Redis' period); an error from it ends the
-    /// script (SCRIPT KILL).
-    pub fn set_watch(&self, check: impl Fn() -> Result<(), String> + Send + 'static) {
-        let _ = self.lua.set_hook(
-            HookTriggers::new().every_nth_instruction(100_000),
-            move |lua, _| match check() {
-                Ok(()) => Ok(VmState::Continue),
-                // Raised as Redis raises it: an error table the script sees.
-                Err(e) => fail(lua, &e).map(|_| VmState::Continue),
-            },
-        );
+    /// Checks `check` every 100000 instructions (Redis' period) until [`Vm::clear_watch`];
+    /// an error from it ends the running code.
+    pub fn set_watch(&self, check: impl Fn() -> Result<(), String> + 'static) {
+        *self.watch.borrow_mut() = Some(Box::new(check));
     }
 
     pub fn clear_watch(&self) {
-        self.lua.remove_hook();
+        *self.watch.borrow_mut() = None;
     }
 
     /// A table protected like the globals' (a library made by FUNCTION LOAD's `redis`).
@@ -521,19 +568,18 @@ fn register_api(lua: &Lua, redis: &Table) -> mlua::Result<()> {
     let wrap = unsafe { lua.create_c_function(strata_wrap_call)? };
     for (name, raising) in [("call", true), ("pcall", false)] {
         let rust = lua.create_function(move |lua, (list, n): (Table, i64)| {
-            let hidden: Table = lua.named_registry_value("strata_hidden")?;
-            let Value::Function(f) = hidden.raw_get::<Value>("call")? else {
+            let mut args = Vec::with_capacity(n.clamp(0, 64) as usize);
+            for i in 1..=n {
+                args.push(list.raw_get::<Value>(i)?);
+            }
+            let cmd = command_args(&args);
+            let Some(out) = with_active(|run| run.call(lua, cmd)) else {
                 return fail(
                     lua,
                     "redis.call/pcall can only be called inside a script invocation",
                 );
             };
-            let args: Vec<Value> = (1..=n)
-                .map(|i| list.raw_get::<Value>(i))
-                .collect::<mlua::Result<_>>()?;
-            // Handed over aside: a call may have thousands of arguments (unpack).
-            CALL_ARGS.with(|c| *c.borrow_mut() = Some(command_args(&args)));
-            let (failed, v) = f.call::<(bool, Value)>(())?;
+            let (failed, v) = out?;
             if failed && raising {
                 return raise(lua, v, "redis.call failed");
             }
@@ -541,23 +587,65 @@ fn register_api(lua: &Lua, redis: &Table) -> mlua::Result<()> {
         })?;
         redis.raw_set(name, wrap.call::<Function>(rust)?)?;
     }
-    // setresp, set_repl and acl_check_cmd need the run: the run installs them in the
-    // hidden table, and these forward to it.
-    for name in ["setresp", "set_repl", "acl_check_cmd"] {
-        redis.raw_set(
-            name,
-            lua.create_function(move |lua, args: mlua::MultiValue| {
-                let hidden: Table = lua.named_registry_value("strata_hidden")?;
-                match hidden.raw_get::<Value>(name)? {
-                    Value::Function(f) => f.call::<Value>(args),
-                    _ => fail(
-                        lua,
-                        &format!("redis.{name} can only be called inside a script invocation"),
-                    ),
-                }
-            })?,
-        )?;
-    }
+    let outside = |lua: &Lua, name: &str| {
+        fail(
+            lua,
+            &format!("redis.{name} can only be called inside a script invocation"),
+        )
+    };
+    redis.raw_set(
+        "setresp",
+        lua.create_function(move |lua, args: mlua::Variadic<Value>| {
+            if with_active(|_| ()).is_none() {
+                return outside(lua, "setresp");
+            }
+            if args.len() != 1 {
+                return fail(lua, "redis.setresp() requires one argument.");
+            }
+            let resp3 = match number(&args[0]).map(|n| n as i64) {
+                Some(2) => false,
+                Some(3) => true,
+                _ => return fail(lua, "RESP version must be 2 or 3."),
+            };
+            with_active(|run| run.set_resp3(resp3));
+            answer(Value::Nil, lua)
+        })?,
+    )?;
+    redis.raw_set(
+        "set_repl",
+        lua.create_function(move |lua, args: mlua::Variadic<Value>| {
+            if with_active(|_| ()).is_none() {
+                return outside(lua, "set_repl");
+            }
+            if args.len() != 1 {
+                return fail(lua, "redis.set_repl() requires two arguments.");
+            }
+            let flags = number(&args[0]).map(|n| n as i64).unwrap_or(0);
+            if flags & !3 != 0 {
+                return fail(
+                    lua,
+                    "Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE.",
+                );
+            }
+            answer(Value::Nil, lua)
+        })?,
+    )?;
+    redis.raw_set(
+        "acl_check_cmd",
+        lua.create_function(move |lua, args: mlua::Variadic<Value>| {
+            if with_active(|_| ()).is_none() {
+                return outside(lua, "acl_check_cmd");
+            }
+            match command_args(&args) {
+                Err(msg) => fail(lua, msg),
+                Ok(cmd) => match crate::server::table::lookup(&cmd[0]) {
+                    None => fail(lua, "Invalid command passed to redis.acl_check_cmd()"),
+                    // One user with every permission.
+                    Some(_) => answer(true, lua),
+                },
+            }
+        })?,
+    )?;
     Ok(())
 }
 

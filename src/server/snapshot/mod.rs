@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use futures::future::FutureExt;
 use glommio::io::BufferedFile;
-use ondisk::rdb::{rdb_header, rdb_trailer, Crc64};
+use ondisk::rdb::{rdb_functions, rdb_header, rdb_trailer, Crc64};
 use ondisk::snapshot::SnapshotHeader;
 use ondisk::summary::{shard_file_name, summary_file_name, Summary, SummaryFile};
 use tracing::{info, warn};
@@ -274,7 +274,7 @@ async fn save_now(
         Format::Rdb => name.clone(),
         Format::Strata => format!("{name}-{id:x}"),
     };
-    let jobs: Vec<ShardJob> = (0..n)
+    let mut jobs: Vec<ShardJob> = (0..n)
         .map(|s| ShardJob {
             tmp: dir.join(match format {
                 Format::Strata => format!("{}.tmp", shard_file_name(&stem, s as u32)),
@@ -290,11 +290,13 @@ async fn save_now(
             },
             throttle: settings.snapshot.throttle_bytes / n as u64,
             started_ms: id,
+            functions: Vec::new(),
         })
         .collect();
 
     // The point in time: every shard starts its snapshot while all are locked, so no
     // cross-shard command is half in it.
+    let functions;
     {
         let txn = Txn::begin(core, (0..n).collect())
             .await
@@ -303,6 +305,13 @@ async fn save_now(
             txn.run(s, |sh| sh.snapshot_begin())
                 .await
                 .ok_or_else(ServerError::shutting_down)?;
+        }
+        // Function libraries as they are at the same point in time.
+        functions = crate::server::script::function::codes();
+    }
+    if format == Format::Strata {
+        if let Some(first) = jobs.first_mut() {
+            first.functions = functions.clone();
         }
     }
     if let Some(tx) = begun.take() {
@@ -341,7 +350,7 @@ async fn save_now(
     let keys = outputs.iter().map(|o| o.keys).sum();
     let (file, bytes) = match format {
         Format::Strata => commit_strata(core, &dir, &name, &stem, id, &jobs, &outputs).await?,
-        Format::Rdb => commit_rdb(&dir, &name, &jobs).await?,
+        Format::Rdb => commit_rdb(&dir, &name, &jobs, &functions).await?,
     };
     Ok(SaveReport {
         keys,
@@ -401,14 +410,22 @@ async fn commit_strata(
     Ok((summary_path.display().to_string(), total))
 }
 
-/// Stitches the shards' RDB fragments into one file: header, fragments, EOF and CRC-64.
-async fn commit_rdb(dir: &Path, name: &str, jobs: &[ShardJob]) -> Result<(String, u64)> {
+/// Stitches the shards' RDB fragments into one file: header, function libraries, fragments,
+/// EOF and CRC-64.
+async fn commit_rdb(
+    dir: &Path,
+    name: &str,
+    jobs: &[ShardJob],
+    functions: &[bytes::Bytes],
+) -> Result<(String, u64)> {
     let path = dir.join(name);
     let tmp = dir.join(format!("{name}.tmp"));
     let result = async {
         let mut w = FileWriter::create(&tmp).await?;
         let mut crc = Crc64::new();
-        let header = rdb_header(RDB_VERSION);
+        let mut header = rdb_header(RDB_VERSION);
+        // Redis writes the libraries after the AUX fields, before any key.
+        header.extend_from_slice(&rdb_functions(functions.iter().map(|c| &c[..])));
         crc.update(&header);
         w.write(&header).await?;
         let mut total = header.len() as u64;

@@ -38,6 +38,8 @@ pub(super) struct ShardJob {
     /// Bytes per second for this shard; 0 = no cap.
     pub(super) throttle: u64,
     pub(super) started_ms: u64,
+    /// Function libraries' code to write before any key (shard 0's Strata file only).
+    pub(super) functions: Vec<Bytes>,
 }
 
 /// What a shard's serializer wrote.
@@ -84,7 +86,13 @@ pub(super) async fn serialize_shard(core: Rc<Core>, job: ShardJob) -> Result<Sha
 async fn write_shard(core: &Rc<Core>, job: &ShardJob) -> Result<ShardOutput> {
     let mut w = FileWriter::create(&job.tmp).await?;
     let mut enc = match job.format {
-        Format::Strata => Encoder::Strata(Box::new(SnapshotEncoder::new(job.header.clone()))),
+        Format::Strata => {
+            let mut enc = SnapshotEncoder::new(job.header.clone());
+            for code in &job.functions {
+                enc.write_function(code);
+            }
+            Encoder::Strata(Box::new(enc))
+        }
         Format::Rdb => Encoder::Rdb(Box::new(RdbEncoder::fragment())),
     };
     let throttle = Throttle::new(job.throttle);

@@ -131,6 +131,7 @@ pub fn write_items(
                     RecordValue::Tombstone => w.write_tombstone(r.db, &r.key).unwrap(),
                 },
                 Item::Object(o) => w.write_object(&o.head(), o.rdb_type, &o.value).unwrap(),
+                Item::Function(code) => w.write_function(code).unwrap(),
                 Item::End(_) => panic!("an end frame is not a record"),
             }
         }
@@ -177,7 +178,7 @@ pub fn item_key(item: &Item) -> (u16, &[u8]) {
     match item {
         Item::Record(r) => (r.db, &r.key),
         Item::Object(o) => (o.db, &o.key),
-        Item::End(_) => panic!("an end frame has no key"),
+        Item::Function(_) | Item::End(_) => panic!("a function library or end frame has no key"),
     }
 }
 
@@ -288,7 +289,7 @@ pub fn live_models(files: &[Vec<Item>]) -> (Model, ObjectModel) {
             let expire = match item {
                 Item::Record(r) => r.expire_at_ms,
                 Item::Object(o) => o.expire_at_ms,
-                Item::End(_) => None,
+                Item::Function(_) | Item::End(_) => None,
             };
             if deleted || expire.is_some_and(|t| t <= NOW) {
                 continue;
@@ -306,7 +307,7 @@ pub fn live_models(files: &[Vec<Item>]) -> (Model, ObjectModel) {
                         (o.rdb_type, o.value.to_vec(), expire, o.client_flags),
                     );
                 }
-                Item::End(_) => {}
+                Item::Function(_) | Item::End(_) => {}
             }
         }
     }
