@@ -283,23 +283,7 @@ fn flipped_byte_on_disk_is_a_counted_miss_never_wrong_bytes() {
     fill(&mut c, 0..n, 0, 700);
     assert!(info_u64(&mut c, "tiered", "tiered_disk_keys") > 5_000);
     // Flip one byte in each of the first data pages of the file.
-    {
-        use std::os::unix::fs::FileExt;
-        let path = dir.path().join("strata-0000.ssd");
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&path)
-            .unwrap();
-        for page in 1..20u64 {
-            let pos = page * 4096 + 1000;
-            let mut b = [0u8; 1];
-            f.read_exact_at(&mut b, pos).unwrap();
-            b[0] ^= 0x5a;
-            f.write_all_at(&b, pos).unwrap();
-        }
-        f.sync_all().unwrap();
-    }
+    flip_tier_file_bytes(&dir, 1..20, 1000);
     let mut misses = 0;
     for chunk in (0..n).collect::<Vec<_>>().chunks(500) {
         let mut p = redis::pipe();

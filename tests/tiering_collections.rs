@@ -305,23 +305,7 @@ fn flipped_byte_in_a_collection_blob_is_a_counted_miss_never_wrong_elements() {
     let n = 2_000;
     fill_collections(&mut c, n);
     wait_for_disk_keys(&mut c, n as u64);
-    {
-        use std::os::unix::fs::FileExt;
-        let path = dir.path().join("strata-0000.ssd");
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&path)
-            .unwrap();
-        for page in 1..40u64 {
-            let pos = page * 4096 + 1500;
-            let mut b = [0u8; 1];
-            f.read_exact_at(&mut b, pos).unwrap();
-            b[0] ^= 0x5a;
-            f.write_all_at(&b, pos).unwrap();
-        }
-        f.sync_all().unwrap();
-    }
+    flip_tier_file_bytes(&dir, 1..40, 1500);
     let mut misses = 0;
     for chunk in (0..n).collect::<Vec<_>>().chunks(100) {
         let mut p = redis::pipe();

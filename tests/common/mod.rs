@@ -279,3 +279,23 @@ pub fn differing_replies(strata: &mut Raw, redis: &mut Raw, cases: &[&[&str]]) -
     }
     diffs
 }
+
+/// Flips one byte at `offset` in each 4 KiB page of `pages` of shard 0's tier file in `dir`
+/// (page 0 is the file's header), as a damaged disk would.
+pub fn flip_tier_file_bytes(dir: &tempfile::TempDir, pages: std::ops::Range<u64>, offset: u64) {
+    use std::os::unix::fs::FileExt;
+    let path = dir.path().join("strata-0000.ssd");
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+        .unwrap();
+    for page in pages {
+        let pos = page * 4096 + offset;
+        let mut b = [0u8; 1];
+        f.read_exact_at(&mut b, pos).unwrap();
+        b[0] ^= 0x5a;
+        f.write_all_at(&b, pos).unwrap();
+    }
+    f.sync_all().unwrap();
+}
