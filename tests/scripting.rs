@@ -246,6 +246,15 @@ const CASES: &[&[&str]] = &[
     &["evalsha", "E0E1F9FABFC9D4800C877A703B823AC0578FF8DB", "0"],
     &["script", "flush", "foo"],
     &["script", "kill"],
+    // the declared keys, as cluster clients ask for them
+    &[
+        "command", "getkeys", "eval", "return 1", "2", "k1", "k2", "a",
+    ],
+    &["command", "getkeys", "evalsha_ro", "ab", "1", "k1", "a"],
+    &["command", "getkeys", "fcall", "f", "1", "k1"],
+    &["command", "getkeys", "fcall_ro", "f", "0"],
+    &["command", "getkeys", "eval", "return 1", "5", "a"],
+    &["command", "getkeys", "eval", "return 1", "x", "a"],
 ];
 
 #[test]

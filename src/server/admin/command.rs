@@ -92,6 +92,18 @@ pub fn command(Call { args, .. }: Call<'_>) -> Reply {
             if !spec.arity_ok(cmd_args.len()) {
                 return err("ERR Invalid number of arguments specified for command");
             }
+            // Scripts' keys are the declared ones; none (or a bad numkeys) is an empty answer,
+            // as Redis gives for commands whose keys are not mandatory.
+            if crate::server::script::is_script_call(spec.name) {
+                let n = crate::server::script::numkeys(cmd_args).unwrap_or(0);
+                return Reply::Array(
+                    cmd_args[3..3 + n]
+                        .iter()
+                        .cloned()
+                        .map(Reply::Bulk)
+                        .collect(),
+                );
+            }
             let keys: Vec<Reply> = spec
                 .keys_of(cmd_args)
                 .into_iter()
