@@ -278,7 +278,7 @@ fn meta_commands_reply_as_memcached() {
     );
     p.text(
         "meta errors",
-        b"mg\r\nmg a v v\r\nmg a zz\r\nmg a T\r\nmg a Tx\r\nmg a N\r\nmg a O123456789012345678901234567890123\r\nms a\r\nms a x\r\nms a -1\r\nms a 1 Mxx\r\nx\r\nms a 1 MZ\r\nx\r\nms a 1 F\r\nx\r\nms a 1 q q\r\nx\r\nms a 2\r\nxyz\r\nmd\r\nmd a v v\r\nma\r\nma a Mx\r\nma a Dx\r\nma a Jx\r\nmg a v\r\nmn\r\n",
+        b"mg\r\nmg a v v\r\nmg a zz\r\nmg a T\r\nmg a Tx\r\nmg a N\r\nmg a O123456789012345678901234567890123\r\nms a\r\nms a x\r\nms a -1\r\nms a 1 Mxx\r\nx\r\nms a 1 MZ\r\nx\r\nms a 1 F\r\nx\r\nms a 1 q q\r\nx\r\nms a 2\r\nxyz\r\nmd\r\nmd a v v\r\nma\r\nma a Mx\r\nma a Dx\r\nma a Jx\r\nmg a v\r\n",
     );
     finish(p);
 }

@@ -40,7 +40,8 @@ pub fn strata_mc_unready(extra: &[&str]) -> (Server, u16) {
 /// How an exchange knows it has every reply.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum End {
-    /// Text: `mn` is sent last; replies end with `MN`.
+    /// Text: `mn` is sent last; replies end with `MN` (so a script must hold no `mn` of its
+    /// own: the exchange could stop at its reply when the rest comes in a later read).
     Text,
     /// Binary: a noop with a marker opaque is sent last.
     Binary,
