@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Writes docs/benchmarks.md: Strata beside redis-server and memcached, measured by strata-bench
 # and cross-checked with redis-benchmark (and memtier_benchmark where it is installed), with
-# the SVG charts in docs/benchmarks/. One command; about 15 minutes on a 2-core machine.
+# the SVG charts in docs/benchmarks/. One command; about 30 minutes on a 2-core machine.
 #
 # Each server runs alone, pinned to one CPU (taskset), persistence off; the load runs pinned to
 # another CPU. Rows measured:
@@ -19,8 +19,8 @@
 #   6. the other scripts of benches/, run with their own defaults unless noted, their summary
 #      copied into the report: types_memory.sh (collection types' memory), snapshot_bench.sh
 #      (BGSAVE memory and time, no compression), tiering_bench.sh (tiered GET against the
-#      disk's own 4 KiB random-read rate), hit_ratio.sh (Zipf 0.99 at SCALE 0.25, against
-#      Redis LRU/LFU and memcached) and
+#      disk's own 4 KiB random-read rate), hit_ratio.sh (Zipf 0.99 over 150k keys with 20%
+#      of the data in RAM, against Redis LRU/LFU and memcached) and
 #      pubsub_compare.sh (publish-to-delivery latency).
 # No figure is ever filled in by hand. Each regeneration adds a line to the report's history
 # table (newest first).
@@ -412,8 +412,8 @@ if [[ "${QUICK:-0}" == 1 ]]; then
 else
     row types && script_row types types_memory.sh
     row snapshot && script_row snapshot snapshot_bench.sh SNAPSHOT_COMPRESSIONS=none
-    row tiering && script_row tiering tiering_bench.sh HOT_ROUNDS=3
-    row hitratio && script_row hitratio hit_ratio.sh SCALE=0.25 TRACES=zipf0.99 \
+    row tiering && script_row tiering tiering_bench.sh DURATION=10 HOT_ROUNDS=2
+    row hitratio && script_row hitratio hit_ratio.sh SCALE=0.15 CACHE_PCT=20 TRACES=zipf0.99 \
         "SERVERS=redis-lru redis-lfu strata-ram strata-ram+ssd memcached strata-mc"
     row pubsub && script_row pubsub pubsub_compare.sh
 fi
