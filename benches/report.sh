@@ -374,6 +374,12 @@ memory_row() {
     done
 }
 
+# The VAR=value words of a command line, shell-quoted, each followed by a space.
+env_words() {
+    (($#)) || return 0
+    printf '%q ' "$@"
+}
+
 # Row 6: another script of benches/, its output kept for the report with the command line.
 script_row() {
     local id="$1" script="$2"; shift 2
@@ -383,11 +389,11 @@ script_row() {
                     HIT_RATIO_BIN="$HIT_RATIO_BIN" SERVER_CPU="$SERVER_CPU"
                     CLIENT_CPU="$CLIENT_CPU" "$@")
     if env "${env_args[@]}" bash "$SCRIPT_DIR/$script" >"$RESULTS/$id.out" 2>"$RESULTS/$id.err"; then
-        printf '%s benches/%s\n' "$(printf '%q ' "$@")" "$script" | sed 's/ \+benches/ benches/' >"$RESULTS/$id.cmd"
+        printf '%sbenches/%s\n' "$(env_words "$@")" "$script" >"$RESULTS/$id.cmd"
         tail -n 3 "$RESULTS/$id.out"
     else
         warn "benches/$script failed; its row says so (last lines: $(tail -n 2 "$RESULTS/$id.err" | tr '\n' ' '))"
-        printf '%s benches/%s (failed)\n' "$(printf '%q ' "$@")" "$script" | sed 's/ \+benches/ benches/' >"$RESULTS/$id.cmd"
+        printf '%sbenches/%s (failed)\n' "$(env_words "$@")" "$script" >"$RESULTS/$id.cmd"
     fi
 }
 

@@ -170,7 +170,8 @@ else:
     w("No tool disagrees with strata-bench by more than 10%.")
 w("")
 for c in dict.fromkeys(side_commands):
-    w(f"- {code(c)} (`-n`: as many requests as strata-bench answered)")
+    note = " (`-n`: as many requests as strata-bench answered)" if " -n N " in c else ""
+    w(f"- {code(c)}{note}")
 w("")
 
 # --- the seeds' shapes --------------------------------------------------------------------
@@ -399,13 +400,15 @@ for rid, title, marker, about in SCRIPT_ROWS:
 # --- not yet -----------------------------------------------------------------------------
 w("## Not measured here")
 w("")
-for item in (
-    "memtier_benchmark's closed-loop figures, where it is installed (the cross-check table "
-    "fills in when it is; it is built from source).",
+not_here = []
+if not glob.glob(os.path.join(RESULTS, "*.memtier")):
+    not_here.append("memtier_benchmark's closed-loop figures, where it is installed (the "
+                    "cross-check table fills in when it is; it is built from source).")
+for item in not_here + [
     "The multi-core section: `benches/report_cores.sh --cores N` (Strata on N cores against N "
     "redis-server processes, keys split by hash slot) writes "
     "[benchmarks-cores.md](benchmarks-cores.md) where the machine has more than N CPUs.",
-):
+]:
     w(f"- {item}")
 w("")
 
