@@ -100,8 +100,9 @@ w("")
 w("## GET/SET throughput, pipeline 1 and 30")
 w("")
 pre = load("preload-strata") or load("preload-redis") or {}
+pre_keys = f"{pre['keys']:,}" if "keys" in pre else "?"  # the row may not have run (ROWS)
 w(f"Closed loop, {pre.get('connections', '?')} connections, {pre.get('value_size', '?')} B values, "
-  f"{pre.get('keys', '?'):,} keys set beforehand (`--preload`), keys drawn uniformly. "
+  f"{pre_keys} keys set beforehand (`--preload`), keys drawn uniformly. "
   "CPU per op is the server's CPU time (utime + stime) over the run divided by the requests "
   "answered: on a 2-core machine the client often saturates first, and CPU per op is the "
   "fairer measure of the server.")
@@ -290,8 +291,9 @@ if mc:
                 w(f"| {proto} | {test} | {pipe} | {ops(s_)} | {ops(m)} | "
                   f"{ratio(s_ and s_['achieved_rate'], m and m['achieved_rate'])} | {fmt(sc)} | "
                   f"{fmt(mcpu)} | {ratio(mcpu, sc)} | {lat(s_, 'p99')} | {lat(m, 'p99')} |")
-                history[f"mc {test} P{pipe}"] = history.get(f"mc {test} P{pipe}") or ratio(
-                    s_ and s_["achieved_rate"], m and m["achieved_rate"])
+                if proto == "memcache":  # the history column is the text protocol's
+                    history[f"mc {test} P{pipe}"] = ratio(
+                        s_ and s_["achieved_rate"], m and m["achieved_rate"])
                 for x in (s_, m):
                     if x:
                         mc_commands.append(re.sub(r"--pipeline \d+", "--pipeline P", x["command_line"]))
