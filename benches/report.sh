@@ -241,6 +241,9 @@ redis_benchmark() {
 }
 
 # memtier_benchmark on the same load, where it is installed; ops/s to $RESULTS/$1.memtier.
+# --distinct-client-seed: by default every memtier connection draws the same key sequence, so
+# all of them hit the same keys at once and the server works from a hot CPU cache; strata-bench
+# gives each connection its own sequence, and so must memtier for the two to measure one load.
 # memtier cannot zero-pad key numbers (and starts them at 1), so before its first GET run on a
 # server strata-bench also sets the key space under memtier's names (key:0 .., unpadded).
 memtier() {
@@ -255,11 +258,11 @@ memtier() {
     out="$("${PIN_CMD[@]}" memtier_benchmark -s 127.0.0.1 -p "$SERVER_PORT" --protocol=redis \
         -t 1 -c "$CONNECTIONS" --pipeline "$pipe" --ratio "$ratio" -d "$VALUE_SIZE" \
         --key-prefix "key:" --key-minimum 1 --key-maximum "$((KEYS - 1))" \
-        --test-time "$DURATION" --hide-histogram 2>/dev/null || true)"
+        --distinct-client-seed --test-time "$DURATION" --hide-histogram 2>/dev/null || true)"
     rps="$(awk '/^Totals/ {print $2}' <<<"$out")"
     [[ -n "$rps" ]] || { warn "memtier_benchmark gave no figure for $id"; return 0; }
     printf '%s\t%s\n' "$rps" \
-        "memtier_benchmark -t 1 -c $CONNECTIONS --pipeline $pipe --ratio $ratio -d $VALUE_SIZE --key-prefix key: --key-minimum 1 --key-maximum $((KEYS - 1)) --test-time $DURATION -p \$PORT" \
+        "memtier_benchmark -t 1 -c $CONNECTIONS --pipeline $pipe --ratio $ratio -d $VALUE_SIZE --key-prefix key: --key-minimum 1 --key-maximum $((KEYS - 1)) --distinct-client-seed --test-time $DURATION -p \$PORT" \
         >"$RESULTS/$id.memtier"
     log "    memtier_benchmark: $rps ops/s"
 }

@@ -159,7 +159,10 @@ for name, label in (("strata", "Strata"), ("redis", "redis-server")):
                 text = f"{diff:+.1f}%"
                 if abs(diff) > 10:
                     text = f"**{text}**"
-                    disagree.append(f"{tool} on {label} {test.upper()} P{pipe} ({diff:+.1f}%)")
+                    disagree.append(
+                        f"{tool} on {label} {test.upper()} P{pipe}: {other[0]:,.0f} ops/s against "
+                        f"strata-bench's {mine['achieved_rate']:,.0f} ({diff:+.1f}%, "
+                        f"{tool} {'higher' if diff > 0 else 'lower'})")
                 cells += [f"{other[0]:,.0f}", text]
             if mine:
                 w(f"| {label} | {test.upper()} | {pipe} | {ops(mine)} | "
