@@ -221,20 +221,7 @@ async fn core_main(
         ))
         .detach();
     }
-    let p = poller.clone();
-    accept_loop(poller, listener, move |fd| {
-        match Socket::new(fd, p.clone()) {
-            Ok(sock) => {
-                let c = core.clone();
-                spawn(async move {
-                    crate::net::connection::serve(c, sock).await;
-                })
-                .detach();
-            }
-            Err(e) => warn!("core {id}: cannot watch a new connection: {e}"),
-        }
-    })
-    .await;
+    crate::net::connection::accept(poller, listener, core).await;
     Ok(())
 }
 

@@ -8,16 +8,19 @@
 //!
 //! Never: runs a command itself or touches a shard (everything goes through the dispatcher).
 
+use std::os::fd::OwnedFd;
 use std::rc::Rc;
 
 use bytes::{Bytes, BytesMut};
 use futures::future::{select, Either};
-use tracing::debug;
+use tracing::{debug, warn};
 
-use super::socket::Socket;
+use super::busy;
+use super::socket::{accept_loop, Socket};
+use crate::runtime::{spawn, Poller};
 use crate::protocol::{Parsed, Reply, RequestParser};
 use crate::server::dispatch::{dispatch, Replies, Request};
-use crate::server::session::{Delivery, Session};
+use crate::server::session::{Delivery, ReplyMode, Session};
 use crate::server::table::BLOCKING;
 use crate::server::Core;
 
@@ -30,40 +33,94 @@ const READ_CHUNK: usize = 16 * 1024;
 /// the write (see `session::ClientInfo::post`).
 const PUSH_CHUNK: usize = 256 * 1024;
 
+/// Accepts RESP connections on this core until the process ends (a busy script on this core
+/// accepts them too, see `busy`).
+pub async fn accept(poller: Rc<Poller>, listener: std::net::TcpListener, core: Rc<Core>) {
+    let id = core.id;
+    let p = poller.clone();
+    let on_conn: Rc<dyn Fn(OwnedFd)> = Rc::new(move |fd| match Socket::new(fd, p.clone()) {
+        Ok(sock) => {
+            // Plain from the start unless it must authenticate first.
+            let port = busy::register(&sock, core.global.settings.requirepass().is_empty());
+            let c = core.clone();
+            spawn(async move {
+                serve(c, sock, port).await;
+            })
+            .detach();
+        }
+        Err(e) => warn!("core {id}: cannot watch a new connection: {e}"),
+    });
+    busy::listen(&listener, on_conn.clone());
+    accept_loop(poller, listener, move |fd| on_conn(fd)).await
+}
+
 /// Serves a connection until the client leaves, breaks the protocol or is killed.
-pub async fn serve(core: Rc<Core>, stream: Socket) {
+pub async fn serve(core: Rc<Core>, stream: Socket, port: busy::Registered) {
     let peer = super::peer_of(&stream);
     let mut session = Session::open(&core.global, core.id, peer);
-    if let Err(e) = conn_loop(&core, &mut session, &stream).await {
+    if let Err(e) = conn_loop(&core, &mut session, &stream, &port).await {
         debug!(client = session.id, "connection closed: {e}");
     }
-    // The session leaves the registry before the socket closes (when `stream` drops), so a
-    // concurrent CLIENT KILL can never shut down a reused descriptor.
+    // The session and the port leave their registries before the socket closes (when
+    // `stream` drops), so a concurrent CLIENT KILL or a busy script's hook can never touch a
+    // reused descriptor.
+    drop(port);
     drop(session);
 }
 
 /// What woke the connection.
 enum Woken {
-    /// Bytes read (0: the peer closed).
-    Read(std::io::Result<usize>),
+    /// Bytes read (0: the peer closed; None: only what a busy script's hook left, see
+    /// `busy`).
+    Read(std::io::Result<Option<usize>>),
     Mail(Delivery),
 }
 
-async fn conn_loop(core: &Rc<Core>, session: &mut Session, stream: &Socket) -> std::io::Result<()> {
+/// Whether a busy script on this core may answer the connection's next requests from its hook
+/// (see `busy`): nothing is half read or unwritten, and no session state decides the replies.
+fn plain(session: &Session, inbuf: &BytesMut, parser: &RequestParser, out: &[u8]) -> bool {
+    inbuf.is_empty()
+        && !parser.in_progress()
+        && out.is_empty()
+        && session.authed
+        && !session.close_after_reply
+        && !session.multi.queuing()
+        && session.reply_mode == ReplyMode::On
+        && (session.resp3 || !session.subs.active())
+}
+
+async fn conn_loop(
+    core: &Rc<Core>,
+    session: &mut Session,
+    stream: &Socket,
+    port: &busy::Port,
+) -> std::io::Result<()> {
     let mut inbuf = BytesMut::with_capacity(16 * 1024);
     let mut out: Vec<u8> = Vec::with_capacity(16 * 1024);
     let mut parser = RequestParser::new();
     loop {
+        if plain(session, &inbuf, &parser, &out) {
+            port.arm(session.resp3);
+        }
         let woken = {
-            let read = std::pin::pin!(stream.read_into(&mut inbuf, READ_CHUNK));
+            let read = std::pin::pin!(busy::read(port, stream, &mut inbuf, READ_CHUNK));
             let mail = std::pin::pin!(session.next_delivery());
             match select(read, mail).await {
                 Either::Left((n, _)) => Woken::Read(n),
                 Either::Right((d, _)) => Woken::Mail(d),
             }
         };
-        let n = match woken {
-            Woken::Read(n) => n?,
+        // What the hook answered goes out first; what it read and did not answer is parsed
+        // before anything read later.
+        let held = inbuf.len();
+        port.take_over(&mut inbuf, &mut out);
+        let from_hook = inbuf.len() > held;
+        match woken {
+            Woken::Read(n) => {
+                if n? == Some(0) {
+                    return Ok(());
+                }
+            }
             Woken::Mail(d) => {
                 if !deliver(session, d, &mut out) {
                     return Ok(());
@@ -77,11 +134,13 @@ async fn conn_loop(core: &Rc<Core>, session: &mut Session, stream: &Socket) -> s
                         return Ok(());
                     }
                 }
-                flush(stream, &mut out).await?;
-                continue;
+                if !from_hook {
+                    flush(stream, &mut out).await?;
+                    continue;
+                }
             }
-        };
-        if n == 0 || session.killed() {
+        }
+        if session.killed() {
             return Ok(());
         }
         // What was posted before these requests came goes out before their replies (a push

@@ -4,6 +4,7 @@
 //!
 //! Never: runs a command itself or touches a shard; everything goes through the dispatcher.
 
+pub mod busy;
 pub mod connection;
 pub mod memcache;
 pub mod socket;

@@ -42,43 +42,43 @@ impl Socket {
     /// Reads into the spare capacity of `buf` (growing it by at least `min_room`), waiting for
     /// data; returns the bytes added, 0 when the peer closed.
     pub async fn read_into(&self, buf: &mut bytes::BytesMut, min_room: usize) -> io::Result<usize> {
-        use bytes::BufMut;
+        if self.must_wait() {
+            self.readable().await;
+        }
+        loop {
+            match self.try_read_into(buf, min_room) {
+                Ok(n) => return Ok(n),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.readable().await,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Whether a read should wait for a readiness report first: the last read emptied the
+    /// socket. A hang-up may have come with the data that read took: then no later edge will
+    /// report it, and only a read can see it.
+    pub fn must_wait(&self) -> bool {
+        self.drained.get() && !self.poller.peer_closed(self.token)
+    }
+
+    /// Resolves once the poller reports the socket readable.
+    pub async fn readable(&self) {
+        self.poller.readable(self.token).await
+    }
+
+    /// One non-blocking read into the spare capacity of `buf` (growing it by at least
+    /// `min_room`): the bytes added, 0 when the peer closed, `WouldBlock` when none wait.
+    pub fn try_read_into(&self, buf: &mut bytes::BytesMut, min_room: usize) -> io::Result<usize> {
         if buf.capacity() - buf.len() < min_room {
             buf.reserve(min_room);
         }
-        // A hang-up may have come with the data the last read took: then no later edge
-        // will report it, and only a read can see it.
-        if self.drained.get() && !self.poller.peer_closed(self.token) {
-            self.poller.readable(self.token).await;
-        }
-        loop {
-            let spare = buf.chunk_mut();
-            let room = spare.len();
-            // SAFETY: `spare` is valid for writes of `spare.len()` bytes; recv writes at most that
-            // many and reports how many it wrote.
-            let n = unsafe {
-                libc::recv(
-                    self.fd.as_raw_fd(),
-                    spare.as_mut_ptr().cast(),
-                    spare.len(),
-                    libc::MSG_DONTWAIT,
-                )
-            };
-            if n >= 0 {
-                // A short read took everything the socket had: any later data arrives as a new
-                // edge, which the poller reports.
-                self.drained.set((n as usize) < room);
-                // SAFETY: the kernel initialised exactly `n` bytes of the spare capacity.
-                unsafe { buf.advance_mut(n as usize) };
-                return Ok(n as usize);
-            }
-            let e = io::Error::last_os_error();
-            match e.kind() {
-                io::ErrorKind::WouldBlock => self.poller.readable(self.token).await,
-                io::ErrorKind::Interrupted => {}
-                _ => return Err(e),
-            }
-        }
+        let room = buf.capacity() - buf.len();
+        let n = recv_now(self.fd.as_fd(), buf, min_room)?;
+        // A short read took everything the socket had: any later data arrives as a new edge,
+        // which the poller reports.
+        self.drained.set(n < room);
+        Ok(n)
     }
 
     /// Writes all of `buf`, waiting for room as needed.
@@ -106,6 +106,49 @@ impl Socket {
         }
         Ok(())
     }
+}
+
+/// One non-blocking `recv` on `fd` into the spare capacity of `buf` (grown to at least
+/// `min_room` free bytes): the bytes added, 0 at end of stream, `WouldBlock` when none wait.
+pub fn recv_now(fd: BorrowedFd<'_>, buf: &mut bytes::BytesMut, min_room: usize) -> io::Result<usize> {
+    use bytes::BufMut;
+    if buf.capacity() - buf.len() < min_room {
+        buf.reserve(min_room);
+    }
+    let spare = buf.chunk_mut();
+    // SAFETY: `spare` is valid for writes of `spare.len()` bytes; recv writes at most that many
+    // and reports how many it wrote.
+    let n = unsafe {
+        libc::recv(
+            fd.as_raw_fd(),
+            spare.as_mut_ptr().cast(),
+            spare.len(),
+            libc::MSG_DONTWAIT,
+        )
+    };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel initialised exactly `n` bytes of the spare capacity.
+    unsafe { buf.advance_mut(n as usize) };
+    Ok(n as usize)
+}
+
+/// One non-blocking `send` of `buf` on `fd`: the bytes taken, `WouldBlock` when none fit.
+pub fn send_now(fd: BorrowedFd<'_>, buf: &[u8]) -> io::Result<usize> {
+    // SAFETY: `buf` is valid for reads of `buf.len()` bytes.
+    let n = unsafe {
+        libc::send(
+            fd.as_raw_fd(),
+            buf.as_ptr().cast(),
+            buf.len(),
+            libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+        )
+    };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(n as usize)
 }
 
 impl AsFd for Socket {

@@ -181,7 +181,7 @@ fn route(core: &Core, session: &Session, req: &Request, oom: &mut Option<bool>) 
         Ok(spec) => spec,
         Err(e) => return Route::Reply(e),
     };
-    if let Some(busy) = super::script::busy_reply(&core.global.settings, spec, &req.args) {
+    if let Some(busy) = super::script::busy::busy_reply(&core.global.settings, spec, &req.args) {
         return Route::Reply(busy);
     }
     if spec.has(DENYOOM) && over_memory(core, oom) {

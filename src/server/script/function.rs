@@ -584,7 +584,7 @@ fn restore(args: &[Bytes]) -> Reply {
     Reply::Ok
 }
 
-fn stats() -> Reply {
+pub(super) fn stats() -> Reply {
     let bulk = |s: &str| Reply::Bulk(Bytes::copy_from_slice(s.as_bytes()));
     let (running, eval) = super::running_info();
     if eval {

@@ -13,10 +13,11 @@
 //! So no client ever sees a script half done, on any shard.
 //!
 //! A script running past `busy-reply-threshold` makes other clients' commands answer -BUSY
-//! (see [`busy_reply`]); SCRIPT KILL / FUNCTION KILL set a flag the interpreter's hook
-//! checks every 100000 instructions. Never: lets a script run a command that would wait for
+//! ([`busy`]: those of this core's own connections from the interpreter's hook, every 100000
+//! instructions); SCRIPT KILL / FUNCTION KILL set a flag that hook checks. Never: lets a script run a command that would wait for
 //! this core (blocking commands, fan-outs) while it holds the shards.
 
+pub mod busy;
 pub mod call;
 pub mod function;
 pub mod vm;
@@ -34,9 +35,8 @@ use mlua::{Function, Value};
 use super::core::Core;
 use super::locked::{Locked, ShardSet};
 use super::session::Session;
-use super::table::{Call, Spec};
+use super::table::Call;
 use crate::cmd::args::{err, is, parse_i64, ERR_NOT_INT};
-use crate::config::Settings;
 use crate::protocol::Reply;
 use crate::shard::now_ms;
 use vm::Vm;
@@ -122,39 +122,6 @@ static RUNNING_SINCE: AtomicU64 = AtomicU64::new(0);
 fn epoch_ms() -> u64 {
     static T0: OnceLock<Instant> = OnceLock::new();
     T0.get_or_init(Instant::now).elapsed().as_millis() as u64
-}
-
-/// The -BUSY reply for `spec` while a script has run past the threshold; None otherwise
-/// (and for the commands Redis still serves then).
-pub fn busy_reply(settings: &Settings, spec: &Spec, args: &[Bytes]) -> Option<Reply> {
-    let since = RUNNING_SINCE.load(Ordering::Relaxed);
-    if since == 0 {
-        return None;
-    }
-    let threshold = settings.busy_reply_threshold.load(Ordering::Relaxed);
-    if threshold == 0 || epoch_ms() + 1 < since + threshold {
-        return None;
-    }
-    let sub = |w: &str| args.get(1).is_some_and(|a| is(a, w));
-    let allowed = match spec.name {
-        "auth" | "hello" => true,
-        "script" | "function" => sub("kill") || sub("stats"),
-        "shutdown" => true,
-        _ => false,
-    };
-    if allowed {
-        return None;
-    }
-    let eval = running()
-        .lock()
-        .ok()
-        .and_then(|r| r.as_ref().map(|r| r.eval))
-        .unwrap_or(true);
-    Some(err(if eval {
-        "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE."
-    } else {
-        "BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE."
-    }))
 }
 
 /// The running script for FUNCTION STATS: (function name, command, ms running) of a function,
@@ -464,9 +431,12 @@ impl vm::RunApi for RefCell<RunCtx<'_>> {
     }
 
     fn interrupted(&self) -> Option<String> {
-        self.try_borrow()
-            .ok()?
-            .state
+        let ctx = self.try_borrow().ok()?;
+        if busy::past_threshold(&ctx.core.global.settings) {
+            // A SCRIPT KILL among what it answers is seen just below.
+            busy::serve_own_core(ctx.core);
+        }
+        ctx.state
             .kill
             .load(Ordering::Relaxed)
             .then(|| "Script killed by user with SCRIPT KILL...".to_string())

@@ -1,0 +1,320 @@
+//! This core's idle RESP connections, served while a script on this core runs past
+//! `busy-reply-threshold`. The script runs to its end without yielding (Lua 5.1 cannot yield
+//! across pcall), so the connection tasks of its core cannot run; instead the interpreter's
+//! hook calls [`serve_all`], which reads what those connections sent, answers what Redis
+//! answers during a busy script (-BUSY, SCRIPT KILL, ...) and writes the replies, all
+//! without blocking.
+//!
+//! A connection takes part only while it waits for input with nothing half read, nothing
+//! unwritten and a plain session (authenticated, not in MULTI, replies on, not in RESP2
+//! subscribe mode): it *arms* its [`Port`]. From then until it wakes, the hook alone reads
+//! its socket. Bytes read but not answered (a partial request, or a request left for the
+//! connection, with all that follows it) stay in the port's stash, replies not yet written in
+//! its pending output; the connection takes both over before it reads again, so no byte is
+//! lost or reordered.
+//!
+//! Never: answers a request of a connection that is not armed, or one after a request it
+//! left for the connection; blocks on a socket.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::future::poll_fn;
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::rc::Rc;
+use std::task::{Poll, Waker};
+
+use bytes::{Bytes, BytesMut};
+use futures::future::{select, Either};
+
+use super::socket::{recv_now, send_now, Socket};
+use crate::protocol::{Parsed, RequestParser};
+use crate::server::script::busy::{self, Answer};
+
+/// Most bytes read ahead, and most replies held unwritten, per connection while a script is
+/// busy; past them the connection's socket is left alone until it reads again.
+const LIMIT: usize = 1 << 20;
+/// Free room kept in the stash for each read.
+const READ_CHUNK: usize = 16 * 1024;
+
+/// One connection's share of the busy servicing (see the module doc).
+pub struct Port {
+    /// The connection's socket; valid while the port is registered (see [`Registered`]).
+    fd: RawFd,
+    st: RefCell<State>,
+}
+
+#[derive(Default)]
+struct State {
+    /// The connection waits for input and leaves its socket to the hook.
+    armed: bool,
+    resp3: bool,
+    /// Bytes read and not answered, from the first unanswered request on.
+    stash: BytesMut,
+    parser: RequestParser,
+    /// Replies encoded and not yet written.
+    pending: Vec<u8>,
+    /// The first request of the stash is left for the connection: nothing after it is
+    /// answered here.
+    left: bool,
+    /// The socket reported end of stream or an error (the connection's own read sees it again).
+    closed: bool,
+    waker: Option<Waker>,
+}
+
+impl State {
+    /// Something only the connection can finish: input to parse or output to write.
+    fn for_conn(&self) -> bool {
+        !self.stash.is_empty() || !self.pending.is_empty()
+    }
+}
+
+thread_local! {
+    static PORTS: RefCell<HashMap<u64, Rc<Port>>> = RefCell::new(HashMap::new());
+    static NEXT_PORT: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    /// This core's RESP listening socket and what a new connection starts with.
+    static LISTENER: RefCell<Option<(RawFd, NewConn)>> = const { RefCell::new(None) };
+}
+
+/// Starts serving an accepted connection.
+pub type NewConn = Rc<dyn Fn(OwnedFd)>;
+
+/// Lets a busy script accept this core's new connections with `on_conn` (the listener stays
+/// open for the life of the core).
+pub fn listen(listener: &std::net::TcpListener, on_conn: NewConn) {
+    LISTENER.with(|l| *l.borrow_mut() = Some((listener.as_raw_fd(), on_conn)));
+}
+
+/// Accepts the connections waiting on this core's listener (a bounded number per call).
+fn accept_new() {
+    let Some((fd, on_conn)) = LISTENER.with(|l| l.borrow().clone()) else {
+        return;
+    };
+    for _ in 0..64 {
+        // SAFETY: null address pointers are allowed; `fd` is the core's listening socket, open
+        // while the core runs (its accept loop owns it and never ends).
+        let c = unsafe {
+            libc::accept4(
+                fd,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            )
+        };
+        if c < 0 {
+            // EAGAIN and the rest: the accept loop sees and handles them after the script.
+            return;
+        }
+        // SAFETY: accept4 returned a new fd that nobody else owns.
+        on_conn(unsafe { OwnedFd::from_raw_fd(c) });
+    }
+}
+
+/// A registered port; leaving the registry on drop, which must come before the socket closes.
+pub struct Registered {
+    id: u64,
+    port: Rc<Port>,
+}
+
+impl std::ops::Deref for Registered {
+    type Target = Port;
+    fn deref(&self) -> &Port {
+        &self.port
+    }
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        PORTS.with(|p| p.borrow_mut().remove(&self.id));
+    }
+}
+
+/// Registers a connection's socket with this core's busy servicing, armed when it starts
+/// plain. The caller keeps the socket open for as long as the returned guard lives.
+pub fn register(socket: &Socket, armed: bool) -> Registered {
+    thread_local! {
+        static INSTALLED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+    if !INSTALLED.with(|h| h.replace(true)) {
+        busy::install(Rc::new(serve_all));
+    }
+    let port = Rc::new(Port {
+        fd: socket.raw_fd(),
+        st: RefCell::new(State {
+            armed,
+            ..State::default()
+        }),
+    });
+    let id = NEXT_PORT.with(|n| n.replace(n.get() + 1));
+    PORTS.with(|p| p.borrow_mut().insert(id, port.clone()));
+    Registered { id, port }
+}
+
+impl Port {
+    /// Lends the socket to the hook until the connection wakes (see the module doc). The
+    /// caller has nothing buffered either way, and its session is plain.
+    pub fn arm(&self, resp3: bool) {
+        let mut st = self.st.borrow_mut();
+        if !st.for_conn() && !st.closed {
+            st.armed = true;
+            st.resp3 = resp3;
+        }
+    }
+
+    /// Takes the socket back: the replies the hook could not write go to `out` (before
+    /// anything the connection adds), the bytes it read and did not answer to `inbuf`
+    /// (which the caller's parser starts on afresh).
+    pub fn take_over(&self, inbuf: &mut BytesMut, out: &mut Vec<u8>) {
+        let mut st = self.st.borrow_mut();
+        st.armed = false;
+        if !st.pending.is_empty() {
+            out.extend_from_slice(&st.pending);
+            st.pending = Vec::new();
+        }
+        if !st.stash.is_empty() {
+            inbuf.extend_from_slice(&st.stash);
+            st.stash = BytesMut::new();
+        }
+        st.parser = RequestParser::new();
+        st.left = false;
+        st.closed = false;
+    }
+
+    /// Resolves once the hook left something for the connection.
+    async fn for_conn(&self) {
+        poll_fn(|cx| {
+            let mut st = self.st.borrow_mut();
+            if st.for_conn() {
+                Poll::Ready(())
+            } else {
+                st.waker = Some(cx.waker().clone());
+                Poll::Pending
+            }
+        })
+        .await
+    }
+}
+
+/// Reads like [`Socket::read_into`], but never while the hook holds bytes or replies for the
+/// connection: then it returns None, and the caller calls [`Port::take_over`] first.
+pub async fn read(
+    port: &Port,
+    stream: &Socket,
+    inbuf: &mut BytesMut,
+    min_room: usize,
+) -> io::Result<Option<usize>> {
+    let mut wait = stream.must_wait();
+    loop {
+        if port.st.borrow().for_conn() {
+            return Ok(None);
+        }
+        if !wait {
+            match stream.try_read_into(inbuf, min_room) {
+                Ok(n) => return Ok(Some(n)),
+                // Nothing there: wait for the next readiness report.
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        let readable = std::pin::pin!(stream.readable());
+        let mine = std::pin::pin!(port.for_conn());
+        match select(readable, mine).await {
+            Either::Left(_) => wait = false,
+            Either::Right(_) => return Ok(None),
+        }
+    }
+}
+
+/// Serves every armed connection of this core once (the hook's call, see the module doc).
+fn serve_all(answer: &dyn Fn(&[Bytes]) -> Answer) {
+    accept_new();
+    let ports: Vec<Rc<Port>> = PORTS.with(|p| p.borrow().values().cloned().collect());
+    for port in ports {
+        let Ok(mut st) = port.st.try_borrow_mut() else {
+            continue;
+        };
+        if !st.armed || st.closed {
+            continue;
+        }
+        // SAFETY: the port is registered, so its connection still owns the open socket (the
+        // guard leaves the registry before the socket closes), and it does not touch the
+        // socket while armed: this thread runs the script, not the connection task.
+        let fd = unsafe { BorrowedFd::borrow_raw(port.fd) };
+        serve_one(fd, &mut st, answer);
+        if st.for_conn() || st.closed {
+            if let Some(w) = st.waker.take() {
+                w.wake();
+            }
+        }
+    }
+}
+
+fn serve_one(fd: BorrowedFd<'_>, st: &mut State, answer: &dyn Fn(&[Bytes]) -> Answer) {
+    if !write_pending(fd, st) || st.left || st.pending.len() >= LIMIT {
+        return;
+    }
+    while st.stash.len() < LIMIT {
+        match recv_now(fd, &mut st.stash, READ_CHUNK) {
+            Ok(0) => {
+                st.closed = true;
+                break;
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(_) => {
+                st.closed = true;
+                break;
+            }
+        }
+    }
+    while st.pending.len() < LIMIT {
+        let (args, used) = match st.parser.parse(&st.stash) {
+            Ok(Parsed::Request(frame, used)) => {
+                // A copy: the bytes stay in the stash until the request is answered.
+                let bytes = Bytes::copy_from_slice(&st.stash[..used]);
+                (frame.into_args(&bytes), used)
+            }
+            Ok(Parsed::Incomplete) => break,
+            Err(_) => {
+                // The connection answers the protocol error itself.
+                st.left = true;
+                st.parser = RequestParser::new();
+                break;
+            }
+        };
+        if !args.is_empty() {
+            match answer(&args) {
+                Answer::Reply(r) => r.encode(st.resp3, &mut st.pending),
+                Answer::Wait => {
+                    st.left = true;
+                    break;
+                }
+            }
+        }
+        let _ = st.stash.split_to(used);
+    }
+    write_pending(fd, st);
+}
+
+/// Writes what it can of the pending replies; false when the socket failed (the connection's
+/// own write reports it).
+fn write_pending(fd: BorrowedFd<'_>, st: &mut State) -> bool {
+    let mut done = 0;
+    let mut ok = true;
+    while done < st.pending.len() {
+        match send_now(fd, &st.pending[done..]) {
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(_) => {
+                st.closed = true;
+                ok = false;
+                break;
+            }
+        }
+    }
+    st.pending.drain(..done);
+    ok
+}
