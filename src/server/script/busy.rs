@@ -67,10 +67,14 @@ pub fn busy_reply(settings: &Settings, spec: &Spec, args: &[Bytes]) -> Option<Re
     if !past_threshold(settings) {
         return None;
     }
-    // The session-bound ones Redis allows: AUTH, HELLO, SHUTDOWN (its own BUSY check below
-    // would need the shards), SCRIPT/FUNCTION KILL and FUNCTION STATS.
+    // Of those Redis allows: AUTH, HELLO, SCRIPT/FUNCTION KILL, FUNCTION STATS, and SHUTDOWN
+    // NOSAVE (any other SHUTDOWN gets -BUSY, as in Redis: saving would wait for the script).
     let served = allowed(spec, args)
-        && matches!(spec.name, "auth" | "hello" | "script" | "function" | "shutdown");
+        && match spec.name {
+            "auth" | "hello" | "script" | "function" => true,
+            "shutdown" => shutdown_kind(args) == Shutdown::NoSave,
+            _ => false,
+        };
     (!served).then(busy_error)
 }
 
@@ -103,9 +107,16 @@ pub fn answer(core: &Core, args: &[Bytes]) -> Answer {
     }
 }
 
-/// SHUTDOWN during a busy script: NOSAVE ends the process at once (a script that wrote can
-/// be stopped no other way); without it Redis answers -BUSY.
-fn shutdown(core: &Core, args: &[Bytes]) -> Answer {
+#[derive(PartialEq)]
+enum Shutdown {
+    NoSave,
+    /// Saving (the default or SAVE): -BUSY.
+    Saving,
+    /// ABORT, errors: the normal path answers once the script ends.
+    Other,
+}
+
+fn shutdown_kind(args: &[Bytes]) -> Shutdown {
     let (mut nosave, mut save) = (false, false);
     for a in &args[1..] {
         if is(a, "nosave") {
@@ -113,15 +124,23 @@ fn shutdown(core: &Core, args: &[Bytes]) -> Answer {
         } else if is(a, "save") {
             save = true;
         } else if !(is(a, "now") || is(a, "force")) {
-            // ABORT and errors: the normal path answers them once the script ends.
-            return Answer::Wait;
+            return Shutdown::Other;
         }
     }
-    if nosave && save {
-        return Answer::Wait;
+    match (nosave, save) {
+        (true, false) => Shutdown::NoSave,
+        (false, _) => Shutdown::Saving,
+        (true, true) => Shutdown::Other,
     }
-    if !nosave {
-        return Answer::Reply(busy_error());
+}
+
+/// SHUTDOWN during a busy script: NOSAVE ends the process at once (a script that wrote can
+/// be stopped no other way); saving gets -BUSY, as in Redis.
+fn shutdown(core: &Core, args: &[Bytes]) -> Answer {
+    match shutdown_kind(args) {
+        Shutdown::NoSave => {}
+        Shutdown::Saving => return Answer::Reply(busy_error()),
+        Shutdown::Other => return Answer::Wait,
     }
     tracing::info!("SHUTDOWN NOSAVE requested by a client during a busy script");
     core.global.remove_tier_files();

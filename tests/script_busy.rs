@@ -1,0 +1,262 @@
+//! A script past `busy-reply-threshold` on one and two cores: every other client, on the
+//! script's own core too (`--proactor_threads 1` puts them all there), gets Redis' -BUSY;
+//! SCRIPT KILL and FUNCTION KILL from any client stop it; new connections are answered
+//! meanwhile; a pipelined client's commands all get their replies, in order. The error texts
+//! are compared byte for byte with a real redis-server when one is installed.
+mod common;
+
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::*;
+
+const BUSY_EVAL: &[u8] =
+    b"-BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.\r\n";
+const BUSY_FUNCTION: &[u8] =
+    b"-BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE.\r\n";
+const SPIN: &str = "while true do end";
+const LIB: &str = "#!lua name=busylib\nredis.register_function('spin', function() while true do end end)";
+
+/// Sends `args` on `c` without reading the reply.
+fn send(c: &mut Raw, args: &[&str]) {
+    let a: Vec<&[u8]> = args.iter().map(|s| s.as_bytes()).collect();
+    c.send(&cmd(&a));
+}
+
+/// Polls PING on `c` until it answers -BUSY (the script passed the threshold); that reply.
+fn wait_busy(c: &mut Raw) -> Vec<u8> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = c.call(&[b"ping"]);
+        if r.starts_with(b"-BUSY") || Instant::now() > deadline {
+            return r;
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Connects with a read timeout long enough for a script to be killed.
+fn client(port: u16) -> Raw {
+    let c = Raw::connect(port);
+    c.stream()
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    c
+}
+
+/// The busy period of an EVAL and of an FCALL as every client sees it: (what, reply bytes).
+/// Only clients connected before the script run it, except the one `new connection` line.
+fn transcript(port: u16) -> Vec<(&'static str, Vec<u8>)> {
+    let mut t = Vec::new();
+    let mut admin = client(port);
+    rt(
+        &mut admin,
+        &["config", "set", "busy-reply-threshold", "100"],
+        "+OK\r\n",
+    );
+    rt(&mut admin, &["function", "load", "replace", LIB], "$7\r\nbusylib\r\n");
+    let (mut runner, mut other, mut killer) = (client(port), client(port), client(port));
+
+    send(&mut runner, &["eval", SPIN, "0"]);
+    t.push(("ping", wait_busy(&mut other)));
+    t.push(("ping, new connection", client(port).call(&[b"ping"])));
+    t.push(("get", other.call(&[b"get", b"k"])));
+    t.push(("script load", other.call(&[b"script", b"load", b"return 1"])));
+    t.push(("unknown command", other.call(&[b"nosuch", b"a"])));
+    t.push(("wrong arity", other.call(&[b"get"])));
+    t.push(("function kill", other.call(&[b"function", b"kill"])));
+    t.push(("function stats", other.call(&[b"function", b"stats"])));
+    t.push(("shutdown (saving)", other.call(&[b"shutdown"])));
+    t.push(("script kill", killer.call(&[b"script", b"kill"])));
+    t.push(("eval's reply", runner.reply()));
+    t.push(("ping after", other.call(&[b"ping"])));
+    t.push(("script kill after", other.call(&[b"script", b"kill"])));
+
+    send(&mut runner, &["fcall", "spin", "0"]);
+    t.push(("ping (fcall)", wait_busy(&mut other)));
+    t.push(("script kill (fcall)", other.call(&[b"script", b"kill"])));
+    t.push(("function kill (fcall)", killer.call(&[b"function", b"kill"])));
+    t.push(("fcall's reply", runner.reply()));
+    t.push(("ping after fcall", other.call(&[b"ping"])));
+
+    // Once it wrote, it cannot be killed; it ends by itself.
+    send(
+        &mut runner,
+        &[
+            "eval",
+            "redis.call('set', KEYS[1], '1'); local t = tonumber(redis.call('time')[1]); while tonumber(redis.call('time')[1]) < t + 2 do end; return 'done'",
+            "1",
+            "w",
+        ],
+    );
+    t.push(("ping (writer)", wait_busy(&mut other)));
+    t.push(("script kill (writer)", killer.call(&[b"script", b"kill"])));
+    t.push(("writer's reply", runner.reply()));
+    t.push(("get w", other.call(&[b"get", b"w"])));
+    t
+}
+
+fn check(t: &[(&str, Vec<u8>)]) {
+    let want: &[(&str, &[u8])] = &[
+        ("ping", BUSY_EVAL),
+        ("ping, new connection", BUSY_EVAL),
+        ("get", BUSY_EVAL),
+        ("script load", BUSY_EVAL),
+        ("unknown command", b"-ERR unknown command 'nosuch', with args beginning with: 'a' \r\n"),
+        ("wrong arity", b"-ERR wrong number of arguments for 'get' command\r\n"),
+        ("function kill", BUSY_EVAL),
+        ("function stats", BUSY_EVAL),
+        ("shutdown (saving)", BUSY_EVAL),
+        ("script kill", b"+OK\r\n"),
+        ("eval's reply", b"-ERR Script killed by user with SCRIPT KILL... script: 694a5fe1ddb97a4c6a1bf299d9537c7d3d0f84e7, on @user_script:1.\r\n"),
+        ("ping after", b"+PONG\r\n"),
+        ("script kill after", b"-NOTBUSY No scripts in execution right now.\r\n"),
+        ("ping (fcall)", BUSY_FUNCTION),
+        ("script kill (fcall)", BUSY_FUNCTION),
+        ("function kill (fcall)", b"+OK\r\n"),
+        ("fcall's reply", b"-ERR Script killed by user with SCRIPT KILL... script: spin, on @user_function:2.\r\n"),
+        ("ping after fcall", b"+PONG\r\n"),
+        ("ping (writer)", BUSY_EVAL),
+        ("script kill (writer)", b"-UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command.\r\n"),
+        ("writer's reply", b"$4\r\ndone\r\n"),
+        ("get w", b"$1\r\n1\r\n"),
+    ];
+    let got: Vec<(&str, String)> = t
+        .iter()
+        .map(|(w, r)| (*w, String::from_utf8_lossy(r).into_owned()))
+        .collect();
+    let want: Vec<(&str, String)> = want
+        .iter()
+        .map(|(w, r)| (*w, String::from_utf8_lossy(r).into_owned()))
+        .collect();
+    assert_eq!(got, want);
+}
+
+#[test]
+fn busy_script_on_one_core() {
+    let s = server_with_threads(1);
+    check(&transcript(s.port));
+}
+
+#[test]
+fn busy_script_on_two_cores() {
+    let s = server_with_threads(2);
+    check(&transcript(s.port));
+}
+
+#[test]
+fn busy_script_replies_match_redis() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(real) = RedisServer::start(dir.path(), "dump.rdb", &[]) else {
+        return;
+    };
+    let s = server_with_threads(1);
+    let (ours, theirs) = (transcript(s.port), transcript(real.port));
+    let show = |t: &[(&str, Vec<u8>)]| -> Vec<String> {
+        t.iter()
+            .map(|(w, r)| format!("{w}: {}", String::from_utf8_lossy(r)))
+            .collect()
+    };
+    assert_eq!(show(&ours), show(&theirs));
+}
+
+/// A client that pipelines during the busy period: what the hook answers comes first, a
+/// command it leaves for the connection (UNWATCH) and everything after it run once the script
+/// ends, a request split across writes included; nothing is lost or reordered. On two cores
+/// the client may sit on the other core, whose dispatcher answers -BUSY to UNWATCH and to what
+/// it reads before the script ends: then each reply is -BUSY or the right one, and once the
+/// right ones start they go on to the end.
+fn pipeline_during_busy(threads: usize) {
+    let s = server_with_threads(threads);
+    let mut admin = client(s.port);
+    rt(
+        &mut admin,
+        &["config", "set", "busy-reply-threshold", "100"],
+        "+OK\r\n",
+    );
+    rt(&mut admin, &["set", "k", "v"], "+OK\r\n");
+    let (mut runner, mut other, mut piper) = (client(s.port), client(s.port), client(s.port));
+    send(&mut runner, &["eval", SPIN, "0"]);
+    assert_eq!(wait_busy(&mut other), BUSY_EVAL);
+
+    const N: usize = 3000;
+    let mut req = Vec::new();
+    for i in 0..N {
+        req.extend(cmd(&[b"echo", format!("a{i}").as_bytes()]));
+    }
+    req.extend(cmd(&[b"unwatch"]));
+    let mut want = vec!["+OK\r\n".to_string()];
+    for i in 0..N {
+        let b = format!("b{i}");
+        req.extend(cmd(&[b"echo", b.as_bytes()]));
+        want.push(format!("${}\r\n{b}\r\n", b.len()));
+    }
+    let last = cmd(&[b"get", b"k"]);
+    want.push("$1\r\nv\r\n".into());
+    req.extend(&last[..5]);
+    piper.send(&req);
+    // Answered while the script still runs.
+    for i in 0..N {
+        assert_eq!(piper.reply(), BUSY_EVAL, "reply {i}");
+    }
+    thread::sleep(Duration::from_millis(200));
+    piper.send(&last[5..]);
+    rt(&mut other, &["script", "kill"], "+OK\r\n");
+    assert!(runner.reply().starts_with(b"-ERR Script killed by user"));
+    let busy = String::from_utf8_lossy(BUSY_EVAL).into_owned();
+    let mut answered = false;
+    for (i, w) in want.iter().enumerate() {
+        let got = String::from_utf8_lossy(&piper.reply()).into_owned();
+        if threads > 1 && !answered && got == busy {
+            continue;
+        }
+        answered = true;
+        assert_eq!(&got, w, "reply {i} after the busy ones");
+    }
+    if threads == 1 {
+        assert!(answered);
+    }
+    rt(&mut piper, &["ping"], "+PONG\r\n");
+}
+
+#[test]
+fn pipelined_commands_keep_their_order_on_one_core() {
+    pipeline_during_busy(1);
+}
+
+#[test]
+fn pipelined_commands_keep_their_order_on_two_cores() {
+    pipeline_during_busy(2);
+}
+
+/// A busy script that wrote, stopped by SHUTDOWN NOSAVE (from a client on its own core, with
+/// one thread).
+#[test]
+fn shutdown_nosave_ends_a_busy_script() {
+    for threads in [1, 2] {
+        shutdown_nosave(threads);
+    }
+}
+
+fn shutdown_nosave(threads: usize) {
+    let mut s = server_with_threads(threads);
+    let mut admin = client(s.port);
+    rt(
+        &mut admin,
+        &["config", "set", "busy-reply-threshold", "100"],
+        "+OK\r\n",
+    );
+    let mut runner = client(s.port);
+    send(
+        &mut runner,
+        &["eval", "redis.call('set', 'x', '1'); while true do end", "0"],
+    );
+    assert_eq!(wait_busy(&mut admin), BUSY_EVAL);
+    rt(&mut admin, &["shutdown", "save"], std::str::from_utf8(BUSY_EVAL).unwrap());
+    send(&mut admin, &["shutdown", "nosave"]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while s.alive() {
+        assert!(Instant::now() < deadline, "the server did not exit");
+        thread::sleep(Duration::from_millis(20));
+    }
+}
