@@ -15,7 +15,8 @@ const BUSY_EVAL: &[u8] =
 const BUSY_FUNCTION: &[u8] =
     b"-BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE.\r\n";
 const SPIN: &str = "while true do end";
-const LIB: &str = "#!lua name=busylib\nredis.register_function('spin', function() while true do end end)";
+const LIB: &str =
+    "#!lua name=busylib\nredis.register_function('spin', function() while true do end end)";
 
 /// Sends `args` on `c` without reading the reply.
 fn send(c: &mut Raw, args: &[&str]) {
@@ -54,14 +55,21 @@ fn transcript(port: u16) -> Vec<(&'static str, Vec<u8>)> {
         &["config", "set", "busy-reply-threshold", "100"],
         "+OK\r\n",
     );
-    rt(&mut admin, &["function", "load", "replace", LIB], "$7\r\nbusylib\r\n");
+    rt(
+        &mut admin,
+        &["function", "load", "replace", LIB],
+        "$7\r\nbusylib\r\n",
+    );
     let (mut runner, mut other, mut killer) = (client(port), client(port), client(port));
 
     send(&mut runner, &["eval", SPIN, "0"]);
     t.push(("ping", wait_busy(&mut other)));
     t.push(("ping, new connection", client(port).call(&[b"ping"])));
     t.push(("get", other.call(&[b"get", b"k"])));
-    t.push(("script load", other.call(&[b"script", b"load", b"return 1"])));
+    t.push((
+        "script load",
+        other.call(&[b"script", b"load", b"return 1"]),
+    ));
     t.push(("unknown command", other.call(&[b"nosuch", b"a"])));
     t.push(("wrong arity", other.call(&[b"get"])));
     t.push(("function kill", other.call(&[b"function", b"kill"])));
@@ -75,7 +83,10 @@ fn transcript(port: u16) -> Vec<(&'static str, Vec<u8>)> {
     send(&mut runner, &["fcall", "spin", "0"]);
     t.push(("ping (fcall)", wait_busy(&mut other)));
     t.push(("script kill (fcall)", other.call(&[b"script", b"kill"])));
-    t.push(("function kill (fcall)", killer.call(&[b"function", b"kill"])));
+    t.push((
+        "function kill (fcall)",
+        killer.call(&[b"function", b"kill"]),
+    ));
     t.push(("fcall's reply", runner.reply()));
     t.push(("ping after fcall", other.call(&[b"ping"])));
 
@@ -249,10 +260,18 @@ fn shutdown_nosave(threads: usize) {
     let mut runner = client(s.port);
     send(
         &mut runner,
-        &["eval", "redis.call('set', 'x', '1'); while true do end", "0"],
+        &[
+            "eval",
+            "redis.call('set', 'x', '1'); while true do end",
+            "0",
+        ],
     );
     assert_eq!(wait_busy(&mut admin), BUSY_EVAL);
-    rt(&mut admin, &["shutdown", "save"], std::str::from_utf8(BUSY_EVAL).unwrap());
+    rt(
+        &mut admin,
+        &["shutdown", "save"],
+        std::str::from_utf8(BUSY_EVAL).unwrap(),
+    );
     send(&mut admin, &["shutdown", "nosave"]);
     let deadline = Instant::now() + Duration::from_secs(10);
     while s.alive() {

@@ -17,8 +17,8 @@ use tracing::{debug, warn};
 
 use super::busy;
 use super::socket::{accept_loop, Socket};
-use crate::runtime::{spawn, Poller};
 use crate::protocol::{Parsed, Reply, RequestParser};
+use crate::runtime::{spawn, Poller};
 use crate::server::dispatch::{dispatch, Replies, Request};
 use crate::server::session::{Delivery, ReplyMode, Session};
 use crate::server::table::BLOCKING;

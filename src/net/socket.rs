@@ -110,7 +110,11 @@ impl Socket {
 
 /// One non-blocking `recv` on `fd` into the spare capacity of `buf` (grown to at least
 /// `min_room` free bytes): the bytes added, 0 at end of stream, `WouldBlock` when none wait.
-pub fn recv_now(fd: BorrowedFd<'_>, buf: &mut bytes::BytesMut, min_room: usize) -> io::Result<usize> {
+pub fn recv_now(
+    fd: BorrowedFd<'_>,
+    buf: &mut bytes::BytesMut,
+    min_room: usize,
+) -> io::Result<usize> {
     use bytes::BufMut;
     if buf.capacity() - buf.len() < min_room {
         buf.reserve(min_room);
