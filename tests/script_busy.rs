@@ -15,6 +15,9 @@ const BUSY_EVAL: &[u8] =
 const BUSY_FUNCTION: &[u8] =
     b"-BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE.\r\n";
 const SPIN: &str = "while true do end";
+/// Catches the kill's error with pcall, and is stopped all the same.
+const PCALL_SPIN: &str =
+    "local f = function() while 1 do redis.call('ping') end end while 1 do pcall(f) end";
 const LIB: &str =
     "#!lua name=busylib\nredis.register_function('spin', function() while true do end end)";
 
@@ -80,6 +83,11 @@ fn transcript(port: u16) -> Vec<(&'static str, Vec<u8>)> {
     t.push(("ping after", other.call(&[b"ping"])));
     t.push(("script kill after", other.call(&[b"script", b"kill"])));
 
+    send(&mut runner, &["eval", PCALL_SPIN, "0"]);
+    t.push(("ping (pcall)", wait_busy(&mut other)));
+    t.push(("script kill (pcall)", killer.call(&[b"script", b"kill"])));
+    t.push(("pcall's reply", runner.reply()));
+
     send(&mut runner, &["fcall", "spin", "0"]);
     t.push(("ping (fcall)", wait_busy(&mut other)));
     t.push(("script kill (fcall)", other.call(&[b"script", b"kill"])));
@@ -122,6 +130,9 @@ fn check(t: &[(&str, Vec<u8>)]) {
         ("eval's reply", b"-ERR Script killed by user with SCRIPT KILL... script: 694a5fe1ddb97a4c6a1bf299d9537c7d3d0f84e7, on @user_script:1.\r\n"),
         ("ping after", b"+PONG\r\n"),
         ("script kill after", b"-NOTBUSY No scripts in execution right now.\r\n"),
+        ("ping (pcall)", BUSY_EVAL),
+        ("script kill (pcall)", b"+OK\r\n"),
+        ("pcall's reply", b"-ERR Script killed by user with SCRIPT KILL... script: 7c4647a0ff0df8a94e199764ea04d4f93a1c64b8, on @user_script:1.\r\n"),
         ("ping (fcall)", BUSY_FUNCTION),
         ("script kill (fcall)", BUSY_FUNCTION),
         ("function kill (fcall)", b"+OK\r\n"),

@@ -231,6 +231,49 @@ pub struct Vm {
     /// What the instruction hook checks besides the run's own `interrupted` (FUNCTION LOAD's
     /// time limit).
     watch: std::rc::Rc<std::cell::RefCell<Option<Watch>>>,
+    /// The hook runs on every line: a stop was raised (see [`install_hook`]).
+    every_line: std::rc::Rc<Cell<bool>>,
+}
+
+/// Installs the instruction hook: every 100000 instructions it consults the watch (FUNCTION
+/// LOAD's time limit) or the run's `interrupted` (SCRIPT KILL), and raises the stop they
+/// report. Once one is raised it runs on every line of the script's own code, as Redis'
+/// does, so a script that catches the error with pcall meets it again at its next line
+/// outside the pcall and ends; it is not raised in the setup's code (the error handler),
+/// which would turn it into "error in error handling".
+fn install_hook(
+    lua: &Lua,
+    check: std::rc::Rc<std::cell::RefCell<Option<Watch>>>,
+    every_line: std::rc::Rc<Cell<bool>>,
+) -> mlua::Result<()> {
+    let triggers = if every_line.get() {
+        HookTriggers::new().every_line()
+    } else {
+        HookTriggers::new().every_nth_instruction(100_000)
+    };
+    lua.set_hook(triggers, move |lua, debug| {
+        let stop = match check.borrow().as_ref() {
+            Some(w) => w().err(),
+            None => with_active(|a| a.interrupted()).flatten(),
+        };
+        let Some(e) = stop else {
+            return Ok(VmState::Continue);
+        };
+        if every_line.get() {
+            let user = debug
+                .source()
+                .source
+                .is_some_and(|s| s.starts_with("@user_"));
+            if !user {
+                return Ok(VmState::Continue);
+            }
+        } else {
+            every_line.set(true);
+            install_hook(lua, check.clone(), every_line.clone())?;
+        }
+        // Raised as Redis raises it: an error table the script sees.
+        fail(lua, &e).map(|_| VmState::Continue)
+    })
 }
 
 type Watch = Box<dyn Fn() -> Result<(), String>>;
@@ -323,28 +366,15 @@ impl Vm {
             .set_name("@strata_api")
             .call::<()>(hidden.clone())?;
         let watch: std::rc::Rc<std::cell::RefCell<Option<Watch>>> = Default::default();
-        let check = watch.clone();
-        // Installed once: per run only the checks it consults change.
-        lua.set_hook(
-            HookTriggers::new().every_nth_instruction(100_000),
-            move |lua, _| {
-                let stop = match check.borrow().as_ref() {
-                    Some(w) => w().err(),
-                    None => with_active(|a| a.interrupted()).flatten(),
-                };
-                match stop {
-                    None => Ok(VmState::Continue),
-                    // Raised as Redis raises it: an error table the script sees.
-                    Some(e) => fail(lua, &e).map(|_| VmState::Continue),
-                }
-            },
-        )?;
+        let every_line = std::rc::Rc::new(Cell::new(false));
+        install_hook(&lua, watch.clone(), every_line.clone())?;
         Ok(Vm {
             globals: hidden.raw_get("globals")?,
             run: hidden.raw_get("run")?,
             lua,
             hidden,
             watch,
+            every_line,
         })
     }
 
@@ -386,7 +416,18 @@ impl Vm {
 
     /// Runs `f(keys, args)` under the error handler: Ok(value) or Err(error value).
     pub fn run(&self, f: &Function, keys: Value, args: Value) -> mlua::Result<(bool, Value)> {
-        self.run.call::<(bool, Value)>((f, keys, args))
+        self.hook_back()?;
+        let r = self.run.call::<(bool, Value)>((f, keys, args));
+        self.hook_back()?;
+        r
+    }
+
+    /// Puts the hook back to every 100000 instructions after a stop made it run every line.
+    fn hook_back(&self) -> mlua::Result<()> {
+        if self.every_line.replace(false) {
+            install_hook(&self.lua, self.watch.clone(), self.every_line.clone())?;
+        }
+        Ok(())
     }
 
     /// Checks `check` every 100000 instructions (Redis' period) until [`Vm::clear_watch`];
@@ -397,6 +438,8 @@ impl Vm {
 
     pub fn clear_watch(&self) {
         *self.watch.borrow_mut() = None;
+        // Errors here leave the hook running every line, which only costs time.
+        let _ = self.hook_back();
     }
 
     /// A table protected like the globals' (a library made by FUNCTION LOAD's `redis`).
