@@ -2,6 +2,8 @@
 //! from them, each batch handed to the dispatcher (`server::dispatch`), the replies encoded and
 //! written in one write. Between batches the task also waits on the session's mailbox, so
 //! messages other cores post (pushes, kills) go out even while the client sends nothing.
+//! While it waits with nothing buffered, a busy script on this core may answer what it sends
+//! (`busy`); the connection takes over what that left before it reads again.
 //!
 //! A protocol error gets `-ERR Protocol error: ...` and the connection closes; nothing a client
 //! sends can panic the server.

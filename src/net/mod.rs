@@ -1,6 +1,7 @@
 //! Sockets and connection tasks: the RESP front end (and memcached's, `memcache`). A connection task reads bytes, parses
 //! them with `protocol::resp`, hands each batch to the dispatcher (`server::dispatch`) and
-//! writes the replies encoded with `protocol::reply`.
+//! writes the replies encoded with `protocol::reply`. `busy` answers this core's idle connections
+//! while a script on this core runs past `busy-reply-threshold`.
 //!
 //! Never: runs a command itself or touches a shard; everything goes through the dispatcher.
 
