@@ -24,9 +24,10 @@ use super::types;
 use crate::error::FormatError;
 use bytes::BufMut;
 
-/// The RDB version DUMP writes: Redis 7.2's. RESTORE refuses payloads of newer versions, as
-/// Redis 7.2 does, and accepts every older one.
-pub const DUMP_RDB_VERSION: u16 = 11;
+/// The RDB version DUMP writes: Redis 7.0's (10), so a payload from Strata restores into
+/// redis-server 7.0, which refuses newer ones. RESTORE refuses payloads of newer versions, as
+/// Redis 7.0 does, and accepts every older one.
+pub const DUMP_RDB_VERSION: u16 = 10;
 /// RDB version (2 bytes) plus CRC-64 (8 bytes) at the end of a DUMP payload.
 const DUMP_FOOTER_LEN: usize = 10;
 
