@@ -655,7 +655,7 @@ pub struct DumpPayload<'a> {
 }
 
 impl<'a> DumpPayload<'a> {
-    /// Checks the footer (version, then CRC-64) as Redis 7.2's `verifyDumpPayload` does, then
+    /// Checks the footer (version, then CRC-64) as Redis 7.0's `verifyDumpPayload` does, then
     /// reads the type byte.
     pub fn parse(payload: &'a [u8]) -> Result<Self, DumpError> {
         let Some(object_len) = payload.len().checked_sub(DUMP_FOOTER_LEN) else {
