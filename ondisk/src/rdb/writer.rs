@@ -188,6 +188,18 @@ impl RdbEncoder {
         self.emit(value);
     }
 
+    /// Starts a key of any type whose RDB-encoded value follows in
+    /// [`object_bytes`](Self::object_bytes) calls (a large collection encoded a part at a
+    /// time); the value's end is where the next key or the end begins, as RDB has it.
+    pub fn begin_object(&mut self, key: &[u8], rdb_type: u8, expire_at_ms: Option<u64>) {
+        self.typed_head(key, rdb_type, expire_at_ms);
+    }
+
+    /// Appends the next bytes of the value [`begin_object`](Self::begin_object) started.
+    pub fn object_bytes(&mut self, bytes: &[u8]) {
+        self.emit(bytes);
+    }
+
     fn key_head(&mut self, key: &[u8], expire_at_ms: Option<u64>) {
         self.typed_head(key, types::STRING, expire_at_ms);
     }
