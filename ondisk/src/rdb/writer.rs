@@ -188,6 +188,13 @@ impl RdbEncoder {
         self.emit(value);
     }
 
+    /// Writes function libraries (their code, as FUNCTION LOAD got it); Redis puts them after
+    /// the header, before any key.
+    pub fn write_functions<'a>(&mut self, codes: impl IntoIterator<Item = &'a [u8]>) {
+        self.assert_no_open_value();
+        self.emit(&rdb_functions(codes));
+    }
+
     /// Starts a key of any type whose RDB-encoded value follows in
     /// [`object_bytes`](Self::object_bytes) calls (a large collection encoded a part at a
     /// time); the value's end is where the next key or the end begins, as RDB has it.
@@ -269,6 +276,15 @@ impl<W: Write> RdbWriter<W> {
 
     pub fn set_compression(&mut self, on: bool) {
         self.enc.set_compression(on);
+    }
+
+    /// See [`RdbEncoder::write_functions`].
+    pub fn write_functions<'a>(
+        &mut self,
+        codes: impl IntoIterator<Item = &'a [u8]>,
+    ) -> io::Result<()> {
+        self.enc.write_functions(codes);
+        self.drain(WRITE_CHUNK)
     }
 
     pub fn select_db(&mut self, db: u32) -> io::Result<()> {
