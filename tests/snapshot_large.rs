@@ -93,7 +93,11 @@ fn record_kinds(dir: &Path) -> BTreeMap<&'static str, u64> {
     for f in shard_files(dir) {
         let bytes = std::fs::read(&f).unwrap();
         assert_eq!(&bytes[..8], b"STRATASN");
-        assert_eq!(u16::from_le_bytes([bytes[8], bytes[9]]), 2, "format version");
+        assert_eq!(
+            u16::from_le_bytes([bytes[8], bytes[9]]),
+            2,
+            "format version"
+        );
         let mut dec = ondisk::SnapshotDecoder::new();
         dec.feed(&bytes);
         while let Some(item) = dec.next().unwrap() {
@@ -148,7 +152,10 @@ fn large_collections_of_every_type_come_back_element_for_element() {
                 .ignore();
         }
         let _: () = pipe.query(&mut c).unwrap();
-        want.insert("hash:fields".into(), contents(&mut c, "hash", "hash:fields"));
+        want.insert(
+            "hash:fields".into(),
+            contents(&mut c, "hash", "hash:fields"),
+        );
         let _: () = q(&mut c, &["SET", "small", "string"]);
         let _: i64 = q(&mut c, &["SADD", "small:set", "a", "b"]);
 
@@ -185,7 +192,10 @@ fn large_collections_of_every_type_come_back_element_for_element() {
         let got: Vec<i64> = q(&mut c, &["HPTTL", "hash:fields", "FIELDS", "1", &f]);
         if i % 3 == 0 {
             let set = 7_200_000 + (i / (3 * BATCH)) as i64 * (3 * BATCH) as i64;
-            assert!(got[0] > set - 600_000 && got[0] <= set, "field {i}: {got:?}");
+            assert!(
+                got[0] > set - 600_000 && got[0] <= set,
+                "field {i}: {got:?}"
+            );
         } else {
             assert_eq!(got, vec![-1], "field {i}");
         }
@@ -202,7 +212,12 @@ fn a_bgsave_under_writes_keeps_large_collections_as_they_were() {
         // Throttled: the save takes seconds, so the writes below land while it runs.
         let s = server_in(
             dir.path(),
-            &["--snapshot_throttle_mb", "2", "--snapshot_compression", "none"],
+            &[
+                "--snapshot_throttle_mb",
+                "2",
+                "--snapshot_compression",
+                "none",
+            ],
         );
         let mut c = s.client();
         for ty in TYPES {
@@ -223,12 +238,26 @@ fn a_bgsave_under_writes_keeps_large_collections_as_they_were() {
             for j in 0..200usize {
                 let i = (round * 7919 + j * 499) % n;
                 let e = element(i);
-                pipe.cmd("HSET").arg("hash:a").arg(&e).arg("changed").ignore();
-                pipe.cmd("HDEL").arg("hash:b").arg(element((i + 1) % n)).ignore();
-                pipe.cmd("LSET").arg("list:a").arg(i).arg("changed").ignore();
+                pipe.cmd("HSET")
+                    .arg("hash:a")
+                    .arg(&e)
+                    .arg("changed")
+                    .ignore();
+                pipe.cmd("HDEL")
+                    .arg("hash:b")
+                    .arg(element((i + 1) % n))
+                    .ignore();
+                pipe.cmd("LSET")
+                    .arg("list:a")
+                    .arg(i)
+                    .arg("changed")
+                    .ignore();
                 pipe.cmd("LPOP").arg("list:b").ignore();
                 pipe.cmd("SREM").arg("set:a").arg(&e).ignore();
-                pipe.cmd("SADD").arg("set:b").arg(format!("new:{round}:{j}")).ignore();
+                pipe.cmd("SADD")
+                    .arg("set:b")
+                    .arg(format!("new:{round}:{j}"))
+                    .ignore();
                 pipe.cmd("ZADD").arg("zset:a").arg(-1.0).arg(&e).ignore();
                 pipe.cmd("ZREM").arg("zset:b").arg(&e).ignore();
                 writes += 8;
@@ -344,13 +373,19 @@ fn large_collections_move_to_redis_server_and_back() {
         let p = dump(&mut rc, key);
         restore(&mut c, key, 0, &p, &[]).unwrap_or_else(|e| panic!("RESTORE of {key}: {e}"));
         let theirs = contents(&mut rc, &ty, key);
-        assert!(contents(&mut c, &ty, key) == theirs, "{key} from redis-server");
+        assert!(
+            contents(&mut c, &ty, key) == theirs,
+            "{key} from redis-server"
+        );
         let back = dump(&mut c, key);
         let ver = u16::from_le_bytes([back[back.len() - 10], back[back.len() - 9]]);
         assert_eq!(ver, 10, "{key}: Strata's DUMP says RDB version {ver}");
         let dst = format!("back:{key}");
         restore(&mut rc, &dst, 0, &back, &[])
             .unwrap_or_else(|e| panic!("redis-server refused Strata's DUMP of {key}: {e}"));
-        assert!(contents(&mut rc, &ty, &dst) == theirs, "{key} back in redis-server");
+        assert!(
+            contents(&mut rc, &ty, &dst) == theirs,
+            "{key} back in redis-server"
+        );
     }
 }

@@ -697,7 +697,10 @@ impl LargeHash {
 
     /// The fields of node `i`, in [`LargeHash::iter`]'s order.
     pub(super) fn node_fields(&self, i: usize) -> impl Iterator<Item = Field<'_>> {
-        self.nodes.get(i).into_iter().flat_map(|n| n.fields().map(|(_, f)| f))
+        self.nodes
+            .get(i)
+            .into_iter()
+            .flat_map(|n| n.fields().map(|(_, f)| f))
     }
 
     pub fn field_at(&self, (node, slot): (usize, usize)) -> Option<Field<'_>> {
@@ -756,7 +759,12 @@ impl TypedObject for LargeHash {
     /// RDB_TYPE_HASH: the field count, then field and value strings. With field expiries,
     /// Redis 7.4's RDB_TYPE_HASH_METADATA: the soonest expiry (u64 LE ms) first, and before
     /// each field its expiry as `at - soonest + 1` (0: none).
-    fn encode_rdb_part(&self, pos: &mut RdbPartPos, out: &mut Vec<u8>, budget: usize) -> (u8, bool) {
+    fn encode_rdb_part(
+        &self,
+        pos: &mut RdbPartPos,
+        out: &mut Vec<u8>,
+        budget: usize,
+    ) -> (u8, bool) {
         let start = out.len();
         if !pos.started {
             pos.started = true;

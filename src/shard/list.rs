@@ -664,7 +664,12 @@ impl TypedObject for QuickList {
         std::mem::size_of::<Self>() + self.nodes.len() * std::mem::size_of::<Arc<Node>>()
     }
 
-    fn encode_rdb_part(&self, pos: &mut RdbPartPos, out: &mut Vec<u8>, budget: usize) -> (u8, bool) {
+    fn encode_rdb_part(
+        &self,
+        pos: &mut RdbPartPos,
+        out: &mut Vec<u8>,
+        budget: usize,
+    ) -> (u8, bool) {
         let start = out.len();
         if !pos.started {
             pos.started = true;

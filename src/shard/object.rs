@@ -423,7 +423,12 @@ pub trait TypedObject: Send + 'static {
     /// once the encoding is complete; the parts from a fresh `pos` on join to exactly what
     /// `encode_rdb` writes. A snapshot encodes a large collection this way, serving clients
     /// between parts and never holding its whole encoding. The default writes it at once.
-    fn encode_rdb_part(&self, pos: &mut RdbPartPos, out: &mut Vec<u8>, budget: usize) -> (u8, bool) {
+    fn encode_rdb_part(
+        &self,
+        pos: &mut RdbPartPos,
+        out: &mut Vec<u8>,
+        budget: usize,
+    ) -> (u8, bool) {
         let _ = budget;
         pos.started = true;
         (self.encode_rdb(out), true)
@@ -631,7 +636,10 @@ mod part_tests {
             let before = out.len();
             let (t, done) = o.encode_rdb_part(&mut pos, &mut out, budget);
             n += 1;
-            assert!(out.len() - before < budget + 64 * 1024, "a part far past its budget");
+            assert!(
+                out.len() - before < budget + 64 * 1024,
+                "a part far past its budget"
+            );
             if done {
                 return (t, out, n);
             }

@@ -161,7 +161,12 @@ impl TypedObject for LargeSet {
     }
 
     /// RDB_TYPE_SET: the member count, then each member as a string.
-    fn encode_rdb_part(&self, pos: &mut RdbPartPos, out: &mut Vec<u8>, budget: usize) -> (u8, bool) {
+    fn encode_rdb_part(
+        &self,
+        pos: &mut RdbPartPos,
+        out: &mut Vec<u8>,
+        budget: usize,
+    ) -> (u8, bool) {
         let start = out.len();
         if !pos.started {
             pos.started = true;

@@ -31,7 +31,9 @@ use ondisk::rdb::codec::{write_len, write_string, StringCompression};
 use super::entry::Value;
 use super::hash::field_hash;
 use super::listpack::{self, Element};
-use super::object::{ObjectType, PackLimits, Packed, PackedEncoding, PackedKind, RdbPartPos, TypedObject};
+use super::object::{
+    ObjectType, PackLimits, Packed, PackedEncoding, PackedKind, RdbPartPos, TypedObject,
+};
 
 /// Most members of a leaf, and most bytes (a leaf of long members splits sooner).
 const LEAF_MAX: usize = 128;
@@ -1064,7 +1066,12 @@ impl TypedObject for LargeZSet {
     /// RDB_TYPE_ZSET_2 as Redis 7.0 writes a skiplist: greatest member first, each as a
     /// string and its score as a binary double.
     /// `pos.at`: members written, greatest first.
-    fn encode_rdb_part(&self, pos: &mut RdbPartPos, out: &mut Vec<u8>, budget: usize) -> (u8, bool) {
+    fn encode_rdb_part(
+        &self,
+        pos: &mut RdbPartPos,
+        out: &mut Vec<u8>,
+        budget: usize,
+    ) -> (u8, bool) {
         /// Members visited per step (one descent of the tree).
         const STEP: usize = 256;
         let start = out.len();

@@ -295,7 +295,13 @@ fn element_count(rdb_type: u8, value: &[u8]) -> Option<u64> {
                 let container = read_len(&mut c).ok()?;
                 let node = read_string(&mut c).ok()?;
                 // 1: one plain element; 2: a listpack.
-                Some(t + if container == 1 { 1 } else { listpack_len(&node)? })
+                Some(
+                    t + if container == 1 {
+                        1
+                    } else {
+                        listpack_len(&node)?
+                    },
+                )
             })
         }
         _ => None,
@@ -322,7 +328,9 @@ fn listpack_len(lp: &[u8]) -> Option<u64> {
             _ if b & 0x80 == 0 => 1,
             _ if b & 0xC0 == 0x80 => 1 + usize::from(b & 0x3F),
             _ if b & 0xE0 == 0xC0 => 2,
-            _ if b & 0xF0 == 0xE0 => 2 + (usize::from(b & 0x0F) << 8 | usize::from(*lp.get(at + 1)?)),
+            _ if b & 0xF0 == 0xE0 => {
+                2 + (usize::from(b & 0x0F) << 8 | usize::from(*lp.get(at + 1)?))
+            }
             0xF0 => 5 + u32::from_le_bytes(lp.get(at + 1..at + 5)?.try_into().ok()?) as usize,
             0xF1 => 3,
             0xF2 => 4,

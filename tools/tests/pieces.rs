@@ -14,7 +14,9 @@ const LIBRARY: &[u8] = b"#!lua name=mylib\nredis.register_function('f', function
 /// A snapshot of two files: a library, a 30,000-member set (six pieces), a small hash
 /// and a string.
 fn snapshot(dir: &Path) -> std::path::PathBuf {
-    let members: Vec<Vec<u8>> = (0..30_000).map(|i| format!("member:{i}").into_bytes()).collect();
+    let members: Vec<Vec<u8>> = (0..30_000)
+        .map(|i| format!("member:{i}").into_bytes())
+        .collect();
     let refs: Vec<&[u8]> = members.iter().map(|m| &m[..]).collect();
     let big = rdb_elements(&refs);
     assert!(big.len() > 5 * ondisk::snapshot::PIECE_LEN);
@@ -24,7 +26,14 @@ fn snapshot(dir: &Path) -> std::path::PathBuf {
             object(0, b"big", types::SET, &big, Some(NOW + 60_000), 0),
             Item::Record(string(0, b"s", b"v", None, 0)),
         ],
-        vec![object(1, b"h", types::HASH, &rdb_hash(&[(b"f", b"v"), (b"g", b"w")]), None, 0)],
+        vec![object(
+            1,
+            b"h",
+            types::HASH,
+            &rdb_hash(&[(b"f", b"v"), (b"g", b"w")]),
+            None,
+            0,
+        )],
     ];
     write_items(dir, "dump", 0x21, &files, Compression::Lz4)
 }
@@ -55,8 +64,18 @@ fn large_objects_and_libraries_go_through_every_subcommand() {
     assert!(r.last_line().starts_with("OK: "), "{r:?}");
 
     let r = run_ok([Path::new("stats"), &summary]);
-    assert!(r.stdout.contains("elements per type:\n  hash: 2\n  set: 30000\n"), "{}", r.stdout);
-    assert!(r.stdout.contains("keys per type:\n  string: 1\n  hash: 1\n  set: 1\n"), "{}", r.stdout);
+    assert!(
+        r.stdout
+            .contains("elements per type:\n  hash: 2\n  set: 30000\n"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout
+            .contains("keys per type:\n  string: 1\n  hash: 1\n  set: 1\n"),
+        "{}",
+        r.stdout
+    );
 
     let out = dir.path().join("compacted");
     let r = run_ok([
@@ -77,7 +96,10 @@ fn large_objects_and_libraries_go_through_every_subcommand() {
         matches!(&after.items[0][0], Item::Function(code) if &code[..] == LIBRARY),
         "the library is not the first record"
     );
-    assert!(after.summary.files[0].records > 7, "the set is in pieces again");
+    assert!(
+        after.summary.files[0].records > 7,
+        "the set is in pieces again"
+    );
 
     let rdb = dir.path().join("out.rdb");
     let r = run_ok([
@@ -92,7 +114,10 @@ fn large_objects_and_libraries_go_through_every_subcommand() {
     let (libs, mut objects) = functions_of_rdb(&rdb);
     assert_eq!(libs, vec![bytes::Bytes::from_static(LIBRARY)]);
     objects.sort();
-    assert_eq!(objects, vec![(b"big".to_vec(), types::SET), (b"h".to_vec(), types::HASH)]);
+    assert_eq!(
+        objects,
+        vec![(b"big".to_vec(), types::SET), (b"h".to_vec(), types::HASH)]
+    );
 
     let back = dir.path().join("back");
     let r = run_ok([

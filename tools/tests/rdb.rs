@@ -273,9 +273,18 @@ fn from_rdb_imports_collections_as_objects() {
     // The collections, their RDB encodings as the file held them.
     let objects = rb.objects();
     let want_objects: BTreeMap<_, _> = [
-        ((0u16, b"l1".to_vec()), (types::LIST, vec![2, 1, b'a', 1, b'b'], None, 0u32)),
-        ((3u16, b"s1".to_vec()), (types::SET, vec![1, 1, b'm'], None, 0u32)),
-        ((3u16, b"l2".to_vec()), (types::LIST, vec![1, 1, b'z'], None, 0u32)),
+        (
+            (0u16, b"l1".to_vec()),
+            (types::LIST, vec![2, 1, b'a', 1, b'b'], None, 0u32),
+        ),
+        (
+            (3u16, b"s1".to_vec()),
+            (types::SET, vec![1, 1, b'm'], None, 0u32),
+        ),
+        (
+            (3u16, b"l2".to_vec()),
+            (types::LIST, vec![1, 1, b'z'], None, 0u32),
+        ),
     ]
     .into_iter()
     .collect();

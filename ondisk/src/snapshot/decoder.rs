@@ -228,7 +228,9 @@ impl SnapshotDecoder {
         if !(MIN_VERSION..=VERSION).contains(&version) {
             return Err(FormatError::unsupported_version(
                 8,
-                format!("(snapshot version {version}, this build reads {MIN_VERSION} to {VERSION})"),
+                format!(
+                    "(snapshot version {version}, this build reads {MIN_VERSION} to {VERSION})"
+                ),
             ));
         }
         self.version = version;
@@ -616,10 +618,17 @@ impl SnapshotDecoder {
         if body.len() != 16 {
             return Err(FormatError::corrupt(
                 at,
-                format!("record in block: the end of object {name:?} is {} bytes, not 16", body.len()),
+                format!(
+                    "record in block: the end of object {name:?} is {} bytes, not 16",
+                    body.len()
+                ),
             ));
         }
-        let (len, pieces, crc) = (le_u64(&body[0..8]), le_u32(&body[8..12]), le_u32(&body[12..16]));
+        let (len, pieces, crc) = (
+            le_u64(&body[0..8]),
+            le_u32(&body[8..12]),
+            le_u32(&body[12..16]),
+        );
         let have = j.value.len() as u64;
         if len != have || pieces != j.pieces {
             return Err(FormatError::corrupt(

@@ -1007,7 +1007,13 @@ fn a_large_object_goes_in_pieces_and_comes_back_whole() {
         enc.write_string(0, b"before", b"x", None, 0);
         enc.write_object(&head, rdb_types::SET, &value);
         // The server's way: a head, pieces of any length, an end.
-        enc.begin_pieces(&KeyHead { key: b"streamed", ..head }, rdb_types::SET);
+        enc.begin_pieces(
+            &KeyHead {
+                key: b"streamed",
+                ..head
+            },
+            rdb_types::SET,
+        );
         for part in value.chunks(10_000) {
             enc.write_piece(part);
         }
@@ -1111,10 +1117,26 @@ fn cut_or_damaged_pieces_are_clear_errors() {
     let cases = [
         (last_missing, ErrorKind::Corrupt, "pieces missing or extra"),
         (no_end, ErrorKind::Corrupt, "no end (cut off)"),
-        (other_between, ErrorKind::Corrupt, "is cut off after 2 piece(s)"),
-        (bad_crc, ErrorKind::ChecksumMismatch, "pieces of object \"big\""),
-        (stray_piece, ErrorKind::Corrupt, "a piece without its object's head"),
-        (stray_end, ErrorKind::Corrupt, "an object's end without its head"),
+        (
+            other_between,
+            ErrorKind::Corrupt,
+            "is cut off after 2 piece(s)",
+        ),
+        (
+            bad_crc,
+            ErrorKind::ChecksumMismatch,
+            "pieces of object \"big\"",
+        ),
+        (
+            stray_piece,
+            ErrorKind::Corrupt,
+            "a piece without its object's head",
+        ),
+        (
+            stray_end,
+            ErrorKind::Corrupt,
+            "an object's end without its head",
+        ),
         (cut_value, ErrorKind::Corrupt, "object \"big\" in pieces"),
     ];
     for (records, want_kind, want) in cases {
