@@ -208,12 +208,14 @@ fn print_report(input: &SnapshotInput, t: &Tally) {
     for (name, n) in t.per_type.iter().filter(|(name, _)| **name != "string") {
         report!("  {name}: {n}");
     }
-    report!("elements per type:");
-    for (name, n) in &t.elements {
-        report!("  {name}: {n}");
-    }
-    if t.uncounted > 0 {
-        report!("  uncounted objects: {}", t.uncounted);
+    if t.objects > 0 {
+        report!("elements per type:");
+        for (name, n) in &t.elements {
+            report!("  {name}: {n}");
+        }
+        if t.uncounted > 0 {
+            report!("  uncounted objects: {}", t.uncounted);
+        }
     }
     report!("value sizes (bytes):");
     for (label, n) in t.value_sizes.rows() {
