@@ -2,8 +2,9 @@
 //! without TTLs, and a hash with per-field TTLs) go through SAVE and a restart element for
 //! element, written as pieces (format version 2) with a bounded buffer; a BGSAVE under writes
 //! to those collections keeps them as they were at its start; a snapshot cut or damaged inside
-//! a collection's pieces is refused with the file and offset named; an RDB save of them loads
-//! into redis-server, and DUMP payloads move between the two both ways.
+//! a collection's pieces is refused with the file and offset named; a version-1 file still
+//! loads; an RDB save of them loads into redis-server, and DUMP payloads move between the two
+//! both ways.
 
 mod common;
 
@@ -388,4 +389,54 @@ fn large_collections_move_to_redis_server_and_back() {
             "{key} back in redis-server"
         );
     }
+}
+
+/// `file` (a whole shard file) restamped as format version 1, every checksum that covers the
+/// header made again.
+fn as_version_1(file: &[u8]) -> Vec<u8> {
+    use ondisk::snapshot::{END_PAYLOAD_LEN, FRAME_HEADER_LEN};
+    let mut f = file.to_vec();
+    f[8..10].copy_from_slice(&1u16.to_le_bytes());
+    let crc = crc32(&f[..36]);
+    f[36..40].copy_from_slice(&crc.to_le_bytes());
+    let end = f.len() - FRAME_HEADER_LEN - END_PAYLOAD_LEN;
+    let before_end = crc32(&f[..end]);
+    let at = end + FRAME_HEADER_LEN + 24;
+    f[at..at + 4].copy_from_slice(&before_end.to_le_bytes());
+    let payload = crc32(&f[end + FRAME_HEADER_LEN..]);
+    f[end + 16..end + 20].copy_from_slice(&payload.to_le_bytes());
+    let header = crc32(&f[end..end + 20]);
+    f[end + 20..end + 24].copy_from_slice(&header.to_le_bytes());
+    f
+}
+
+fn crc32(b: &[u8]) -> u32 {
+    crc::Crc::<u32>::new(&crc::CRC_32_ISO_HDLC).checksum(b)
+}
+
+#[test]
+fn a_version_1_snapshot_still_loads() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let s = server_in(dir.path(), &[]);
+        let mut c = s.client();
+        let _: () = q(&mut c, &["SET", "s", "v"]);
+        fill(&mut c, "hash", "h", 50);
+        fill(&mut c, "zset", "z", 300);
+        assert_eq!(q::<String>(&mut c, &["SAVE"]), "OK");
+    }
+    // Small collections only: the records a version-1 writer wrote.
+    let summary_path = dir.path().join("dump-summary.strata");
+    let mut summary = ondisk::Summary::decode(&std::fs::read(&summary_path).unwrap()).unwrap();
+    for f in &mut summary.files {
+        let old = as_version_1(&std::fs::read(dir.path().join(&f.name)).unwrap());
+        f.crc32 = crc32(&old);
+        std::fs::write(dir.path().join(&f.name), &old).unwrap();
+    }
+    std::fs::write(&summary_path, summary.encode()).unwrap();
+    let s = server_in(dir.path(), &[]);
+    let mut c = s.client();
+    assert_eq!(q::<String>(&mut c, &["GET", "s"]), "v");
+    assert_eq!(q::<u64>(&mut c, &["HLEN", "h"]), 50);
+    assert_eq!(q::<u64>(&mut c, &["ZCARD", "z"]), 300);
 }
