@@ -569,7 +569,7 @@ fn dump_payload_is_redis_7_2_format() {
     for (val, body) in cases {
         let _: () = q(&mut c, &["SET", "k", val]);
         let got = dump(&mut c, "k");
-        assert_eq!(got, payload(body, 11), "DUMP of {val:?}");
+        assert_eq!(got, payload(body, 10), "DUMP of {val:?}");
     }
     // A 100-byte value: 14-bit length.
     let v = "x".repeat(100);
@@ -578,8 +578,8 @@ fn dump_payload_is_redis_7_2_format() {
     assert!(check_crc(&got));
     assert_eq!(
         &got[got.len() - 10..got.len() - 8],
-        &[11, 0],
-        "RDB version 11"
+        &[10, 0],
+        "RDB version 10, as redis-server 7.0 writes"
     );
     let mut raw = s.raw();
     rt(&mut raw, &["DUMP", "nokey"], NIL);
@@ -659,20 +659,20 @@ fn dump_restore_round_trip_and_options() {
     let last = badcrc.len() - 1;
     badcrc[last] ^= 0x80;
     restore_raw(&mut raw, &[b"x", b"0", &badcrc], &bad);
-    // A newer RDB version than 7.2's.
+    // A newer RDB version than 7.0's (Redis 7.2 writes 11; 7.0 refuses it).
     restore_raw(
         &mut raw,
-        &[b"x", b"0", &payload(b"\x00\x05hello", 12)],
+        &[b"x", b"0", &payload(b"\x00\x05hello", 11)],
         &bad,
     );
     // Good checksum, bad contents.
     let bad_format = e("ERR Bad data format");
     restore_raw(
         &mut raw,
-        &[b"x", b"0", &payload(b"\x63\x05hello", 11)],
+        &[b"x", b"0", &payload(b"\x63\x05hello", 10)],
         &bad_format,
     );
-    restore_raw(&mut raw, &[b"x", b"0", &payload(b"", 11)], &bad_format);
+    restore_raw(&mut raw, &[b"x", b"0", &payload(b"", 10)], &bad_format);
     rt(&mut raw, &["EXISTS", "x"], &i(0));
     restore_raw(
         &mut raw,
@@ -787,7 +787,7 @@ fn dump_restore_cross_check_with_real_redis() {
             from_strata[from_strata.len() - 10],
             from_strata[from_strata.len() - 9],
         ]);
-        assert_eq!(ver, 11, "Strata dumps RDB version 11 (Redis 7.2)");
+        assert_eq!(ver, 10, "Strata dumps RDB version 10 (Redis 7.0)");
         if v.len() <= 20 {
             // Redis only compresses longer strings: the object bytes must be identical.
             assert_eq!(
@@ -801,7 +801,7 @@ fn dump_restore_cross_check_with_real_redis() {
             // its own version on the same bytes so the object itself is still checked.
             if n == 0 {
                 println!(
-                    "NOTE: redis-server speaks RDB {redis_version} (< 7.2); re-stamping Strata's payloads"
+                    "NOTE: redis-server speaks RDB {redis_version} (< 7.0); re-stamping Strata's payloads"
                 );
             }
             let body = from_strata[..from_strata.len() - 10].to_vec();

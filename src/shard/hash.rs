@@ -34,7 +34,7 @@ use std::sync::{Arc, OnceLock};
 
 use ondisk::rdb::codec::{write_len, write_string, StringCompression};
 
-use super::object::{ObjectType, TypedObject};
+use super::object::{ObjectType, RdbPartPos, TypedObject};
 
 /// Average fields per node past which linear hashing splits a node.
 const NODE_FIELDS: usize = 128;
@@ -690,6 +690,19 @@ impl LargeHash {
         }
     }
 
+    /// Nodes, for a walk a node at a time ([`LargeHash::node_fields`]).
+    pub(super) fn node_count(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// The fields of node `i`, in [`LargeHash::iter`]'s order.
+    pub(super) fn node_fields(&self, i: usize) -> impl Iterator<Item = Field<'_>> {
+        self.nodes
+            .get(i)
+            .into_iter()
+            .flat_map(|n| n.fields().map(|(_, f)| f))
+    }
+
     pub fn field_at(&self, (node, slot): (usize, usize)) -> Option<Field<'_>> {
         self.nodes.get(node)?.at(slot).map(|r| r.field)
     }
@@ -746,6 +759,45 @@ impl TypedObject for LargeHash {
     /// RDB_TYPE_HASH: the field count, then field and value strings. With field expiries,
     /// Redis 7.4's RDB_TYPE_HASH_METADATA: the soonest expiry (u64 LE ms) first, and before
     /// each field its expiry as `at - soonest + 1` (0: none).
+    fn encode_rdb_part(
+        &self,
+        pos: &mut RdbPartPos,
+        out: &mut Vec<u8>,
+        budget: usize,
+    ) -> (u8, bool) {
+        let start = out.len();
+        if !pos.started {
+            pos.started = true;
+            // One pass for the soonest expiry, only when some field has one (no copy).
+            let min = if self.expiring == 0 {
+                None
+            } else {
+                self.iter().filter_map(|f| f.expire_at).min()
+            };
+            pos.base = min.unwrap_or(0);
+            if let Some(m) = min {
+                out.extend_from_slice(&m.to_le_bytes());
+            }
+            write_len(out, self.len as u64);
+        }
+        let min = (pos.base != 0).then_some(pos.base);
+        while pos.at < self.nodes.len() && out.len() - start < budget {
+            for (_, f) in self.nodes[pos.at].fields() {
+                if let Some(m) = min {
+                    write_len(out, f.expire_at.map_or(0, |at| at - m + 1));
+                }
+                write_string(out, f.name, StringCompression::Off);
+                write_string(out, f.value, StringCompression::Off);
+            }
+            pos.at += 1;
+        }
+        let t = match min {
+            Some(_) => ondisk::rdb::types::HASH_METADATA,
+            None => ondisk::rdb::types::HASH,
+        };
+        (t, pos.at >= self.nodes.len())
+    }
+
     fn encode_rdb(&self, out: &mut Vec<u8>) -> u8 {
         let min = self.iter().filter_map(|f| f.expire_at).min();
         if let Some(m) = min {

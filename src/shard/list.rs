@@ -23,7 +23,7 @@ use std::sync::Arc;
 use ondisk::rdb::codec::{write_len, write_string, StringCompression};
 
 use super::listpack::{self, Element};
-use super::object::{ObjectType, TypedObject};
+use super::object::{ObjectType, RdbPartPos, TypedObject};
 
 /// Node sizes the negative fills select (-1 = 4 KiB ... -5 = 64 KiB).
 const OPTIMIZATION_LEVEL: [usize; 5] = [4096, 8192, 16384, 32768, 65536];
@@ -662,6 +662,28 @@ impl TypedObject for QuickList {
 
     fn capture_bytes(&self) -> usize {
         std::mem::size_of::<Self>() + self.nodes.len() * std::mem::size_of::<Arc<Node>>()
+    }
+
+    fn encode_rdb_part(
+        &self,
+        pos: &mut RdbPartPos,
+        out: &mut Vec<u8>,
+        budget: usize,
+    ) -> (u8, bool) {
+        let start = out.len();
+        if !pos.started {
+            pos.started = true;
+            write_len(out, self.nodes.len() as u64);
+        }
+        while pos.at < self.nodes.len() && out.len() - start < budget {
+            write_len(out, 2);
+            write_string(out, self.nodes[pos.at].listpack(), StringCompression::Lzf);
+            pos.at += 1;
+        }
+        (
+            ondisk::rdb::types::LIST_QUICKLIST_2,
+            pos.at >= self.nodes.len(),
+        )
     }
 
     fn encode_rdb(&self, out: &mut Vec<u8>) -> u8 {

@@ -380,6 +380,17 @@ pub struct Packed {
     pub bytes: Box<[u8]>,
 }
 
+/// Where an encoding a part at a time ([`TypedObject::encode_rdb_part`]) stands.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RdbPartPos {
+    /// False until the first part (the element count and any prefix) is written.
+    pub started: bool,
+    /// The type's own position: a node index, a rank.
+    pub at: usize,
+    /// What the first part decided for the later ones (a hash's soonest field expiry; 0: none).
+    pub base: u64,
+}
+
 /// A large collection: a structure of its type's own. Implementations live with their type
 /// (one file per type under `shard/`), and commands reach them through
 /// [`TypedObject::as_any`] / [`TypedObject::as_any_mut`].
@@ -406,6 +417,22 @@ pub trait TypedObject: Send + 'static {
 
     /// The RDB type code and the value's RDB encoding (DUMP, RDB export, snapshot records).
     fn encode_rdb(&self, out: &mut Vec<u8>) -> u8;
+
+    /// The next part of [`TypedObject::encode_rdb`]'s output, appended to `out`: whole
+    /// elements, about `budget` bytes (at least one element). Returns the RDB type and true
+    /// once the encoding is complete; the parts from a fresh `pos` on join to exactly what
+    /// `encode_rdb` writes. A snapshot encodes a large collection this way, serving clients
+    /// between parts and never holding its whole encoding. The default writes it at once.
+    fn encode_rdb_part(
+        &self,
+        pos: &mut RdbPartPos,
+        out: &mut Vec<u8>,
+        budget: usize,
+    ) -> (u8, bool) {
+        let _ = budget;
+        pos.started = true;
+        (self.encode_rdb(out), true)
+    }
 
     fn as_any(&self) -> &dyn Any;
 
@@ -591,5 +618,60 @@ mod tests {
         assert_eq!(shared(&list, captured), n - 1);
         assert_eq!(captured.values()[5_000], 5_000);
         assert_eq!(list.values()[5_000], 1);
+    }
+}
+
+#[cfg(test)]
+mod part_tests {
+    use super::*;
+    use crate::shard::hash::LargeHash;
+    use crate::shard::list::QuickList;
+    use crate::shard::set::LargeSet;
+    use crate::shard::zset::LargeZSet;
+
+    /// The encoding in parts of `budget` bytes: its type, bytes and number of parts.
+    fn in_parts(o: &dyn TypedObject, budget: usize) -> (u8, Vec<u8>, usize) {
+        let (mut pos, mut out, mut n) = (RdbPartPos::default(), Vec::new(), 0);
+        loop {
+            let before = out.len();
+            let (t, done) = o.encode_rdb_part(&mut pos, &mut out, budget);
+            n += 1;
+            assert!(
+                out.len() - before < budget + 64 * 1024,
+                "a part far past its budget"
+            );
+            if done {
+                return (t, out, n);
+            }
+        }
+    }
+
+    #[test]
+    fn parts_join_to_the_whole_encoding() {
+        let mut plain = LargeHash::new();
+        let mut ttl = LargeHash::new();
+        let mut set = LargeSet::new();
+        let mut list = QuickList::new(-2);
+        let mut zset = LargeZSet::new();
+        for i in 0..30_000u64 {
+            let k = format!("field:{i}");
+            plain.insert(k.as_bytes(), b"value", None);
+            let at = (i % 3 == 0).then_some(1_900_000_000_000 + i * 7);
+            ttl.insert(k.as_bytes(), b"v", at);
+            set.insert(k.as_bytes());
+            list.push_back(k.as_bytes());
+            zset.insert(k.as_bytes(), (i % 977) as f64 * 0.5);
+        }
+        let objects: [&dyn TypedObject; 5] = [&plain, &ttl, &set, &list, &zset];
+        for o in objects {
+            let mut whole = Vec::new();
+            let t = o.encode_rdb(&mut whole);
+            for budget in [1, 4096, 64 * 1024] {
+                let (pt, parts, n) = in_parts(o, budget);
+                assert_eq!(pt, t, "{o:?}");
+                assert!(parts == whole, "{o:?} in parts of {budget} bytes");
+                assert!(n > 1, "{o:?}: one part of {budget} bytes");
+            }
+        }
     }
 }

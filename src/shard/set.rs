@@ -11,7 +11,7 @@ use std::any::Any;
 use ondisk::rdb::codec::{write_len, write_string, StringCompression};
 
 use super::hash::LargeHash;
-use super::object::{ObjectType, TypedObject};
+use super::object::{ObjectType, RdbPartPos, TypedObject};
 
 #[derive(Clone, Default)]
 pub struct LargeSet {
@@ -161,6 +161,27 @@ impl TypedObject for LargeSet {
     }
 
     /// RDB_TYPE_SET: the member count, then each member as a string.
+    fn encode_rdb_part(
+        &self,
+        pos: &mut RdbPartPos,
+        out: &mut Vec<u8>,
+        budget: usize,
+    ) -> (u8, bool) {
+        let start = out.len();
+        if !pos.started {
+            pos.started = true;
+            write_len(out, self.len() as u64);
+        }
+        let nodes = self.members.node_count();
+        while pos.at < nodes && out.len() - start < budget {
+            for f in self.members.node_fields(pos.at) {
+                write_string(out, f.name, StringCompression::Lzf);
+            }
+            pos.at += 1;
+        }
+        (ondisk::rdb::types::SET, pos.at >= nodes)
+    }
+
     fn encode_rdb(&self, out: &mut Vec<u8>) -> u8 {
         write_len(out, self.len() as u64);
         for m in self.iter() {

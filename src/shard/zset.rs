@@ -31,7 +31,9 @@ use ondisk::rdb::codec::{write_len, write_string, StringCompression};
 use super::entry::Value;
 use super::hash::field_hash;
 use super::listpack::{self, Element};
-use super::object::{ObjectType, PackLimits, Packed, PackedEncoding, PackedKind, TypedObject};
+use super::object::{
+    ObjectType, PackLimits, Packed, PackedEncoding, PackedKind, RdbPartPos, TypedObject,
+};
 
 /// Most members of a leaf, and most bytes (a leaf of long members splits sooner).
 const LEAF_MAX: usize = 128;
@@ -1063,6 +1065,33 @@ impl TypedObject for LargeZSet {
 
     /// RDB_TYPE_ZSET_2 as Redis 7.0 writes a skiplist: greatest member first, each as a
     /// string and its score as a binary double.
+    /// `pos.at`: members written, greatest first.
+    fn encode_rdb_part(
+        &self,
+        pos: &mut RdbPartPos,
+        out: &mut Vec<u8>,
+        budget: usize,
+    ) -> (u8, bool) {
+        /// Members visited per step (one descent of the tree).
+        const STEP: usize = 256;
+        let start = out.len();
+        let n = self.len();
+        if !pos.started {
+            pos.started = true;
+            write_len(out, n as u64);
+        }
+        while pos.at < n && out.len() - start < budget {
+            let hi = n - pos.at;
+            let lo = hi.saturating_sub(STEP);
+            self.root.visit(lo, hi, true, &mut |s, m| {
+                write_string(out, m, StringCompression::Lzf);
+                out.extend_from_slice(&s.to_le_bytes());
+            });
+            pos.at += hi - lo;
+        }
+        (ondisk::rdb::types::ZSET_2, pos.at >= n)
+    }
+
     fn encode_rdb(&self, out: &mut Vec<u8>) -> u8 {
         write_len(out, self.len() as u64);
         self.root.visit(0, self.len(), true, &mut |s, m| {

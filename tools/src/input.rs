@@ -202,11 +202,9 @@ impl<'a> ShardScan<'a> {
             Ok(Some(Item::Object(o))) => Ok(Some(Entry::Object(o))),
             // `next_item` keeps the end frame to itself; its totals come with `Ok(None)`.
             Ok(Some(Item::End(_))) => self.next(),
-            // Function libraries are not keys: the offline tools do not carry them.
-            Ok(Some(Item::Function(_))) => {
-                crate::warn("skipped a function library record: the offline tools carry keys only");
-                self.next()
-            }
+            // Function libraries are not keys; [`functions`] reads them for the tools that
+            // carry them.
+            Ok(Some(Item::Function(_))) => self.next(),
             Ok(None) => {
                 let Some(stats) = self.reader.stats().copied() else {
                     return Err(Failure::Corrupt("ended without an end frame".into()));
@@ -255,6 +253,22 @@ impl<'a> ShardScan<'a> {
         }
         Ok(())
     }
+}
+
+/// The function libraries a snapshot holds (their code): the records at the start of its
+/// first shard file, where the server writes them.
+pub fn functions(input: &SnapshotInput) -> Result<Vec<Bytes>, Failure> {
+    let path = input.file_path(0);
+    let ctx = |e: Failure| e.context(path.display());
+    let file = File::open(&path).map_err(|e| ctx(Failure::Io(format!("cannot open ({e})"))))?;
+    let mut reader = SnapshotReader::new(file).map_err(|e| ctx(Failure::format(&e)))?;
+    let mut codes = Vec::new();
+    while let Some(Item::Function(code)) =
+        reader.next_item().map_err(|e| ctx(Failure::format(&e)))?
+    {
+        codes.push(code);
+    }
+    Ok(codes)
 }
 
 /// What [`for_each_live`] left out and kept.

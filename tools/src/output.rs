@@ -138,6 +138,27 @@ impl SnapshotOutput {
         }
     }
 
+    /// Writes an object (a key of a type other than string, its value in RDB encoding) to the
+    /// shard that owns its key; a large one in pieces.
+    pub fn write_object(
+        &mut self,
+        head: &ondisk::KeyHead<'_>,
+        rdb_type: u8,
+        value: &[u8],
+    ) -> Result<(), Failure> {
+        self.write_to_owner(head.key, |w| w.write_object(head, rdb_type, value))
+    }
+
+    /// Writes a function library's code into the first shard file (write them before any key:
+    /// a loader meets the libraries first there).
+    pub fn write_function(&mut self, code: &[u8]) -> Result<(), Failure> {
+        let Some(w) = self.writers.first_mut() else {
+            return Err(Failure::Io("no output shard file open".into()));
+        };
+        w.write_function(code)
+            .map_err(|e| Failure::io("cannot write", &self.written[0], &e))
+    }
+
     pub fn write_string(
         &mut self,
         db: u16,

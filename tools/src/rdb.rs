@@ -4,9 +4,10 @@
 //! both leave out keys already expired. Objects (a snapshot's keys of types other than string)
 //! are exported as they are stored: their RDB type and encoding are already RDB's. What one
 //! side can hold and the other cannot is reported, never silently lost: client flags (RDB has
-//! none) and object types newer than the chosen RDB version on export, keys of types other than
-//! string on import (the RDB reader consumes their values without handing them on, so they
-//! cannot become objects; counted per type, a warning, not an error).
+//! none) and object types newer than the chosen RDB version on export, keys of types Strata
+//! does not hold on import (streams, modules; counted per type, a warning, not an error).
+//! Hashes, lists, sets and sorted sets are imported as objects, their RDB encoding as it is (a
+//! large one written in pieces); function libraries go both ways, ahead of the keys.
 
 use crate::error::{Failure, EXIT_OK};
 use crate::input::{for_each_live, is_expired, Entry, SnapshotInput};
@@ -32,6 +33,9 @@ pub fn to_rdb(summary: &Path, out: &Path, version: u32, now: u64) -> Result<u8, 
     let mut too_new: BTreeMap<&'static str, u64> = BTreeMap::new();
     let mut needs_version = version;
     let write_err = |e: std::io::Error| Failure::io("cannot write", guard.tmp_path(), &e);
+    let libraries = crate::input::functions(&input)?;
+    w.write_functions(libraries.iter().map(|c| &c[..]))
+        .map_err(write_err)?;
     let counts = for_each_live(&input, now, &progress, |entry| {
         if entry.client_flags() != 0 {
             with_flags += 1;
@@ -69,6 +73,7 @@ pub fn to_rdb(summary: &Path, out: &Path, version: u32, now: u64) -> Result<u8, 
     );
     report!("kept: {}", counts.kept);
     report!("objects kept: {}", counts.objects);
+    report!("function libraries kept: {}", libraries.len());
     report!("expired dropped: {}", counts.expired);
     report!("tombstoned dropped: {}", counts.tombstoned);
     if !too_new.is_empty() {
@@ -111,6 +116,8 @@ pub fn from_rdb(opts: &FromRdbOptions<'_>) -> Result<u8, Failure> {
     let progress = Progress::new("from-rdb", total);
     let bad = |e: ondisk::FormatError| Failure::format(&e).context(path.display());
     let mut reader = RdbReader::new(progress.reader(file)).map_err(bad)?;
+    reader.keep_objects(OBJECT_LIMIT);
+    reader.keep_functions();
     let mut out = SnapshotOutput::create(&SnapshotSpec {
         dir: opts.out_dir,
         name: opts.name,
@@ -121,42 +128,69 @@ pub fn from_rdb(opts: &FromRdbOptions<'_>) -> Result<u8, Failure> {
         keep: &[],
     })?;
     let (mut kept, mut expired, mut max_db) = (0u64, 0u64, 0u16);
+    let (mut objects, mut libraries) = (0u64, 0u64);
     let mut skipped: BTreeMap<&'static str, u64> = BTreeMap::new();
     while let Some(item) = reader.next().map_err(bad)? {
-        match item {
+        let (db, key, expire_at_ms) = match &item {
             RdbItem::String {
                 db,
                 key,
-                value,
                 expire_at_ms,
-            } => {
-                let Ok(db) = u16::try_from(db) else {
-                    return Err(Failure::Corrupt(format!(
-                        "{}: key in db {db} before offset {}; Strata holds dbs 0 to {}",
-                        path.display(),
-                        reader.offset(),
-                        u16::MAX
-                    )));
-                };
-                if is_expired(expire_at_ms, opts.now_ms) {
-                    expired += 1;
-                    continue;
-                }
-                out.write_string(db, &key, &value, expire_at_ms, 0)?;
-                kept += 1;
-                max_db = max_db.max(db);
-            }
-            // This reader is not asked to keep typed keys, so they come out skipped.
-            RdbItem::Skipped { type_code, .. }
-            | RdbItem::Object {
-                rdb_type: type_code,
                 ..
-            } => {
-                *skipped.entry(types::name(type_code)).or_default() += 1;
             }
-            // Not asked for: libraries are skipped and counted (`functions_skipped`).
-            RdbItem::Aux { .. } | RdbItem::Function(_) => {}
+            | RdbItem::Object {
+                db,
+                key,
+                expire_at_ms,
+                ..
+            } => (*db, key, *expire_at_ms),
+            RdbItem::Skipped { type_code, .. } => {
+                *skipped.entry(types::name(*type_code)).or_default() += 1;
+                continue;
+            }
+            RdbItem::Function(code) => {
+                out.write_function(code)?;
+                libraries += 1;
+                continue;
+            }
+            RdbItem::Aux { .. } => continue,
+        };
+        let Ok(db) = u16::try_from(db) else {
+            return Err(Failure::Corrupt(format!(
+                "{}: key in db {db} before offset {}; Strata holds dbs 0 to {}",
+                path.display(),
+                reader.offset(),
+                u16::MAX
+            )));
+        };
+        if let RdbItem::Object { rdb_type, .. } = &item {
+            if !held_type(*rdb_type) {
+                *skipped.entry(types::name(*rdb_type)).or_default() += 1;
+                continue;
+            }
         }
+        if is_expired(expire_at_ms, opts.now_ms) {
+            expired += 1;
+            continue;
+        }
+        match &item {
+            RdbItem::String { value, .. } => out.write_string(db, key, value, expire_at_ms, 0)?,
+            RdbItem::Object {
+                rdb_type, value, ..
+            } => {
+                let head = ondisk::KeyHead {
+                    db,
+                    key,
+                    expire_at_ms,
+                    client_flags: 0,
+                };
+                out.write_object(&head, *rdb_type, value)?;
+                objects += 1;
+            }
+            _ => continue,
+        }
+        kept += 1;
+        max_db = max_db.max(db);
     }
     let db_count = (u32::from(max_db) + 1).max(REDIS_DEFAULT_DATABASES);
     let done = out.commit(db_count)?;
@@ -172,6 +206,8 @@ pub fn from_rdb(opts: &FromRdbOptions<'_>) -> Result<u8, Failure> {
         opts.compression
     );
     report!("kept: {kept}");
+    report!("objects kept: {objects}");
+    report!("function libraries kept: {libraries}");
     report!("expired dropped: {expired}");
     if skipped_total > 0 {
         report!("skipped: {skipped_total} ({per_type})");
@@ -181,12 +217,6 @@ pub fn from_rdb(opts: &FromRdbOptions<'_>) -> Result<u8, Failure> {
     } else {
         report!("skipped: 0");
     }
-    if reader.functions_skipped() > 0 {
-        crate::warn(&format!(
-            "skipped {} function librar(y/ies): Strata does not run Lua",
-            reader.functions_skipped()
-        ));
-    }
     if reader.module_aux_skipped() > 0 {
         crate::warn(&format!(
             "skipped {} module AUX section(s)",
@@ -194,6 +224,33 @@ pub fn from_rdb(opts: &FromRdbOptions<'_>) -> Result<u8, Failure> {
         ));
     }
     Ok(EXIT_OK)
+}
+
+/// Largest value of one key `from-rdb` takes (it holds one value at a time).
+const OBJECT_LIMIT: usize = 1 << 30;
+
+/// The RDB types the server loads (hashes, lists, sets and sorted sets in every encoding Redis
+/// 7 writes); others (streams, modules, pre-release hash layouts) are skipped and counted.
+fn held_type(t: u8) -> bool {
+    use types::*;
+    matches!(
+        t,
+        LIST | SET
+            | ZSET
+            | HASH
+            | ZSET_2
+            | LIST_ZIPLIST
+            | SET_INTSET
+            | ZSET_ZIPLIST
+            | HASH_ZIPLIST
+            | LIST_QUICKLIST
+            | HASH_LISTPACK
+            | ZSET_LISTPACK
+            | LIST_QUICKLIST_2
+            | SET_LISTPACK
+            | HASH_METADATA
+            | HASH_LISTPACK_EX
+    )
 }
 
 /// `list 2, set 1`: counts per type name.

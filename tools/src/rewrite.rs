@@ -69,6 +69,11 @@ pub fn run(opts: &CompactOptions<'_>) -> Result<u8, Failure> {
         keep: &keep,
     })?;
     let progress = Progress::new("compact", input.total_bytes());
+    // Libraries first, as the server writes them.
+    let libraries = crate::input::functions(&input)?;
+    for code in &libraries {
+        out.write_function(code)?;
+    }
     let counts = for_each_live(&input, opts.now_ms, &progress, |rec| out.write(rec))?;
     let done = out.commit(s.db_count)?;
     progress.finish();
@@ -89,6 +94,7 @@ pub fn run(opts: &CompactOptions<'_>) -> Result<u8, Failure> {
     );
     report!("kept: {}", counts.kept);
     report!("objects kept: {}", counts.objects);
+    report!("function libraries kept: {}", libraries.len());
     report!("expired dropped: {}", counts.expired);
     report!("tombstoned dropped: {}", counts.tombstoned);
     report!("tombstones removed: {}", counts.tombstones);

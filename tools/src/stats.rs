@@ -3,7 +3,9 @@
 //! Counts records as stored (expired keys are counted under "expired", tombstones on their own
 //! line; `compact` is what removes them). Objects (keys of types other than string) are keys
 //! like strings, counted per type by their RDB type's name, their values at their RDB-encoded
-//! size. Memory is fixed: histograms are arrays of power-of-two buckets, the per-db table has at
+//! size, and their elements counted per type (fields of a hash, members of a set or sorted set,
+//! elements of a list), read from the encoding's counts without decoding the elements. Memory
+//! is fixed: histograms are arrays of power-of-two buckets, the per-db table has at
 //! most 65536 rows, the per-type table a row per RDB type name, and the largest values are a
 //! heap of ten with key names cut to [`KEY_SHOWN`] bytes.
 
@@ -34,6 +36,9 @@ struct Tally {
     objects: u64,
     /// Keys per type name: "string", then objects by their RDB type's ("hash", "list", ...).
     per_type: BTreeMap<&'static str, u64>,
+    /// Elements per type name (objects only); objects whose count could not be read apart.
+    elements: BTreeMap<&'static str, u64>,
+    uncounted: u64,
     tombstones: u64,
     unknown: u64,
     per_db: BTreeMap<u16, u64>,
@@ -131,7 +136,12 @@ pub fn run(summary: &Path, now_ms: u64) -> Result<u8, Failure> {
                 }
                 Entry::Object(o) => {
                     t.objects += 1;
-                    (types::name(o.rdb_type), &o.value)
+                    let name = types::name(o.rdb_type);
+                    match element_count(o.rdb_type, &o.value) {
+                        Some(n) => *t.elements.entry(name).or_default() += n,
+                        None => t.uncounted += 1,
+                    }
+                    (name, &o.value)
                 }
             };
             *t.per_type.entry(type_name).or_default() += 1;
@@ -198,6 +208,15 @@ fn print_report(input: &SnapshotInput, t: &Tally) {
     for (name, n) in t.per_type.iter().filter(|(name, _)| **name != "string") {
         report!("  {name}: {n}");
     }
+    if t.objects > 0 {
+        report!("elements per type:");
+        for (name, n) in &t.elements {
+            report!("  {name}: {n}");
+        }
+        if t.uncounted > 0 {
+            report!("  uncounted objects: {}", t.uncounted);
+        }
+    }
     report!("value sizes (bytes):");
     for (label, n) in t.value_sizes.rows() {
         report!("  {label}: {n}");
@@ -234,6 +253,103 @@ fn print_report(input: &SnapshotInput, t: &Tally) {
     report!("bytes keys+values: {}", t.key_bytes + t.value_bytes);
     report!("bytes raw: {}", t.raw_bytes);
     report!("bytes on disk: {}", t.disk_bytes);
+}
+
+/// Elements of an RDB-encoded collection (a hash's fields, not its fields and values), from
+/// the counts its encoding carries; None for a type it does not know or a damaged value.
+fn element_count(rdb_type: u8, value: &[u8]) -> Option<u64> {
+    use ondisk::rdb::codec::{read_len, read_string, RdbInput};
+    use ondisk::rdb::RdbCursor;
+    use types::*;
+    let mut c = RdbCursor::new(value);
+    let skip8 = |c: &mut RdbCursor<'_>| c.read_exact(&mut [0u8; 8]).ok();
+    match rdb_type {
+        LIST | SET | ZSET | ZSET_2 | HASH => read_len(&mut c).ok(),
+        HASH_METADATA => {
+            skip8(&mut c)?;
+            read_len(&mut c).ok()
+        }
+        SET_INTSET => {
+            let b = read_string(&mut c).ok()?;
+            Some(u64::from(u32::from_le_bytes(b.get(4..8)?.try_into().ok()?)))
+        }
+        LIST_ZIPLIST | ZSET_ZIPLIST | HASH_ZIPLIST => {
+            let n = ziplist_len(&read_string(&mut c).ok()?)?;
+            Some(if rdb_type == LIST_ZIPLIST { n } else { n / 2 })
+        }
+        SET_LISTPACK | ZSET_LISTPACK | HASH_LISTPACK => {
+            let n = listpack_len(&read_string(&mut c).ok()?)?;
+            Some(if rdb_type == SET_LISTPACK { n } else { n / 2 })
+        }
+        HASH_LISTPACK_EX => {
+            skip8(&mut c)?;
+            Some(listpack_len(&read_string(&mut c).ok()?)? / 3)
+        }
+        LIST_QUICKLIST => {
+            let nodes = read_len(&mut c).ok()?;
+            (0..nodes).try_fold(0u64, |t, _| {
+                Some(t + ziplist_len(&read_string(&mut c).ok()?)?)
+            })
+        }
+        LIST_QUICKLIST_2 => {
+            let nodes = read_len(&mut c).ok()?;
+            (0..nodes).try_fold(0u64, |t, _| {
+                let container = read_len(&mut c).ok()?;
+                let node = read_string(&mut c).ok()?;
+                // 1: one plain element; 2: a listpack.
+                Some(
+                    t + if container == 1 {
+                        1
+                    } else {
+                        listpack_len(&node)?
+                    },
+                )
+            })
+        }
+        _ => None,
+    }
+}
+
+/// A ziplist's element count from its header (None when it says "count them": 65535).
+fn ziplist_len(zl: &[u8]) -> Option<u64> {
+    let n = u16::from_le_bytes(zl.get(8..10)?.try_into().ok()?);
+    (n != u16::MAX).then_some(u64::from(n))
+}
+
+/// A listpack's element count: its header's, or counted entry by entry past 65534.
+fn listpack_len(lp: &[u8]) -> Option<u64> {
+    let n = u16::from_le_bytes(lp.get(4..6)?.try_into().ok()?);
+    if n != u16::MAX {
+        return Some(u64::from(n));
+    }
+    let (mut at, mut count) = (6usize, 0u64);
+    loop {
+        let b = *lp.get(at)?;
+        let len = match b {
+            0xFF => return Some(count),
+            _ if b & 0x80 == 0 => 1,
+            _ if b & 0xC0 == 0x80 => 1 + usize::from(b & 0x3F),
+            _ if b & 0xE0 == 0xC0 => 2,
+            _ if b & 0xF0 == 0xE0 => {
+                2 + (usize::from(b & 0x0F) << 8 | usize::from(*lp.get(at + 1)?))
+            }
+            0xF0 => 5 + u32::from_le_bytes(lp.get(at + 1..at + 5)?.try_into().ok()?) as usize,
+            0xF1 => 3,
+            0xF2 => 4,
+            0xF3 => 5,
+            0xF4 => 9,
+            _ => return None,
+        };
+        let back = match len {
+            0..=127 => 1,
+            128..=16_383 => 2,
+            16_384..=2_097_151 => 3,
+            2_097_152..=268_435_455 => 4,
+            _ => 5,
+        };
+        at += len + back;
+        count += 1;
+    }
 }
 
 /// A key as printable ASCII: `\"`, `\\` and `\xNN` for everything else.
@@ -282,6 +398,34 @@ mod tests {
         let mut h = Histogram::default();
         h.add(u64::MAX);
         assert_eq!(h.rows()[0].0, format!("{}-{}", 1u64 << 63, u64::MAX));
+    }
+
+    #[test]
+    fn elements_are_counted_from_the_encodings() {
+        use ondisk::rdb::codec::{write_len, write_string, StringCompression};
+        let mut set = Vec::new();
+        write_len(&mut set, 3);
+        for m in [&b"a"[..], b"b", b"c"] {
+            write_string(&mut set, m, StringCompression::Off);
+        }
+        assert_eq!(element_count(types::SET, &set), Some(3));
+        // A listpack of 4 entries (two field-value pairs): total bytes, count, entries, end.
+        let entries = [0x81, b'f', 0x01, 0x05, 0x01, 0x81, b'g', 0x01, 0x06, 0x01];
+        let mut lp = ((6 + entries.len() + 1) as u32).to_le_bytes().to_vec();
+        lp.extend_from_slice(&4u16.to_le_bytes());
+        lp.extend_from_slice(&entries);
+        lp.push(0xFF);
+        let mut hash = Vec::new();
+        write_string(&mut hash, &lp, StringCompression::Off);
+        assert_eq!(element_count(types::HASH_LISTPACK, &hash), Some(2));
+        // The same listpack with its count unknown: counted entry by entry.
+        lp[4..6].copy_from_slice(&u16::MAX.to_le_bytes());
+        let mut list = Vec::new();
+        write_len(&mut list, 1);
+        write_len(&mut list, 2);
+        write_string(&mut list, &lp, StringCompression::Off);
+        assert_eq!(element_count(types::LIST_QUICKLIST_2, &list), Some(4));
+        assert_eq!(element_count(types::STREAM_LISTPACKS, &list), None);
     }
 
     #[test]

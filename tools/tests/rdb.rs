@@ -245,21 +245,18 @@ fn mixed_rdb(path: &Path) {
 }
 
 #[test]
-fn from_rdb_skips_other_types_with_a_warning() {
+fn from_rdb_imports_collections_as_objects() {
     let dir = tempfile::tempdir().unwrap();
     let rdb = dir.path().join("mixed.rdb");
     mixed_rdb(&rdb);
     let out = dir.path().join("snap");
     let r = from_rdb(&rdb, &out, &["--name", "imported"]);
     assert_eq!(r.code, 0, "{r:?}");
-    assert_eq!(r.field("kept"), "2");
+    assert_eq!(r.field("kept"), "5");
+    assert_eq!(r.field("objects kept"), "3");
     assert_eq!(r.field("expired dropped"), "1");
-    assert_eq!(r.field("skipped"), "3 (list 2, set 1)");
-    assert_eq!(
-        r.stderr,
-        "strata-compact: warning: skipped 3 key(s) of types Strata does not hold yet: \
-         list 2, set 1\n"
-    );
+    assert_eq!(r.field("skipped"), "0");
+    assert_eq!(r.stderr, "");
     let rb = read_back(&out.join("imported-summary.strata"));
     assert_eq!(rb.summary.compression, Compression::Lz4);
     assert_eq!(rb.files.len(), 1);
@@ -273,6 +270,25 @@ fn from_rdb_skips_other_types_with_a_warning() {
     .into_iter()
     .collect();
     assert_eq!(rb.model(), want);
+    // The collections, their RDB encodings as the file held them.
+    let objects = rb.objects();
+    let want_objects: BTreeMap<_, _> = [
+        (
+            (0u16, b"l1".to_vec()),
+            (types::LIST, vec![2, 1, b'a', 1, b'b'], None, 0u32),
+        ),
+        (
+            (3u16, b"s1".to_vec()),
+            (types::SET, vec![1, 1, b'm'], None, 0u32),
+        ),
+        (
+            (3u16, b"l2".to_vec()),
+            (types::LIST, vec![1, 1, b'z'], None, 0u32),
+        ),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(objects, want_objects);
 }
 
 #[test]

@@ -24,9 +24,10 @@ use super::types;
 use crate::error::FormatError;
 use bytes::BufMut;
 
-/// The RDB version DUMP writes: Redis 7.2's. RESTORE refuses payloads of newer versions, as
-/// Redis 7.2 does, and accepts every older one.
-pub const DUMP_RDB_VERSION: u16 = 11;
+/// The RDB version DUMP writes: Redis 7.0's (10), so a payload from Strata restores into
+/// redis-server 7.0, which refuses newer ones. RESTORE refuses payloads of newer versions, as
+/// Redis 7.0 does, and accepts every older one.
+pub const DUMP_RDB_VERSION: u16 = 10;
 /// RDB version (2 bytes) plus CRC-64 (8 bytes) at the end of a DUMP payload.
 const DUMP_FOOTER_LEN: usize = 10;
 
@@ -654,7 +655,7 @@ pub struct DumpPayload<'a> {
 }
 
 impl<'a> DumpPayload<'a> {
-    /// Checks the footer (version, then CRC-64) as Redis 7.2's `verifyDumpPayload` does, then
+    /// Checks the footer (version, then CRC-64) as Redis 7.0's `verifyDumpPayload` does, then
     /// reads the type byte.
     pub fn parse(payload: &'a [u8]) -> Result<Self, DumpError> {
         let Some(object_len) = payload.len().checked_sub(DUMP_FOOTER_LEN) else {

@@ -188,6 +188,25 @@ impl RdbEncoder {
         self.emit(value);
     }
 
+    /// Writes function libraries (their code, as FUNCTION LOAD got it); Redis puts them after
+    /// the header, before any key.
+    pub fn write_functions<'a>(&mut self, codes: impl IntoIterator<Item = &'a [u8]>) {
+        self.assert_no_open_value();
+        self.emit(&rdb_functions(codes));
+    }
+
+    /// Starts a key of any type whose RDB-encoded value follows in
+    /// [`object_bytes`](Self::object_bytes) calls (a large collection encoded a part at a
+    /// time); the value's end is where the next key or the end begins, as RDB has it.
+    pub fn begin_object(&mut self, key: &[u8], rdb_type: u8, expire_at_ms: Option<u64>) {
+        self.typed_head(key, rdb_type, expire_at_ms);
+    }
+
+    /// Appends the next bytes of the value [`begin_object`](Self::begin_object) started.
+    pub fn object_bytes(&mut self, bytes: &[u8]) {
+        self.emit(bytes);
+    }
+
     fn key_head(&mut self, key: &[u8], expire_at_ms: Option<u64>) {
         self.typed_head(key, types::STRING, expire_at_ms);
     }
@@ -257,6 +276,15 @@ impl<W: Write> RdbWriter<W> {
 
     pub fn set_compression(&mut self, on: bool) {
         self.enc.set_compression(on);
+    }
+
+    /// See [`RdbEncoder::write_functions`].
+    pub fn write_functions<'a>(
+        &mut self,
+        codes: impl IntoIterator<Item = &'a [u8]>,
+    ) -> io::Result<()> {
+        self.enc.write_functions(codes);
+        self.drain(WRITE_CHUNK)
     }
 
     pub fn select_db(&mut self, db: u32) -> io::Result<()> {

@@ -8,7 +8,7 @@
 use super::{
     get_varint, kind, Compression, FileStats, Item, ObjectRecord, Record, RecordValue,
     SnapshotHeader, END_PAYLOAD_LEN, FILE_HEADER_LEN, FLAG_CLIENT_FLAGS, FLAG_EXPIRE,
-    FRAME_HEADER_LEN, MAGIC, MAX_BLOCK_LEN, TAG_BLOCK, TAG_END, VERSION,
+    FRAME_HEADER_LEN, MAGIC, MAX_BLOCK_LEN, MIN_VERSION, PIECE_LEN, TAG_BLOCK, TAG_END, VERSION,
 };
 use crate::error::FormatError;
 use crate::rdb::codec::{skip_value, RdbCursor};
@@ -59,6 +59,18 @@ pub struct SnapshotDecoder {
     end_reported: bool,
     failed: Option<FormatError>,
     zstd: Option<zstd::bulk::Decompressor<'static>>,
+    /// The file's format version (kinds 9..=11 exist from 2 on).
+    version: u16,
+    /// A large object whose pieces are being joined: its head (value empty so far), the
+    /// value's bytes, pieces seen, their CRC32.
+    joining: Option<Joining>,
+}
+
+struct Joining {
+    head: ObjectRecord,
+    value: BytesMut,
+    pieces: u32,
+    crc: crc32fast::Hasher,
 }
 
 impl Default for SnapshotDecoder {
@@ -88,6 +100,8 @@ impl SnapshotDecoder {
             end_reported: false,
             failed: None,
             zstd: None,
+            version: VERSION,
+            joining: None,
         }
     }
 
@@ -211,12 +225,15 @@ impl SnapshotDecoder {
         }
         let b = &self.input[..FILE_HEADER_LEN];
         let version = u16::from_le_bytes([b[8], b[9]]);
-        if version != VERSION {
+        if !(MIN_VERSION..=VERSION).contains(&version) {
             return Err(FormatError::unsupported_version(
                 8,
-                format!("(snapshot version {version}, this build reads {VERSION})"),
+                format!(
+                    "(snapshot version {version}, this build reads {MIN_VERSION} to {VERSION})"
+                ),
             ));
         }
+        self.version = version;
         let stored_crc = le_u32(&b[36..40]);
         if crc32fast::hash(&b[..36]) != stored_crc {
             return Err(FormatError::checksum(0, "in snapshot file header"));
@@ -376,6 +393,16 @@ impl SnapshotDecoder {
         if !matches!(self.record, RecordState::Head { len: 0, .. }) {
             return Err(FormatError::corrupt(at, "end frame: last record cut off"));
         }
+        if let Some(j) = &self.joining {
+            return Err(FormatError::corrupt(
+                at,
+                format!(
+                    "end frame: the object {:?} has {} of its pieces and no end (cut off)",
+                    String::from_utf8_lossy(&j.head.key),
+                    j.pieces
+                ),
+            ));
+        }
         if records != self.records || keys != self.keys || raw_bytes != self.raw_bytes {
             return Err(FormatError::corrupt(
                 at,
@@ -427,17 +454,29 @@ impl SnapshotDecoder {
                         }
                     };
                     let kind = buf[0];
-                    if matches!(
-                        kind,
-                        kind::STRING | kind::TOMBSTONE | kind::OBJECT | kind::FUNCTION
-                    ) {
+                    let pieced = self.version >= 2
+                        && matches!(kind, kind::OBJECT_HEAD | kind::PIECE | kind::OBJECT_END);
+                    if pieced && kind == kind::PIECE && body_len > PIECE_LEN as u64 {
+                        return Err(FormatError::corrupt(
+                            self.frame_offset,
+                            format!("piece of {body_len} bytes (at most {PIECE_LEN})"),
+                        ));
+                    }
+                    if pieced
+                        || matches!(
+                            kind,
+                            kind::STRING | kind::TOMBSTONE | kind::OBJECT | kind::FUNCTION
+                        )
+                    {
                         self.record = RecordState::Body {
                             kind,
                             left: body_len,
                             buf: BytesMut::new(),
                         };
                         if body_len == 0 {
-                            return self.complete_record(kind, Bytes::new()).map(Some);
+                            if let Some(item) = self.complete_record(kind, Bytes::new())? {
+                                return Ok(Some(item));
+                            }
                         }
                     } else {
                         self.record = RecordState::Skip { left: body_len };
@@ -452,9 +491,20 @@ impl SnapshotDecoder {
                     if buf.is_empty() && n as u64 == *left {
                         // The whole body is inside this block. Copy it anyway: a slice
                         // would pin the whole block for as long as the caller keeps the value.
+                        if kind == kind::PIECE {
+                            // Straight into the joined value, no copy of its own.
+                            let piece = self.block.split_to(n);
+                            if let Some(item) = self.complete_piece(&piece)? {
+                                return Ok(Some(item));
+                            }
+                            continue;
+                        }
                         let body = Bytes::copy_from_slice(&self.block[..n]);
                         self.block.advance(n);
-                        return self.complete_record(kind, body).map(Some);
+                        if let Some(item) = self.complete_record(kind, body)? {
+                            return Ok(Some(item));
+                        }
+                        continue;
                     }
                     if buf.is_empty() {
                         buf.reserve((*left).min(1 << 20) as usize);
@@ -464,7 +514,9 @@ impl SnapshotDecoder {
                     *left -= n as u64;
                     if *left == 0 {
                         let body = buf.split().freeze();
-                        return self.complete_record(kind, body).map(Some);
+                        if let Some(item) = self.complete_record(kind, body)? {
+                            return Ok(Some(item));
+                        }
                     }
                 }
                 RecordState::Skip { left } => {
@@ -486,12 +538,61 @@ impl SnapshotDecoder {
         self.record = RecordState::between_records();
     }
 
-    fn complete_record(&mut self, kind: u8, body: Bytes) -> Result<Item, FormatError> {
+    /// A piece's bytes, appended to the object being joined.
+    fn complete_piece(&mut self, piece: &[u8]) -> Result<Option<Item>, FormatError> {
         self.record = RecordState::between_records();
         self.records += 1;
+        let Some(j) = self.joining.as_mut() else {
+            return Err(FormatError::corrupt(
+                self.frame_offset,
+                "record in block: a piece without its object's head",
+            ));
+        };
+        j.value.extend_from_slice(piece);
+        j.crc.update(piece);
+        j.pieces += 1;
+        Ok(None)
+    }
+
+    /// A whole record: the item it makes, if any (the parts of a large object make one item,
+    /// at its end).
+    fn complete_record(&mut self, kind: u8, body: Bytes) -> Result<Option<Item>, FormatError> {
+        if kind == kind::PIECE {
+            return self.complete_piece(&body);
+        }
+        self.record = RecordState::between_records();
+        self.records += 1;
+        let at = self.frame_offset;
+        if let Some(j) = &self.joining {
+            if kind != kind::OBJECT_END {
+                return Err(FormatError::corrupt(
+                    at,
+                    format!(
+                        "record in block: the object {:?} is cut off after {} piece(s) \
+                         (a record of kind {kind} follows them, not its end)",
+                        String::from_utf8_lossy(&j.head.key),
+                        j.pieces
+                    ),
+                ));
+            }
+        }
+        if kind == kind::OBJECT_END {
+            return self.end_object(&body).map(Some);
+        }
         let item = parse_body(kind, body).map_err(|what| {
             FormatError::corrupt(self.frame_offset, format!("record in block: {what}"))
         })?;
+        if kind == kind::OBJECT_HEAD {
+            if let Item::Object(head) = item {
+                self.joining = Some(Joining {
+                    head,
+                    value: BytesMut::new(),
+                    pieces: 0,
+                    crc: crc32fast::Hasher::new(),
+                });
+            }
+            return Ok(None);
+        }
         match &item {
             Item::Record(Record {
                 value: RecordValue::String(_),
@@ -500,7 +601,58 @@ impl SnapshotDecoder {
             Item::Object(_) => self.objects += 1,
             _ => {}
         }
-        Ok(item)
+        Ok(Some(item))
+    }
+
+    /// An object's end: its pieces must be all there, then its value is checked as any
+    /// Object record's.
+    fn end_object(&mut self, body: &[u8]) -> Result<Item, FormatError> {
+        let at = self.frame_offset;
+        let Some(j) = self.joining.take() else {
+            return Err(FormatError::corrupt(
+                at,
+                "record in block: an object's end without its head",
+            ));
+        };
+        let name = String::from_utf8_lossy(&j.head.key).into_owned();
+        if body.len() != 16 {
+            return Err(FormatError::corrupt(
+                at,
+                format!(
+                    "record in block: the end of object {name:?} is {} bytes, not 16",
+                    body.len()
+                ),
+            ));
+        }
+        let (len, pieces, crc) = (
+            le_u64(&body[0..8]),
+            le_u32(&body[8..12]),
+            le_u32(&body[12..16]),
+        );
+        let have = j.value.len() as u64;
+        if len != have || pieces != j.pieces {
+            return Err(FormatError::corrupt(
+                at,
+                format!(
+                    "record in block: object {name:?} has {} piece(s) of {have} bytes, its end \
+                     says {pieces} of {len} (pieces missing or extra)",
+                    j.pieces
+                ),
+            ));
+        }
+        if j.crc.finalize() != crc {
+            return Err(FormatError::checksum(
+                at,
+                format!("over the pieces of object {name:?}"),
+            ));
+        }
+        let mut object = j.head;
+        object.value = j.value.freeze();
+        check_rdb_value(object.rdb_type, &object.value).map_err(|what| {
+            FormatError::corrupt(at, format!("object {name:?} in pieces: {what}"))
+        })?;
+        self.objects += 1;
+        Ok(Item::Object(object))
     }
 }
 
@@ -521,10 +673,10 @@ fn parse_body(kind: u8, body: Bytes) -> Result<Item, String> {
             value: RecordValue::Tombstone,
         }));
     }
-    let what = if kind == kind::OBJECT {
-        "object"
-    } else {
-        "string"
+    let what = match kind {
+        kind::OBJECT => "object",
+        kind::OBJECT_HEAD => "object head",
+        _ => "string",
     };
     let too_short = || format!("{what} record too short");
     let flags = *body.get(pos).ok_or_else(too_short)?;
@@ -566,7 +718,13 @@ fn parse_body(kind: u8, body: Bytes) -> Result<Item, String> {
         .get(key_end)
         .ok_or("object record without its RDB type")?;
     let value = body.slice(key_end + 1..);
-    check_rdb_value(rdb_type, &value)?;
+    if kind == kind::OBJECT_HEAD {
+        if !value.is_empty() {
+            return Err("object head with bytes after its RDB type".into());
+        }
+    } else {
+        check_rdb_value(rdb_type, &value)?;
+    }
     Ok(Item::Object(ObjectRecord {
         db,
         key,

@@ -7,7 +7,7 @@
 use super::{
     put_varint, varint_len, Compression, FileStats, KeyHead, SnapshotHeader, DEFAULT_BLOCK_SIZE,
     END_PAYLOAD_LEN, FILE_HEADER_LEN, FLAG_CLIENT_FLAGS, FLAG_EXPIRE, FRAME_HEADER_LEN, MAGIC,
-    MAX_BLOCK_LEN, TAG_BLOCK, TAG_END, VERSION,
+    MAX_BLOCK_LEN, PIECE_LEN, TAG_BLOCK, TAG_END, VERSION,
 };
 use bytes::{Bytes, BytesMut};
 
@@ -22,6 +22,8 @@ const ZSTD_LEVEL: i32 = 3;
 /// [`begin_object`](Self::begin_object) is a promise to deliver exactly
 /// `value_len` bytes through [`value_chunk`](Self::value_chunk) before the next record or
 /// `finish`; breaking it is a bug in the caller and panics rather than writing a corrupt file.
+/// So is a record started between [`begin_pieces`](Self::begin_pieces) and
+/// [`end_pieces`](Self::end_pieces), or a piece outside them.
 pub struct SnapshotEncoder {
     compression: Compression,
     block_size: usize,
@@ -35,6 +37,15 @@ pub struct SnapshotEncoder {
     stats: FileStats,
     /// Bytes of a streamed value still owed through `value_chunk`.
     value_left: u64,
+    /// The large object whose pieces are being written, if any.
+    pieces: Option<OpenPieces>,
+}
+
+/// What an object written in pieces has had so far (for its end record).
+struct OpenPieces {
+    len: u64,
+    count: u32,
+    crc: crc32fast::Hasher,
 }
 
 impl SnapshotEncoder {
@@ -60,6 +71,7 @@ impl SnapshotEncoder {
             file_crc: crc32fast::Hasher::new(),
             stats: FileStats::default(),
             value_left: 0,
+            pieces: None,
         };
         enc.emit(&encode_file_header(&header));
         enc
@@ -98,11 +110,71 @@ impl SnapshotEncoder {
         self.stats.keys += 1;
     }
 
-    /// Writes a whole Object record: a key of any data type, `value` being its RDB encoding
-    /// for `rdb_type` (as [`rdb::codec`](crate::rdb::codec) writes it).
+    /// Writes a whole object: a key of any data type, `value` being its RDB encoding for
+    /// `rdb_type` (as [`rdb::codec`](crate::rdb::codec) writes it). One Object record, or a
+    /// head, pieces and an end when the value is [`PIECE_LEN`] bytes or more.
     pub fn write_object(&mut self, head: &KeyHead<'_>, rdb_type: u8, value: &[u8]) {
-        self.begin_object(head, rdb_type, value.len() as u64);
-        self.value_chunk(value);
+        if value.len() < PIECE_LEN {
+            self.begin_object(head, rdb_type, value.len() as u64);
+            self.value_chunk(value);
+            return;
+        }
+        self.begin_pieces(head, rdb_type);
+        for piece in value.chunks(PIECE_LEN) {
+            self.write_piece(piece);
+        }
+        self.end_pieces();
+    }
+
+    /// Starts a large object written in pieces ([`write_piece`](Self::write_piece), then
+    /// [`end_pieces`](Self::end_pieces)): its value's length need not be known up front, so
+    /// the caller can encode it a piece at a time.
+    pub fn begin_pieces(&mut self, head: &KeyHead<'_>, rdb_type: u8) {
+        self.begin_keyed(super::kind::OBJECT_HEAD, head, &[rdb_type], 0);
+        self.stats.objects += 1;
+        self.pieces = Some(OpenPieces {
+            len: 0,
+            count: 0,
+            crc: crc32fast::Hasher::new(),
+        });
+    }
+
+    /// Appends the next bytes of the value begun by [`begin_pieces`](Self::begin_pieces), as
+    /// one or more Piece records of at most [`PIECE_LEN`] bytes.
+    pub fn write_piece(&mut self, bytes: &[u8]) {
+        let Some(p) = self.pieces.as_mut() else {
+            panic!("snapshot write_piece without begin_pieces");
+        };
+        p.len += bytes.len() as u64;
+        p.crc.update(bytes);
+        let mut n = 0u32;
+        for piece in bytes.chunks(PIECE_LEN) {
+            let mut head = Vec::with_capacity(4);
+            head.push(super::kind::PIECE);
+            put_varint(&mut head, piece.len() as u64);
+            self.push_raw(&head);
+            self.push_raw(piece);
+            self.stats.records += 1;
+            n += 1;
+        }
+        if let Some(p) = self.pieces.as_mut() {
+            p.count += n;
+        }
+    }
+
+    /// Ends the object begun by [`begin_pieces`](Self::begin_pieces).
+    pub fn end_pieces(&mut self) {
+        let Some(p) = self.pieces.take() else {
+            panic!("snapshot end_pieces without begin_pieces");
+        };
+        let mut rec = Vec::with_capacity(18);
+        rec.push(super::kind::OBJECT_END);
+        put_varint(&mut rec, 16);
+        rec.extend_from_slice(&p.len.to_le_bytes());
+        rec.extend_from_slice(&p.count.to_le_bytes());
+        rec.extend_from_slice(&p.crc.finalize().to_le_bytes());
+        self.push_raw(&rec);
+        self.stats.records += 1;
     }
 
     /// Starts an Object record whose RDB-encoded value follows in
@@ -239,6 +311,10 @@ impl SnapshotEncoder {
             self.value_left == 0,
             "snapshot record started while {} bytes of the previous value are missing",
             self.value_left
+        );
+        assert!(
+            self.pieces.is_none(),
+            "snapshot record started inside an object written in pieces"
         );
     }
 

@@ -12,7 +12,7 @@
 //!
 //! file_header (40 bytes)
 //!   0  magic        [8]  b"STRATASN"
-//!   8  version      u16  1
+//!   8  version      u16  2 (1: files without kinds 9..=11, still read)
 //!  10  compression  u8   codec the writer asked for (0 none, 1 lz4, 2 zstd); informational,
 //!                        every frame names its own codec
 //!  11  reserved     u8   0
@@ -56,6 +56,10 @@
 //! kind 8  Object     key_head, rdb_type u8, value = rest of body: the value in Redis' RDB
 //!                    encoding for rdb_type (`rdb::codec`), the same bytes DUMP and RDB files
 //!                    carry, so every data type uses this one kind
+//! kind 9  ObjectHead   key_head, rdb_type u8: a collection whose RDB value is at least
+//!                    PIECE_LEN bytes; its value follows in Piece records, then an ObjectEnd
+//! kind 10 Piece      a run of the value's bytes (PIECE_LEN at most), in order
+//! kind 11 ObjectEnd  value_len u64, pieces u32, value_crc u32 (CRC32 of the joined value)
 //! kind 128 Function  code = whole body: one function library's code as FUNCTION LOAD got it
 //!                    (metadata line included), the string Redis' RDB_OPCODE_FUNCTION2 holds;
 //!                    written first in shard 0's file only, so a loader meets every library
@@ -66,9 +70,17 @@
 //!            [client_flags u32 if bit 1], key_len varint, key
 //! ```
 //!
+//! A head's pieces follow it with no other record between, and its end follows them: anything
+//! else (another record, the end frame) is a `Corrupt` error naming the key, as is an end whose
+//! length, piece count or CRC disagrees with the pieces. The server writes a large collection
+//! this way so that it encodes the value a piece at a time, serving clients between pieces,
+//! and never holds more than a piece of it encoded; a reader joins the pieces and hands out
+//! one [`Item::Object`]. Kinds 9..=11 appeared with version 2: a version-1 file never holds
+//! them (a reader skips them there as unknown).
+//!
 //! Flag bit 2 is reserved for a memcached CAS value (a u64 after client flags, in both kinds);
 //! until `Record` carries one, a reader refuses it. Kinds 3..=7 were once planned per data type
-//! and are never written: kind 8 carries every type. 9..=127 are free for further records of
+//! and are never written: kind 8 carries every type. 12..=127 are free for further records of
 //! keys, 128..=255 for metadata records. Kind 0 is never valid, so zeroed bytes are caught.
 //! `body_len` lets an older reader skip kinds it does not know; it counts them
 //! ([`SnapshotDecoder::skipped_unknown`]), which is why kind 8 needed no new file version. An
@@ -89,8 +101,13 @@ use std::str::FromStr;
 
 /// Magic bytes at the start of every snapshot file.
 pub const MAGIC: &[u8; 8] = b"STRATASN";
-/// The snapshot format version this code writes and reads.
-pub const VERSION: u16 = 1;
+/// The snapshot format version this code writes.
+pub const VERSION: u16 = 2;
+/// The oldest version this code reads.
+pub const MIN_VERSION: u16 = 1;
+/// Longest Piece record value; an object whose RDB value is at least this long is written in
+/// pieces (kinds 9..=11).
+pub const PIECE_LEN: usize = 64 * 1024;
 /// Length of the file header.
 pub const FILE_HEADER_LEN: usize = 40;
 /// Length of every frame header.
@@ -119,6 +136,12 @@ pub mod kind {
     pub const STREAM: u8 = 7;
     /// A key of any data type, its value in RDB encoding.
     pub const OBJECT: u8 = 8;
+    /// A large object's key head and RDB type; its value follows in pieces (version 2).
+    pub const OBJECT_HEAD: u8 = 9;
+    /// A run of a large object's value bytes.
+    pub const PIECE: u8 = 10;
+    /// The end of a large object: value length, piece count and CRC32 of the value.
+    pub const OBJECT_END: u8 = 11;
     /// A function library's code (a metadata record).
     pub const FUNCTION: u8 = 128;
 }

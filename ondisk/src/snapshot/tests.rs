@@ -355,7 +355,7 @@ fn header_problems_are_named() {
     // Recognised as foreign from the first byte, without waiting for a whole header.
     assert_eq!(decode_lossy(b"R").1.unwrap_err().kind, ErrorKind::BadMagic);
     let mut bad = file.clone();
-    bad[8] = 2;
+    bad[8] = 3;
     assert_eq!(
         decode_lossy(&bad).1.unwrap_err().kind,
         ErrorKind::UnsupportedVersion
@@ -973,4 +973,237 @@ proptest! {
             }
         }
     }
+}
+
+use crate::rdb::types as rdb_types;
+
+/// An RDB set of `n` members (a value well past one piece for large `n`).
+fn big_set(n: usize) -> Vec<u8> {
+    use crate::rdb::codec::{write_len, write_string, StringCompression};
+    let mut v = Vec::new();
+    write_len(&mut v, n as u64);
+    for i in 0..n {
+        write_string(
+            &mut v,
+            format!("member:{i}").as_bytes(),
+            StringCompression::Off,
+        );
+    }
+    v
+}
+
+#[test]
+fn a_large_object_goes_in_pieces_and_comes_back_whole() {
+    let value = big_set(40_000);
+    assert!(value.len() > 5 * PIECE_LEN);
+    let head = KeyHead {
+        db: 2,
+        key: b"big",
+        expire_at_ms: Some(1_900_000_000_000),
+        client_flags: 0,
+    };
+    for compression in [Compression::None, Compression::Lz4] {
+        let mut enc = SnapshotEncoder::new(header(compression));
+        enc.write_string(0, b"before", b"x", None, 0);
+        enc.write_object(&head, rdb_types::SET, &value);
+        // The server's way: a head, pieces of any length, an end.
+        enc.begin_pieces(
+            &KeyHead {
+                key: b"streamed",
+                ..head
+            },
+            rdb_types::SET,
+        );
+        for part in value.chunks(10_000) {
+            enc.write_piece(part);
+        }
+        enc.end_pieces();
+        enc.write_string(0, b"after", b"y", None, 0);
+        let (file, stats) = enc.finish();
+        let pieces = value.len().div_ceil(PIECE_LEN) as u64;
+        let streamed = value.chunks(10_000).count() as u64;
+        assert_eq!(stats.records, 2 + (2 + pieces) + (2 + streamed));
+        assert_eq!(stats.objects, 2);
+        assert_eq!(&file[8..10], &2u16.to_le_bytes());
+        for chunk in [7, 4096, 1 << 20] {
+            let (items, s) = decode_items(&file, chunk).unwrap();
+            assert_eq!(s.records, stats.records);
+            assert_eq!(s.objects, 2);
+            assert_eq!(items.len(), 4);
+            for (item, key) in items[1..3].iter().zip([&b"big"[..], b"streamed"]) {
+                let Item::Object(o) = item else {
+                    panic!("not an object: {item:?}");
+                };
+                assert_eq!(&o.key[..], key);
+                assert_eq!(o.db, 2);
+                assert_eq!(o.expire_at_ms, Some(1_900_000_000_000));
+                assert_eq!(o.rdb_type, rdb_types::SET);
+                assert!(o.value[..] == value[..]);
+            }
+        }
+    }
+}
+
+/// A file of raw records (a head, pieces, ...) as a writer that went wrong would leave it.
+fn raw_file(records: &[(u8, Vec<u8>)]) -> Vec<u8> {
+    let mut enc = SnapshotEncoder::new(header(Compression::None));
+    for (k, body) in records {
+        enc.write_raw_record(*k, body);
+    }
+    enc.finish().0.to_vec()
+}
+
+#[test]
+fn cut_or_damaged_pieces_are_clear_errors() {
+    let value = big_set(20_000);
+    let mut head = vec![0u8, 0, 3];
+    head.extend_from_slice(b"big");
+    head.push(rdb_types::SET);
+    let pieces: Vec<(u8, Vec<u8>)> = value
+        .chunks(PIECE_LEN)
+        .map(|p| (kind::PIECE, p.to_vec()))
+        .collect();
+    let end = |len: u64, n: u32, crc: u32| {
+        let mut e = len.to_le_bytes().to_vec();
+        e.extend_from_slice(&n.to_le_bytes());
+        e.extend_from_slice(&crc.to_le_bytes());
+        (kind::OBJECT_END, e)
+    };
+    let good_end = end(
+        value.len() as u64,
+        pieces.len() as u32,
+        crc32fast::hash(&value),
+    );
+    let with = |mid: Vec<(u8, Vec<u8>)>| {
+        let mut r = vec![(kind::OBJECT_HEAD, head.clone())];
+        r.extend(mid);
+        r
+    };
+    // Whole: it decodes.
+    let mut all = with(pieces.clone());
+    all.push(good_end.clone());
+    assert_eq!(decode_items(&raw_file(&all), 4096).unwrap().0.len(), 1);
+
+    let last_missing = {
+        let mut r = with(pieces[..pieces.len() - 1].to_vec());
+        r.push(good_end.clone());
+        r
+    };
+    let no_end = with(pieces.clone());
+    let other_between = {
+        let mut r = with(pieces[..2].to_vec());
+        r.push((kind::STRING, vec![0, 0, 1, b'k', b'v']));
+        r
+    };
+    let bad_crc = {
+        let mut r = with(pieces.clone());
+        r.push(end(value.len() as u64, pieces.len() as u32, 1));
+        r
+    };
+    let stray_piece = vec![pieces[0].clone()];
+    let stray_end = vec![good_end.clone()];
+    let cut_value = {
+        // The pieces agree with their end but the RDB set inside is cut short.
+        let short = &value[..value.len() - 3];
+        let parts: Vec<(u8, Vec<u8>)> = short
+            .chunks(PIECE_LEN)
+            .map(|p| (kind::PIECE, p.to_vec()))
+            .collect();
+        let n = parts.len() as u32;
+        let mut r = with(parts);
+        r.push(end(short.len() as u64, n, crc32fast::hash(short)));
+        r
+    };
+    let cases = [
+        (last_missing, ErrorKind::Corrupt, "pieces missing or extra"),
+        (no_end, ErrorKind::Corrupt, "no end (cut off)"),
+        (
+            other_between,
+            ErrorKind::Corrupt,
+            "is cut off after 2 piece(s)",
+        ),
+        (
+            bad_crc,
+            ErrorKind::ChecksumMismatch,
+            "pieces of object \"big\"",
+        ),
+        (
+            stray_piece,
+            ErrorKind::Corrupt,
+            "a piece without its object's head",
+        ),
+        (
+            stray_end,
+            ErrorKind::Corrupt,
+            "an object's end without its head",
+        ),
+        (cut_value, ErrorKind::Corrupt, "object \"big\" in pieces"),
+    ];
+    for (records, want_kind, want) in cases {
+        let err = decode_items(&raw_file(&records), 4096).unwrap_err();
+        assert_eq!(err.kind, want_kind, "{err}");
+        assert!(err.to_string().contains(want), "{err}");
+    }
+    // A file cut anywhere inside the pieces: an error, never a panic or an object.
+    let mut enc = SnapshotEncoder::new(header(Compression::Lz4));
+    let h = KeyHead {
+        db: 0,
+        key: b"big",
+        expire_at_ms: None,
+        client_flags: 0,
+    };
+    enc.write_object(&h, rdb_types::SET, &value);
+    let (file, _) = enc.finish();
+    for cut in (FILE_HEADER_LEN..file.len()).step_by(997) {
+        match decode_items(&file[..cut], 4096) {
+            Err(e) => assert_eq!(e.kind, ErrorKind::Truncated, "cut at {cut}: {e}"),
+            Ok(_) => panic!("a file cut at {cut} decoded"),
+        }
+    }
+}
+
+#[test]
+fn version_1_files_still_load_and_newer_ones_are_refused() {
+    let mut enc = SnapshotEncoder::new(header(Compression::None));
+    enc.write_string(0, b"k", b"v", None, 0);
+    let (file, _) = enc.finish();
+    let restamp = |v: u16| {
+        let mut f = file.to_vec();
+        f[8..10].copy_from_slice(&v.to_le_bytes());
+        let crc = crc32fast::hash(&f[..36]);
+        f[36..40].copy_from_slice(&crc.to_le_bytes());
+        // The file CRC in the end frame covers the header too.
+        let end = f.len() - FRAME_HEADER_LEN - END_PAYLOAD_LEN;
+        let body_crc = crc32fast::hash(&f[..end]);
+        let at = end + FRAME_HEADER_LEN + 24;
+        f[at..at + 4].copy_from_slice(&body_crc.to_le_bytes());
+        let payload_crc = crc32fast::hash(&f[end + FRAME_HEADER_LEN..]);
+        f[end + 16..end + 20].copy_from_slice(&payload_crc.to_le_bytes());
+        let hcrc = crc32fast::hash(&f[end..end + 20]);
+        f[end + 20..end + 24].copy_from_slice(&hcrc.to_le_bytes());
+        f
+    };
+    let (items, _) = decode_items(&restamp(1), 64).unwrap();
+    assert_eq!(items, vec![Item::Record(string(0, b"k", b"v", None, 0))]);
+    let err = decode_items(&restamp(3), 64).unwrap_err();
+    assert_eq!(err.kind, ErrorKind::UnsupportedVersion, "{err}");
+    // In a version-1 file kinds 9..=11 are unknown records, skipped.
+    let mut enc = SnapshotEncoder::new(header(Compression::None));
+    enc.write_raw_record(kind::PIECE, b"not a piece there");
+    enc.write_string(0, b"k", b"v", None, 0);
+    let (f2, _) = enc.finish();
+    let mut dec = SnapshotDecoder::new();
+    let old = {
+        let mut f = f2.to_vec();
+        f[8..10].copy_from_slice(&1u16.to_le_bytes());
+        let crc = crc32fast::hash(&f[..36]);
+        f[36..40].copy_from_slice(&crc.to_le_bytes());
+        f
+    };
+    dec.feed(&old);
+    assert_eq!(
+        dec.next().unwrap(),
+        Some(Item::Record(string(0, b"k", b"v", None, 0)))
+    );
+    assert_eq!(dec.skipped_unknown(), 1);
 }

@@ -142,7 +142,7 @@ pub async fn info(Call { core, args, .. }: Call<'_>) -> Reply {
             section(
                 "Persistence",
                 format!(
-                    "loading:0\r\nasync_loading:0\r\ncurrent_cow_peak:0\r\ncurrent_cow_size:0\r\nrdb_changes_since_last_save:{}\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\nrdb_last_bgsave_time_sec:{}\r\nrdb_current_bgsave_time_sec:{current}\r\nrdb_saves:{}\r\nrdb_last_cow_size:0\r\nrdb_last_save_size:{}\r\nrdb_last_save_keys:{}\r\nrdb_last_save_file:{}\r\nrdb_last_load_keys_loaded:{}\r\nrdb_last_load_keys_expired:{}\r\nrdb_last_load_keys_skipped:{}\r\nrdb_last_load_time_ms:{}\r\nrdb_save_backlog_bytes:{backlog}\r\naof_enabled:0\r\n",
+                    "loading:0\r\nasync_loading:0\r\ncurrent_cow_peak:0\r\ncurrent_cow_size:0\r\nrdb_changes_since_last_save:{}\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\nrdb_last_bgsave_time_sec:{}\r\nrdb_current_bgsave_time_sec:{current}\r\nrdb_saves:{}\r\nrdb_last_cow_size:0\r\nrdb_last_save_size:{}\r\nrdb_last_save_keys:{}\r\nrdb_last_save_file:{}\r\nrdb_last_load_keys_loaded:{}\r\nrdb_last_load_keys_expired:{}\r\nrdb_last_load_keys_skipped:{}\r\nrdb_last_load_time_ms:{}\r\nrdb_save_backlog_bytes:{backlog}\r\nrdb_last_save_peak_buffered_bytes:{}\r\naof_enabled:0\r\n",
                     dirty.saturating_sub(p.dirty_at_last_save),
                     u8::from(p.in_progress),
                     p.last_save_unix,
@@ -156,6 +156,7 @@ pub async fn info(Call { core, args, .. }: Call<'_>) -> Reply {
                     p.load.expired,
                     p.load.skipped,
                     p.load.duration_ms,
+                    p.last_peak_buffered,
                 ),
             );
         }

@@ -65,6 +65,9 @@ pub struct PersistState {
     pub last_bytes: u64,
     pub last_keys: u64,
     pub last_file: String,
+    /// Most encoded bytes the last successful save held at once, all shards together (its
+    /// encoder output not yet written plus a large collection's current piece).
+    pub last_peak_buffered: u64,
     /// Writes counted by the shards when the last successful save started.
     pub dirty_at_last_save: u64,
     pub load: LoadReport,
@@ -94,6 +97,7 @@ impl PersistState {
             last_bytes: 0,
             last_keys: 0,
             last_file: String::new(),
+            last_peak_buffered: 0,
             dirty_at_last_save: 0,
             load: LoadReport::default(),
         }
@@ -107,6 +111,8 @@ pub struct SaveReport {
     pub bytes: u64,
     pub file: String,
     pub duration: Duration,
+    /// See [`PersistState::last_peak_buffered`].
+    pub peak_buffered: u64,
 }
 
 /// The error of a save refused because another runs.
@@ -187,6 +193,7 @@ async fn save_signalling(
                 st.last_bytes = r.bytes;
                 st.last_keys = r.keys;
                 st.last_file = r.file.clone();
+                st.last_peak_buffered = r.peak_buffered;
                 st.dirty_at_last_save = dirty;
             }
             Err(_) => st.last_ok = false,
@@ -348,6 +355,7 @@ async fn save_now(
         warn!("{unreadable} offloaded value(s) could not be read from the tier file and are missing from the snapshot");
     }
     let keys = outputs.iter().map(|o| o.keys).sum();
+    let peak_buffered = outputs.iter().map(|o| o.peak_buffered).sum();
     let (file, bytes) = match format {
         Format::Strata => commit_strata(core, &dir, &name, &stem, id, &jobs, &outputs).await?,
         Format::Rdb => commit_rdb(&dir, &name, &jobs, &functions).await?,
@@ -357,6 +365,7 @@ async fn save_now(
         bytes,
         file,
         duration: started.elapsed(),
+        peak_buffered,
     })
 }
 

@@ -3,22 +3,31 @@
 //! back from the tier file, and encodes everything (Strata records or an RDB fragment) into its
 //! file as it goes.
 //!
-//! Never: blocks the core for more than one step, or holds more than one step's entries (plus
-//! the writers' copies) in memory; a large value is encoded in chunks with writes between.
+//! A large collection (one whose RDB encoding reaches a piece, 64 KiB) is encoded a piece at a
+//! time from the entry the walk handed out, the core serving clients between pieces: that
+//! entry is the collection as it was at the save's start, sharing its nodes with the live one
+//! (a write to the live one copies the node it changes, see [`TypedObject::capture`]), so a
+//! collection half-saved stays as it was whatever writes come meanwhile. Strata files get a
+//! head, pieces and an end record (`ondisk::snapshot`), RDB files the same bytes as one key.
+//!
+//! Never: blocks the core for more than one step or one piece, or holds more than one step's
+//! entries (plus the writers' copies) and one piece of encoding in memory; a large value is
+//! encoded in chunks with writes between.
 
 use std::path::PathBuf;
 use std::rc::Rc;
 
 use bytes::Bytes;
 use ondisk::rdb::RdbEncoder;
-use ondisk::snapshot::{KeyHead, SnapshotEncoder, SnapshotHeader};
+use ondisk::snapshot::{KeyHead, SnapshotEncoder, SnapshotHeader, PIECE_LEN};
 use tracing::{info, warn};
 
 use super::sink::{FileWriter, Throttle};
 use super::Format;
 use crate::server::core::Core;
 use crate::server::error::{ErrorKind, Result, ServerError};
-use crate::shard::{Element, Entry, ValueRef};
+use crate::shard::object::RdbPartPos;
+use crate::shard::{Element, Entry, TypedObject, ValueRef};
 
 /// Buckets one serializer step walks per db.
 const STEP_BUCKETS: usize = 8;
@@ -49,6 +58,8 @@ pub(super) struct ShardOutput {
     pub(super) crc32: u32,
     pub(super) records: u64,
     pub(super) unreadable: u64,
+    /// Most encoded bytes held at once (encoder output not yet written plus a piece).
+    pub(super) peak_buffered: u64,
 }
 
 /// The encoder of one shard's file.
@@ -102,6 +113,7 @@ async fn write_shard(core: &Rc<Core>, job: &ShardJob) -> Result<ShardOutput> {
         crc32: 0,
         records: 0,
         unreadable: 0,
+        peak_buffered: 0,
     };
     let mut batch: Vec<(usize, Element<Entry>)> = Vec::new();
     let total = core.shard.borrow().key_count().max(1);
@@ -141,7 +153,11 @@ async fn write_shard(core: &Rc<Core>, job: &ShardJob) -> Result<ShardOutput> {
                         reads.push((db, key, p, expire, flags, e.offloaded_type().is_some()));
                     }
                 }
-                ValueRef::Packed(..) | ValueRef::Object(_) => {
+                ValueRef::Object(o) => {
+                    let head = (db, key.as_bytes(), expire, flags);
+                    put_large(&mut enc, &mut w, &throttle, &mut out, head, o).await?;
+                }
+                ValueRef::Packed(..) => {
                     let mut body = Vec::new();
                     if let Some(rdb_type) = e.encode_rdb(&mut body) {
                         let head = (db, key.as_bytes(), expire, flags);
@@ -149,6 +165,7 @@ async fn write_shard(core: &Rc<Core>, job: &ShardJob) -> Result<ShardOutput> {
                     }
                 }
             }
+            out.peak_buffered = out.peak_buffered.max(enc.pending() as u64);
             // Written as it goes: a large batch (a write burst's copies) never sits in the
             // encoder whole.
             if enc.pending() >= ENCODED_IN_MEMORY {
@@ -180,6 +197,7 @@ async fn write_shard(core: &Rc<Core>, job: &ShardJob) -> Result<ShardOutput> {
                             Ok((rdb_type, body)) => {
                                 let head = (*db, key.as_bytes(), *expire, *flags);
                                 put_object(&mut enc, &mut out, head, rdb_type, body);
+                                out.peak_buffered = out.peak_buffered.max(enc.pending() as u64);
                             }
                             Err(e) => {
                                 warn!("snapshot: the collection of {key:?} on the tier file is corrupt: {e}");
@@ -291,6 +309,62 @@ async fn drain(
         out.bytes += b.len() as u64;
         throttle.account(b.len() as u64).await;
     }
+    Ok(())
+}
+
+/// Encodes a large collection a piece at a time from `o`, the entry as the save's start saw
+/// it: the file is written and the core serves clients between pieces. A collection whose
+/// encoding fits in one piece is one record, as [`put_object`] writes it.
+async fn put_large(
+    enc: &mut Encoder,
+    w: &mut FileWriter,
+    throttle: &Throttle,
+    out: &mut ShardOutput,
+    (db, key, expire, client_flags): (usize, &[u8], Option<u64>, u32),
+    o: &dyn TypedObject,
+) -> Result<()> {
+    let mut pos = RdbPartPos::default();
+    let mut buf = Vec::with_capacity(PIECE_LEN + 4096);
+    let (rdb_type, mut done) = o.encode_rdb_part(&mut pos, &mut buf, PIECE_LEN);
+    if done && buf.len() < PIECE_LEN {
+        put_object(enc, out, (db, key, expire, client_flags), rdb_type, &buf);
+        return Ok(());
+    }
+    match enc {
+        Encoder::Strata(e) => {
+            let head = KeyHead {
+                db: db as u16,
+                key,
+                expire_at_ms: expire,
+                client_flags,
+            };
+            e.begin_pieces(&head, rdb_type);
+        }
+        Encoder::Rdb(e) => {
+            e.select_db(db as u32);
+            e.begin_object(key, rdb_type, expire);
+        }
+    }
+    loop {
+        match enc {
+            Encoder::Strata(e) => e.write_piece(&buf),
+            Encoder::Rdb(e) => e.object_bytes(&buf),
+        }
+        let held = enc.pending() + buf.capacity();
+        out.peak_buffered = out.peak_buffered.max(held as u64);
+        if done {
+            break;
+        }
+        drain(enc, w, throttle, out).await?;
+        // Clients between pieces; `o` shares nodes with the live collection, never changes.
+        futures_lite::future::yield_now().await;
+        buf.clear();
+        done = o.encode_rdb_part(&mut pos, &mut buf, PIECE_LEN).1;
+    }
+    if let Encoder::Strata(e) = enc {
+        e.end_pieces();
+    }
+    out.keys += 1;
     Ok(())
 }
 
