@@ -410,6 +410,8 @@ fn stats_report_the_port_counters() {
     assert_eq!(get("get_misses"), "1");
     assert_eq!(get("cmd_set"), "1");
     assert_eq!(get("curr_items"), "1");
+    // memcached's item size: 48-byte header, 8-byte CAS, key and NUL, value and CRLF.
+    assert_eq!(get("bytes"), "61");
     assert_eq!(get("version"), "1.6.18");
     let settings = t.call(b"stats settings\r\n");
     assert!(

@@ -389,14 +389,16 @@ impl Shard {
         let Some(d) = self.dbs.get(db) else {
             return;
         };
-        for k in keys.clone() {
-            d.table.prefetch_buckets(hash(k));
+        // Each key hashed once for the three passes.
+        let hashes: smallvec::SmallVec<[u64; 32]> = keys.clone().map(hash).collect();
+        for &h in &hashes {
+            d.table.prefetch_buckets(h);
         }
-        for k in keys.clone() {
-            d.table.prefetch_entries(hash(k));
+        for &h in &hashes {
+            d.table.prefetch_entries(h);
         }
-        for k in keys {
-            if let Some(e) = d.table.prefetch(k, hash(k)) {
+        for (k, &h) in keys.zip(&hashes) {
+            if let Some(e) = d.table.prefetch(k, h) {
                 e.prefetch();
             }
         }
@@ -416,7 +418,24 @@ impl Shard {
         if let Some(f) = self.history.as_mut().and_then(|hist| hist.take(h)) {
             entry.set_freq(f.max(entry.freq()));
         }
-        self.store_hashed(db, key, h, entry, expire_at)
+        self.store_hashed(db, key, h, entry, expire_at, KeyMeta::default())
+    }
+
+    /// [`Shard::store`] giving the key memcached's metadata in the same probe of the table.
+    pub fn store_meta(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        value: Value,
+        expire_at: u64,
+        meta: KeyMeta,
+    ) -> Option<Entry> {
+        let h = hash(key);
+        let mut entry = Entry::new(value, self.clock());
+        if let Some(f) = self.history.as_mut().and_then(|hist| hist.take(h)) {
+            entry.set_freq(f.max(entry.freq()));
+        }
+        self.store_hashed(db, key, h, entry, expire_at, meta)
     }
 
     /// Notes a key evicted by cache mode, for its return (see `history`).
@@ -436,7 +455,7 @@ impl Shard {
         entry: Entry,
         expire_at: u64,
     ) -> Option<Entry> {
-        self.store_hashed(db, key, hash(key), entry, expire_at)
+        self.store_hashed(db, key, hash(key), entry, expire_at, KeyMeta::default())
     }
 
     /// [`Shard::store_entry`] with the key's table hash `h` already computed.
@@ -447,6 +466,7 @@ impl Shard {
         h: u64,
         entry: Entry,
         expire_at: u64,
+        meta: KeyMeta,
     ) -> Option<Entry> {
         self.dirty += 1;
         self.watches.touch(db, key);
@@ -464,7 +484,7 @@ impl Shard {
         if expire_at != 0 {
             d.volatile += 1;
         }
-        let Some((old, old_ttl)) = d.table.insert(key, h, entry, expire_at) else {
+        let Some((old, old_ttl)) = d.table.insert_meta(key, h, entry, expire_at, meta) else {
             self.notify(crate::notify::NEW, "new", db, key);
             return None;
         };
