@@ -592,7 +592,11 @@ fn store(ctx: &mut Ctx, key: &[u8], op: &Op, data: &[u8]) -> Outcome {
         };
         let meta = KeyMeta {
             client_flags: op.client_flags,
-            state: if op.has(Op::BINARY_KEY) { BINARY_KEY } else { 0 },
+            state: if op.has(Op::BINARY_KEY) {
+                BINARY_KEY
+            } else {
+                0
+            },
             cas,
         };
         ctx.shard

@@ -432,7 +432,10 @@ mod tests {
     #[test]
     fn bad_frames_close_or_error() {
         let mut p = BinParser::new(1 << 20);
-        assert_eq!(p.parse(&Bytes::copy_from_slice(&[0x42; 24]), true, false), BinParsed::Close);
+        assert_eq!(
+            p.parse(&Bytes::copy_from_slice(&[0x42; 24]), true, false),
+            BinParsed::Close
+        );
         let f = frame(op::GET, &[1], b"k", b"");
         assert!(matches!(
             p.parse(&Bytes::copy_from_slice(&f), true, false),

@@ -685,8 +685,14 @@ mod tests {
             r,
             Parsed::Cmd(reply("SERVER_ERROR object too large for cache", false), 18)
         );
-        assert_eq!(p.parse(&Bytes::copy_from_slice(&[b'x'; 500]), false), Parsed::Skipped(500));
-        assert_eq!(p.parse(&Bytes::copy_from_slice(&[b'x'; 1000]), false), Parsed::Skipped(500));
+        assert_eq!(
+            p.parse(&Bytes::copy_from_slice(&[b'x'; 500]), false),
+            Parsed::Skipped(500)
+        );
+        assert_eq!(
+            p.parse(&Bytes::copy_from_slice(&[b'x'; 1000]), false),
+            Parsed::Skipped(500)
+        );
         assert!(matches!(
             p.parse(&Bytes::copy_from_slice(b"get a\r\n"), false),
             Parsed::Cmd(Cmd::Get { .. }, 7)
