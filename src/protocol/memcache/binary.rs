@@ -411,6 +411,15 @@ mod tests {
     }
 
     #[test]
+    fn a_frame_says_how_long_it_is() {
+        let f = frame(op::SET, &[0; 8], b"key", &[b'x'; 300]);
+        assert_eq!(frame_len(&f[..10]), 0);
+        // Header, extras and key first (a too-large value is refused then), then the body.
+        assert_eq!(frame_len(&f[..30]), HEADER + 8 + 3);
+        assert_eq!(frame_len(&f[..40]), f.len());
+    }
+
+    #[test]
     fn a_too_large_value_is_refused_and_skipped() {
         let f = frame(op::SET, &[0; 8], b"k", &[b'x'; 300]);
         let mut p = BinParser::new(200);

@@ -678,6 +678,17 @@ mod tests {
     }
 
     #[test]
+    fn an_incomplete_store_says_how_long_it_is() {
+        let mut p = TextParser::new(1 << 20);
+        let src = Bytes::from_static(b"set a 0 0 1000\r\nxx");
+        assert_eq!(p.parse(&src, false), Parsed::Incomplete);
+        assert_eq!(p.wanted(), 16 + 1000 + 2);
+        let line = Bytes::from_static(b"get a");
+        assert_eq!(p.parse(&line, false), Parsed::Incomplete);
+        assert_eq!(p.wanted(), 0);
+    }
+
+    #[test]
     fn a_too_large_value_is_skipped_as_it_streams() {
         let mut p = TextParser::new(100);
         let r = p.parse(&Bytes::copy_from_slice(b"set a 0 0 1000\r\nxx"), false);
