@@ -150,11 +150,12 @@ impl Conn {
                 continue;
             }
             loop {
-                let mut reqs = Vec::new();
                 let mut barrier = None;
                 // The input as shared bytes: requests take their keys and values as slices of
                 // it (no copy); what is left unparsed goes back in front of what comes next.
                 let view = inbuf.split().freeze();
+                // Sized for the requests the input may hold (a binary one is 24 bytes or more).
+                let mut reqs = Vec::with_capacity((view.len() / 24).clamp(1, MAX_BATCH));
                 let mut at = 0;
                 self.want = 0;
                 while plans.len() < MAX_BATCH && barrier.is_none() && at < view.len() {

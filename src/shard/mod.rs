@@ -39,6 +39,11 @@ pub use entry::{CompactBytes, Entry, Key, Value, ValueRef};
 pub use object::{ObjectType, Packed, PackedEncoding, PackedKind, TypedObject};
 use tiering::{DiskPtr, TierStore};
 
+/// Tables with fewer keys are not prefetched for a batch: their segments and entries (about a
+/// megabyte with small values) stay in the CPU's cache, where a prefetch only repeats the
+/// lookup that follows.
+const PREFETCH_MIN_KEYS: usize = 4096;
+
 /// Milliseconds since the Unix epoch.
 pub fn now_ms() -> u64 {
     SystemTime::now()
@@ -384,11 +389,17 @@ impl Shard {
         None
     }
 
-    /// Warms the cache for a batch of keys in two passes (see [`Dashtable::prefetch`]).
+    /// Warms the cache for a batch of keys in two passes (see [`Dashtable::prefetch`]); not
+    /// for a table under [`PREFETCH_MIN_KEYS`].
     pub fn prefetch<'a>(&self, db: usize, keys: impl Iterator<Item = &'a [u8]> + Clone) {
         let Some(d) = self.dbs.get(db) else {
             return;
         };
+        if d.table.len() < PREFETCH_MIN_KEYS {
+            // A table this small stays in the cache: prefetching it would only repeat the work
+            // of the lookups that follow.
+            return;
+        }
         // Each key hashed once for the three passes.
         let hashes: smallvec::SmallVec<[u64; 32]> = keys.clone().map(hash).collect();
         for &h in &hashes {
