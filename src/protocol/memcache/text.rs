@@ -284,6 +284,17 @@ impl TextParser {
         if auth {
             return self.parse_auth(src, line, used);
         }
+        if let Some(key) = line.strip_prefix(b"get ") {
+            // The most common line, one key: what the tokenizer would make of it, without it.
+            if !key.is_empty() && key.len() <= KEY_MAX && !key.contains(&b' ') {
+                let cmd = Cmd::Get {
+                    keys: smallvec::smallvec![src.slice_ref(key)],
+                    cas: false,
+                    touch: None,
+                };
+                return Parsed::Cmd(cmd, used);
+            }
+        }
         let t = tokenize(line);
         let n = t.n();
         if n < 2 || t.get(0).len() < 2 {
@@ -674,6 +685,37 @@ mod tests {
         assert_eq!(
             one(b"set a 0 0 2\r\nabc\r\n"),
             Parsed::Cmd(reply("CLIENT_ERROR bad data chunk", false), 17)
+        );
+    }
+
+    #[test]
+    fn a_one_key_get_parses_as_the_tokenizer_would() {
+        for line in [
+            &b"get k\r\n"[..],
+            b"get k\n",
+            b"get  k\r\n",
+            b"get k \r\n",
+            b"get k1 k2\r\n",
+            b"get k\r\r\n",
+        ] {
+            let Parsed::Cmd(Cmd::Get { keys, .. }, used) = one(line) else {
+                panic!("not a get: {line:?}");
+            };
+            assert_eq!(used, line.len());
+            let want: Vec<&[u8]> = line[4..]
+                .strip_suffix(b"\n")
+                .map(|l| l.strip_suffix(b"\r").unwrap_or(l))
+                .unwrap_or(b"")
+                .split(|&b| b == b' ')
+                .filter(|k| !k.is_empty())
+                .collect();
+            let got: Vec<&[u8]> = keys.iter().map(|k| &k[..]).collect();
+            assert_eq!(got, want, "{line:?}");
+        }
+        let long = format!("get {}\r\n", "k".repeat(KEY_MAX + 1));
+        assert_eq!(
+            one(long.as_bytes()),
+            Parsed::Cmd(reply(BAD_FORMAT, false), long.len())
         );
     }
 
