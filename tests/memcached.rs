@@ -410,6 +410,8 @@ fn stats_report_the_port_counters() {
     assert_eq!(get("get_misses"), "1");
     assert_eq!(get("cmd_set"), "1");
     assert_eq!(get("curr_items"), "1");
+    // memcached's item size: 48-byte header, 8-byte CAS, key and NUL, value and CRLF.
+    assert_eq!(get("bytes"), "61");
     assert_eq!(get("version"), "1.6.18");
     let settings = t.call(b"stats settings\r\n");
     assert!(
@@ -429,4 +431,62 @@ fn stats_report_the_port_counters() {
     assert_eq!(t.call(b"stats reset\r\n"), ["RESET\r\n"]);
     let stats = t.call(b"stats\r\n");
     assert!(stats.contains(&"STAT cmd_get 0\r\n".to_string()));
+}
+
+/// Requests cut at every point: large values that arrive in small writes behind pipelined
+/// requests (the input is parsed in place and a partial request is kept for the next read),
+/// in the text and binary protocols; every value reads back whole.
+#[test]
+fn large_values_in_small_writes_read_back_whole() {
+    let (_s, port) = strata_mc(&[]);
+    let big: Vec<u8> = (0..300_000u32).map(|i| b'a' + (i % 26) as u8).collect();
+    // Text: a small set, a get, then a 300 KB set, sent 1,000 bytes at a time.
+    let mut req = b"set s 1 0 2\r\nhi\r\nget s\r\n".to_vec();
+    req.extend_from_slice(format!("set big 7 0 {}\r\n", big.len()).as_bytes());
+    req.extend_from_slice(&big);
+    req.extend_from_slice(b"\r\nget big\r\n");
+    let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    for piece in req.chunks(1000) {
+        c.write_all(piece).unwrap();
+    }
+    let mut want = b"STORED\r\nVALUE s 1 2\r\nhi\r\nEND\r\nSTORED\r\n".to_vec();
+    want.extend_from_slice(format!("VALUE big 7 {}\r\n", big.len()).as_bytes());
+    want.extend_from_slice(&big);
+    want.extend_from_slice(b"\r\nEND\r\n");
+    let mut got = vec![0; want.len()];
+    c.read_exact(&mut got).unwrap();
+    assert!(got == want, "text reply differs");
+    // Binary: a set of the same value under another key, then a getk, 777 bytes at a time.
+    let frame = |opcode: u8, extras: &[u8], key: &[u8], value: &[u8]| {
+        let mut v = vec![0x80, opcode];
+        v.extend_from_slice(&(key.len() as u16).to_be_bytes());
+        v.extend_from_slice(&[extras.len() as u8, 0, 0, 0]);
+        let body = (extras.len() + key.len() + value.len()) as u32;
+        v.extend_from_slice(&body.to_be_bytes());
+        v.extend_from_slice(&[0; 12]);
+        v.extend_from_slice(extras);
+        v.extend_from_slice(key);
+        v.extend_from_slice(value);
+        v
+    };
+    let mut req = frame(0x01, &[0, 0, 0, 9, 0, 0, 0, 0], b"bin", &big);
+    req.extend_from_slice(&frame(0x0c, &[], b"bin", &[]));
+    let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    for piece in req.chunks(777) {
+        c.write_all(piece).unwrap();
+    }
+    let mut set = [0u8; 24];
+    c.read_exact(&mut set).unwrap();
+    assert_eq!((set[0], set[1], &set[6..8]), (0x81, 0x01, &[0u8, 0][..]));
+    let mut head = [0u8; 24];
+    c.read_exact(&mut head).unwrap();
+    let body = u32::from_be_bytes([head[8], head[9], head[10], head[11]]) as usize;
+    assert_eq!((head[1], body), (0x0c, 4 + 3 + big.len()));
+    let mut rest = vec![0; body];
+    c.read_exact(&mut rest).unwrap();
+    assert_eq!(&rest[..4], &[0, 0, 0, 9]);
+    assert_eq!(&rest[4..7], b"bin");
+    assert!(rest[7..] == big[..], "binary value differs");
 }

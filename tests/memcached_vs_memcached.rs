@@ -513,6 +513,33 @@ fn stats_fields_are_memcacheds_in_its_order() {
 }
 
 #[test]
+fn stats_bytes_count_items_as_memcacheds() {
+    let Some((_s, _m, p)) = pair() else {
+        return;
+    };
+    let mut script = b"set k 0 0 1\r\nx\r\nset key:00000001 5 0 1024\r\n".to_vec();
+    script.extend_from_slice(&[b'v'; 1024]);
+    script.extend_from_slice(b"\r\nset k 0 0 3\r\nabc\r\nappend k 0 0 2\r\nde\r\n");
+    script.extend_from_slice(b"set gone 7 0 10\r\n0123456789\r\ndelete gone\r\n");
+    script.extend_from_slice(b"set big 9 0 3000\r\n");
+    script.extend_from_slice(&[b'b'; 3000]);
+    script.extend_from_slice(b"\r\nstats\r\nstats items\r\n");
+    let mut got = Vec::new();
+    for port in [p.memcached, p.strata] {
+        let out = exchange(port, &script, End::Text);
+        let start = out
+            .windows(5)
+            .position(|w| w == b"STAT ")
+            .expect("stats lines");
+        let v = stat_values(&out[start..]);
+        let pick = |name: &str| v.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+        got.push((pick("bytes"), pick("curr_items")));
+    }
+    assert_eq!(got[1], got[0], "strata's bytes (left) against memcached's");
+    assert_eq!(got[0].0.as_deref(), Some("4230"));
+}
+
+#[test]
 fn stats_counters_count_as_memcacheds() {
     let Some((_s, _m, p)) = pair() else {
         return;

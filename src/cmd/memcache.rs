@@ -16,7 +16,9 @@
 //! Never: parses or encodes a wire format, or reads an offloaded value itself (the dispatcher
 //! loads it first for the specs that read values).
 
-use bytes::Bytes;
+use std::cell::RefCell;
+
+use bytes::{BufMut, Bytes, BytesMut};
 
 use super::Ctx;
 use crate::protocol::memcache::{parse_u64, ITEM_OVERHEAD};
@@ -132,6 +134,13 @@ impl Op {
         recache_at: 0,
     };
 
+    /// A set without flags, expiry or CAS: the most common store, encoded once.
+    const PLAIN_SET: Op = Op {
+        kind: Kind::Store,
+        bits: 0,
+        ..Op::PLAIN_GET
+    };
+
     /// The op as one argument of a dispatcher request.
     pub fn encode(&self) -> Bytes {
         // What `encode` writes for PLAIN_GET: kind 0, mode 0, bits 1, the rest zero.
@@ -140,14 +149,23 @@ impl Op {
             b[2] = Op::VALUE as u8;
             b
         };
+        // For PLAIN_SET: kind 1, the rest zero.
+        static PLAIN_SET: [u8; Op::LEN] = {
+            let mut b = [0u8; Op::LEN];
+            b[0] = Kind::Store as u8;
+            b
+        };
         if *self == Op::PLAIN_GET {
             return Bytes::from_static(&PLAIN_GET);
         }
-        let mut v = Vec::with_capacity(Self::LEN);
-        v.push(self.kind as u8);
-        v.push(self.mode as u8);
-        v.extend_from_slice(&self.bits.to_le_bytes());
-        v.extend_from_slice(&self.client_flags.to_le_bytes());
+        if *self == Op::PLAIN_SET {
+            return Bytes::from_static(&PLAIN_SET);
+        }
+        let mut v = carve(Self::LEN);
+        v.put_u8(self.kind as u8);
+        v.put_u8(self.mode as u8);
+        v.put_u16_le(self.bits);
+        v.put_u32_le(self.client_flags);
         for x in [
             self.expire_at,
             self.cas,
@@ -157,9 +175,9 @@ impl Op {
             self.vivify_at,
             self.recache_at,
         ] {
-            v.extend_from_slice(&x.to_le_bytes());
+            v.put_u64_le(x);
         }
-        Bytes::from(v)
+        v.freeze()
     }
 
     /// Reads back what [`Op::encode`] wrote; None for anything else.
@@ -269,8 +287,35 @@ pub struct Outcome {
 #[derive(Clone, Debug, PartialEq)]
 enum Packed {
     None,
-    Building(Vec<u8>),
+    Building(BytesMut),
     Received(Bytes),
+}
+
+thread_local! {
+    /// The block small outcomes and ops are carved from (see [`carve`]).
+    static BLOCK: RefCell<BytesMut> = RefCell::new(BytesMut::new());
+}
+
+/// Bytes per block: one allocation serves this many bytes of outcomes.
+const BLOCK_SIZE: usize = 64 * 1024;
+/// Parts larger than this get their own allocation (a block holds no big value alive).
+const BLOCK_PART_MAX: usize = 2048;
+
+/// An empty buffer with room for `cap` bytes, carved from the thread's block when small: one
+/// allocation per block instead of one per reply (parts share the block by reference count
+/// and the block is freed when its last part is).
+fn carve(cap: usize) -> BytesMut {
+    if cap > BLOCK_PART_MAX {
+        return BytesMut::with_capacity(cap);
+    }
+    BLOCK.with(|cell| {
+        let mut block = cell.borrow_mut();
+        if block.capacity() < cap {
+            *block = BytesMut::with_capacity(BLOCK_SIZE);
+        }
+        let rest = block.split_off(cap);
+        std::mem::replace(&mut *block, rest)
+    })
 }
 
 /// Header bytes in front of the value in an outcome's reply: status, has-value, states,
@@ -297,8 +342,8 @@ impl Outcome {
 
     /// Gives the outcome a copy of `v` as its value.
     fn set_value(&mut self, v: &[u8]) {
-        let mut b = Vec::with_capacity(PACKED + v.len());
-        b.resize(PACKED, 0);
+        let mut b = carve(PACKED + v.len());
+        b.put_bytes(0, PACKED);
         b.extend_from_slice(v);
         self.packed = Packed::Building(b);
     }
@@ -349,7 +394,11 @@ impl Outcome {
     fn into_reply(self) -> Reply {
         let (mut b, has_value) = match self.packed {
             Packed::Building(b) => (b, 1),
-            _ => (vec![0; PACKED], 0),
+            _ => {
+                let mut b = carve(PACKED);
+                b.put_bytes(0, PACKED);
+                (b, 0)
+            }
         };
         b[0] = self.status as u8;
         b[1] = has_value;
@@ -359,7 +408,7 @@ impl Outcome {
         b[18..26].copy_from_slice(&self.expire_at.to_le_bytes());
         b[26..30].copy_from_slice(&self.idle.to_le_bytes());
         b[30..38].copy_from_slice(&self.len.to_le_bytes());
-        Reply::Bulk(Bytes::from(b))
+        Reply::Bulk(b.freeze())
     }
 
     /// Reads back [`run`]'s reply; Err(reply) for anything else (the dispatcher's errors:
@@ -534,6 +583,30 @@ fn get(ctx: &mut Ctx, key: &[u8], op: &Op) -> Outcome {
 }
 
 fn store(ctx: &mut Ctx, key: &[u8], op: &Op, data: &[u8]) -> Outcome {
+    if op.mode == Mode::Set && op.cas == 0 {
+        // A plain set replaces whatever is there (another type too): one probe of the table.
+        let cas = if op.new_cas != 0 {
+            op.new_cas
+        } else {
+            ctx.shard.new_cas()
+        };
+        let meta = KeyMeta {
+            client_flags: op.client_flags,
+            state: if op.has(Op::BINARY_KEY) {
+                BINARY_KEY
+            } else {
+                0
+            },
+            cas,
+        };
+        ctx.shard
+            .store_meta(ctx.db, key, Value::str(data), op.expire_at, meta);
+        let mut out = Outcome::new(Status::Stored);
+        out.cas = cas;
+        out.client_flags = op.client_flags;
+        out.expire_at = op.expire_at;
+        return out;
+    }
     let cur = item(ctx, key);
     // A key of another type counts as missing for memcached, and a set replaces it.
     let exists_other = cur.is_none() && ctx.shard.contains(ctx.db, key, ctx.now);
@@ -792,6 +865,11 @@ mod tests {
             ..Op::default()
         };
         assert_eq!(Op::decode(&get.encode()), Some(get));
+        let set = Op {
+            kind: Kind::Store,
+            ..Op::default()
+        };
+        assert_eq!(Op::decode(&set.encode()), Some(set));
     }
 
     #[test]

@@ -21,7 +21,7 @@ use super::socket::Socket;
 use crate::cmd::memcache::{Kind, Mode, Op, Outcome, Status, EXPIRED};
 use crate::protocol::memcache::binary::{self as bin, op, status, BinParsed, BinParser, BinReq};
 use crate::protocol::memcache::meta::{self, ItemView, MetaCmd, MetaReq, MetaStatus};
-use crate::protocol::memcache::text::{Cmd, Parsed, StoreCmd, TextParser};
+use crate::protocol::memcache::text::{Cmd, Keys, Parsed, StoreCmd, TextParser};
 use crate::protocol::Reply;
 use crate::server::dispatch::{dispatch, Request};
 use crate::server::memcache::{self as mc, McStats, PrefixOp, DETAIL, STATS};
@@ -57,7 +57,7 @@ enum Plan {
     /// Bytes written as they are (errors, version, mn...).
     Raw(Vec<u8>),
     Get {
-        keys: Vec<Bytes>,
+        keys: Keys,
         cas: bool,
         /// gat / gats: counted as touches, as memcached counts them.
         touch: bool,
@@ -109,6 +109,8 @@ struct Conn {
     bin: BinParser,
     /// Decided by the first byte.
     binary: Option<bool>,
+    /// The input length the request at its front needs before it is parsed again.
+    want: usize,
     sasl: bool,
     /// `--requirepass` when the connection opened (memcached's auth checks against it).
     password: String,
@@ -121,6 +123,7 @@ impl Conn {
             text: TextParser::new(max),
             bin: BinParser::new(max),
             binary: None,
+            want: 0,
             sasl: !core.global.settings.requirepass().is_empty(),
             password: core.global.settings.requirepass(),
         }
@@ -142,28 +145,41 @@ impl Conn {
                 return Ok(());
             }
             McStats::add(&STATS.bytes_read, n as u64);
+            if inbuf.len() < self.want {
+                // A request known to be longer than what came so far: not parsed again yet.
+                continue;
+            }
             loop {
-                let mut reqs = Vec::new();
                 let mut barrier = None;
-                while plans.len() < MAX_BATCH && barrier.is_none() {
+                // The input as shared bytes: requests take their keys and values as slices of
+                // it (no copy); what is left unparsed goes back in front of what comes next.
+                let view = inbuf.split().freeze();
+                // Sized for the requests the input may hold (a binary one is 24 bytes or more).
+                let mut reqs = Vec::with_capacity((view.len() / 24).clamp(1, MAX_BATCH));
+                let mut at = 0;
+                self.want = 0;
+                while plans.len() < MAX_BATCH && barrier.is_none() && at < view.len() {
                     if self.binary.is_none() {
-                        match inbuf.first() {
-                            Some(&b) => self.binary = Some(b == bin::REQ_MAGIC),
-                            None => break,
-                        }
+                        self.binary = Some(view[at] == bin::REQ_MAGIC);
                     }
+                    let rest = view.slice(at..);
                     let used = if self.binary == Some(true) {
-                        self.next_binary(&inbuf, session, &mut plans, &mut reqs, &mut barrier)
+                        self.next_binary(&rest, session, &mut plans, &mut reqs, &mut barrier)
                     } else {
-                        self.next_text(&inbuf, session, &mut plans, &mut reqs, &mut barrier)
+                        self.next_text(&rest, session, &mut plans, &mut reqs, &mut barrier)
                     };
                     match used {
-                        Some(n) => {
-                            let _ = inbuf.split_to(n);
+                        Some(n) => at += n,
+                        None => {
+                            self.want = self.wanted(&rest);
+                            break;
                         }
-                        None => break,
                     }
                 }
+                if at < view.len() {
+                    inbuf.extend_from_slice(&view[at..]);
+                }
+                drop(view);
                 let more = plans.len() == MAX_BATCH;
                 if !reqs.is_empty() || !plans.is_empty() {
                     let outcomes = if reqs.is_empty() {
@@ -199,6 +215,16 @@ impl Conn {
         }
     }
 
+    /// The length the incomplete request at the front of `buf` needs to be whole, when known
+    /// (0 when not: any new input may complete it).
+    fn wanted(&self, buf: &[u8]) -> usize {
+        if self.binary == Some(true) {
+            bin::frame_len(buf)
+        } else {
+            self.text.wanted()
+        }
+    }
+
     /// Whether the input may hold a whole request (after a barrier cut a batch).
     fn could_parse(&self, buf: &[u8]) -> bool {
         if self.binary == Some(true) {
@@ -212,7 +238,7 @@ impl Conn {
     /// bytes taken, None when more input is needed.
     fn next_text(
         &mut self,
-        buf: &[u8],
+        buf: &Bytes,
         session: &mut Session,
         plans: &mut Vec<Plan>,
         reqs: &mut Vec<Request>,
@@ -372,7 +398,7 @@ impl Conn {
     /// Parses one binary request; as [`Conn::next_text`].
     fn next_binary(
         &mut self,
-        buf: &[u8],
+        buf: &Bytes,
         session: &mut Session,
         plans: &mut Vec<Plan>,
         reqs: &mut Vec<Request>,

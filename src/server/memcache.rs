@@ -75,8 +75,8 @@ pub async fn flush(core: &Rc<Core>, delay: u64) {
     .detach();
 }
 
-/// What `stats` reports of the keyspace: items (keys of db 0), their bytes, and the keys
-/// evicted since the start or the last `stats reset`.
+/// What `stats` reports of the keyspace: items (keys of db 0), the bytes memcached would use
+/// for them ([`item_bytes`]), and the keys evicted since the start or the last `stats reset`.
 pub struct ItemCounts {
     pub items: u64,
     pub bytes: u64,
@@ -88,7 +88,9 @@ pub async fn item_counts(core: &Rc<Core>) -> ItemCounts {
         .on_all(|s| {
             (
                 s.dbs[0].table.len() as u64,
-                s.dataset_bytes() as u64,
+                s.dbs[0].table.sum_with_meta(|k, e, meta| {
+                    item_bytes(k.as_bytes().len(), e.value_len(), meta.client_flags)
+                }),
                 s.stats.evicted_ram + s.stats.evicted_ssd,
             )
         })
@@ -102,6 +104,14 @@ pub async fn item_counts(core: &Rc<Core>) -> ItemCounts {
         bytes,
         evictions: evicted.saturating_sub(base),
     }
+}
+
+/// memcached's ITEM_ntotal, what its `bytes` counts per item: a 48-byte header, the 8-byte
+/// CAS, the key and its NUL, the value and its CRLF, and 4 bytes of client flags when they are
+/// not 0.
+pub fn item_bytes(key_len: usize, value_len: usize, client_flags: u32) -> u64 {
+    let flags = if client_flags != 0 { 4 } else { 0 };
+    48 + 8 + key_len as u64 + 1 + value_len as u64 + 2 + flags
 }
 
 /// `stats reset`: the counters start again, and evictions count from here.

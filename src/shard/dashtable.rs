@@ -772,22 +772,37 @@ impl<V: Clone + Weigh> Dashtable<V> {
     /// Inserts or replaces `key` with value `val` and expiry `ttl` (ms since the epoch, 0 =
     /// none); returns the previous value and expiry.
     pub fn insert(&mut self, key: &[u8], h: u64, val: V, ttl: u64) -> Option<(V, u64)> {
+        self.insert_meta(key, h, val, ttl, KeyMeta::default())
+    }
+
+    /// [`Dashtable::insert`] with the new entry's metadata (memcached's set, in one probe).
+    pub fn insert_meta(
+        &mut self,
+        key: &[u8],
+        h: u64,
+        val: V,
+        ttl: u64,
+        meta: KeyMeta,
+    ) -> Option<(V, u64)> {
         if let Some(pos) = self.find(key, h) {
             let id = self.id_at(pos)?;
             let old_ttl = self.slab.ttl(id);
             let slot = self.at_mut(pos)?;
             let old = std::mem::replace(slot, val);
             // A new value starts without the old one's metadata.
-            self.slab.metas.set(id, KeyMeta::default());
+            self.slab.metas.set(id, meta);
             self.slab.set_ttl(id, ttl);
             return Some((old, old_ttl));
         }
-        self.insert_new(Key::new(key), h, val, ttl);
+        let id = self.insert_new(Key::new(key), h, val, ttl);
+        if meta != KeyMeta::default() {
+            self.slab.metas.set(id, meta);
+        }
         None
     }
 
-    /// Inserts a key known to be absent.
-    fn insert_new(&mut self, key: Key, h: u64, val: V, ttl: u64) {
+    /// Inserts a key known to be absent; returns its slab id.
+    fn insert_new(&mut self, key: Key, h: u64, val: V, ttl: u64) -> u32 {
         if self.segs.is_empty() {
             self.push_segment(Segment::new(0));
             self.dir = vec![0];
@@ -814,7 +829,7 @@ impl<V: Clone + Weigh> Dashtable<V> {
                 self.slab.set_ttl(id, ttl);
                 self.segs[s].buckets[bk].put(i, fp, id);
                 self.len += 1;
-                return;
+                return id;
             }
             self.split(s, h);
         }
@@ -947,6 +962,20 @@ impl<V: Clone + Weigh> Dashtable<V> {
         } else {
             0
         }
+    }
+
+    /// The sum of `f` over every entry with its metadata, in slab order.
+    pub fn sum_with_meta(&self, mut f: impl FnMut(&Key, &V, KeyMeta) -> u64) -> u64 {
+        let mut total = 0;
+        for (c, chunk) in self.slab.chunks.iter().enumerate() {
+            let metas = self.slab.metas.chunk(c);
+            for (i, e) in chunk.iter().enumerate() {
+                if let Some((k, v)) = e {
+                    total += f(k, v, metas.map_or(KeyMeta::default(), |m| m[i]));
+                }
+            }
+        }
+        total
     }
 
     /// Every entry with its expiry, in slab order.

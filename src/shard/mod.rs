@@ -39,6 +39,11 @@ pub use entry::{CompactBytes, Entry, Key, Value, ValueRef};
 pub use object::{ObjectType, Packed, PackedEncoding, PackedKind, TypedObject};
 use tiering::{DiskPtr, TierStore};
 
+/// Tables with fewer keys are not prefetched for a batch: their segments and entries (about a
+/// megabyte with small values) stay in the CPU's cache, where a prefetch only repeats the
+/// lookup that follows.
+const PREFETCH_MIN_KEYS: usize = 4096;
+
 /// Milliseconds since the Unix epoch.
 pub fn now_ms() -> u64 {
     SystemTime::now()
@@ -384,19 +389,27 @@ impl Shard {
         None
     }
 
-    /// Warms the cache for a batch of keys in two passes (see [`Dashtable::prefetch`]).
+    /// Warms the cache for a batch of keys in two passes (see [`Dashtable::prefetch`]); not
+    /// for a table under [`PREFETCH_MIN_KEYS`].
     pub fn prefetch<'a>(&self, db: usize, keys: impl Iterator<Item = &'a [u8]> + Clone) {
         let Some(d) = self.dbs.get(db) else {
             return;
         };
-        for k in keys.clone() {
-            d.table.prefetch_buckets(hash(k));
+        if d.table.len() < PREFETCH_MIN_KEYS {
+            // A table this small stays in the cache: prefetching it would only repeat the work
+            // of the lookups that follow.
+            return;
         }
-        for k in keys.clone() {
-            d.table.prefetch_entries(hash(k));
+        // Each key hashed once for the three passes.
+        let hashes: smallvec::SmallVec<[u64; 32]> = keys.clone().map(hash).collect();
+        for &h in &hashes {
+            d.table.prefetch_buckets(h);
         }
-        for k in keys {
-            if let Some(e) = d.table.prefetch(k, hash(k)) {
+        for &h in &hashes {
+            d.table.prefetch_entries(h);
+        }
+        for (k, &h) in keys.zip(&hashes) {
+            if let Some(e) = d.table.prefetch(k, h) {
                 e.prefetch();
             }
         }
@@ -416,7 +429,24 @@ impl Shard {
         if let Some(f) = self.history.as_mut().and_then(|hist| hist.take(h)) {
             entry.set_freq(f.max(entry.freq()));
         }
-        self.store_hashed(db, key, h, entry, expire_at)
+        self.store_hashed(db, key, h, entry, expire_at, KeyMeta::default())
+    }
+
+    /// [`Shard::store`] giving the key memcached's metadata in the same probe of the table.
+    pub fn store_meta(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        value: Value,
+        expire_at: u64,
+        meta: KeyMeta,
+    ) -> Option<Entry> {
+        let h = hash(key);
+        let mut entry = Entry::new(value, self.clock());
+        if let Some(f) = self.history.as_mut().and_then(|hist| hist.take(h)) {
+            entry.set_freq(f.max(entry.freq()));
+        }
+        self.store_hashed(db, key, h, entry, expire_at, meta)
     }
 
     /// Notes a key evicted by cache mode, for its return (see `history`).
@@ -436,7 +466,7 @@ impl Shard {
         entry: Entry,
         expire_at: u64,
     ) -> Option<Entry> {
-        self.store_hashed(db, key, hash(key), entry, expire_at)
+        self.store_hashed(db, key, hash(key), entry, expire_at, KeyMeta::default())
     }
 
     /// [`Shard::store_entry`] with the key's table hash `h` already computed.
@@ -447,6 +477,7 @@ impl Shard {
         h: u64,
         entry: Entry,
         expire_at: u64,
+        meta: KeyMeta,
     ) -> Option<Entry> {
         self.dirty += 1;
         self.watches.touch(db, key);
@@ -464,7 +495,7 @@ impl Shard {
         if expire_at != 0 {
             d.volatile += 1;
         }
-        let Some((old, old_ttl)) = d.table.insert(key, h, entry, expire_at) else {
+        let Some((old, old_ttl)) = d.table.insert_meta(key, h, entry, expire_at, meta) else {
             self.notify(crate::notify::NEW, "new", db, key);
             return None;
         };

@@ -183,9 +183,11 @@ impl BinParser {
         BinParser { skip: 0, max_item }
     }
 
-    /// Parses the frame at the front of `buf`; `authed` false makes every command but the
-    /// SASL ones and version an auth error (memcached closes after it).
-    pub fn parse(&mut self, buf: &[u8], authed: bool, sasl: bool) -> BinParsed {
+    /// Parses the frame at the front of `src` (extras, key and value are slices of it: no
+    /// copy); `authed` false makes every command but the SASL ones and version an auth error
+    /// (memcached closes after it).
+    pub fn parse(&mut self, src: &Bytes, authed: bool, sasl: bool) -> BinParsed {
+        let buf: &[u8] = src;
         if self.skip > 0 {
             if buf.is_empty() {
                 return BinParsed::Incomplete;
@@ -280,9 +282,9 @@ impl BinParser {
                 quiet,
                 opaque,
                 cas,
-                extras: Bytes::copy_from_slice(&buf[HEADER..HEADER + extlen]),
-                key: Bytes::copy_from_slice(&buf[HEADER + extlen..head]),
-                value: Bytes::copy_from_slice(&buf[head..end]),
+                extras: src.slice(HEADER..HEADER + extlen),
+                key: src.slice(HEADER + extlen..head),
+                value: src.slice(head..end),
             },
             end,
         )
@@ -313,6 +315,21 @@ impl BinParser {
     }
 }
 
+/// The bytes the frame at the front of `buf` needs before [`BinParser::parse`] can answer
+/// more than Incomplete: its header, then its extras and key (a value too large is refused
+/// then, never waited for), then its body; 0 while the header is short.
+pub fn frame_len(buf: &[u8]) -> usize {
+    if buf.len() < HEADER {
+        return 0;
+    }
+    let keylen = u16::from_be_bytes([buf[2], buf[3]]) as usize;
+    let head = HEADER + buf[4] as usize + keylen;
+    if buf.len() < head {
+        return head;
+    }
+    HEADER + u32::from_be_bytes([buf[8], buf[9], buf[10], buf[11]]) as usize
+}
+
 /// Appends one response frame.
 #[allow(clippy::too_many_arguments)]
 pub fn response(
@@ -325,16 +342,19 @@ pub fn response(
     key: &[u8],
     value: &[u8],
 ) {
-    out.push(RES_MAGIC);
-    out.push(opcode);
-    out.extend_from_slice(&(key.len() as u16).to_be_bytes());
-    out.push(extras.len() as u8);
-    out.push(0);
-    out.extend_from_slice(&status.to_be_bytes());
     let body = extras.len() + key.len() + value.len();
-    out.extend_from_slice(&(body as u32).to_be_bytes());
-    out.extend_from_slice(&opaque.to_be_bytes());
-    out.extend_from_slice(&cas.to_be_bytes());
+    out.reserve(HEADER + body);
+    // The header built whole, then written at once.
+    let mut h = [0u8; HEADER];
+    h[0] = RES_MAGIC;
+    h[1] = opcode;
+    h[2..4].copy_from_slice(&(key.len() as u16).to_be_bytes());
+    h[4] = extras.len() as u8;
+    h[6..8].copy_from_slice(&status.to_be_bytes());
+    h[8..12].copy_from_slice(&(body as u32).to_be_bytes());
+    h[12..16].copy_from_slice(&opaque.to_be_bytes());
+    h[16..24].copy_from_slice(&cas.to_be_bytes());
+    out.extend_from_slice(&h);
     out.extend_from_slice(extras);
     out.extend_from_slice(key);
     out.extend_from_slice(value);
@@ -377,10 +397,10 @@ mod tests {
         let f = frame(op::SETQ, &[0, 0, 0, 5, 0, 0, 0, 0], b"k", b"val");
         let mut p = BinParser::new(1 << 20);
         assert_eq!(
-            p.parse(&f[..f.len() - 1], true, false),
+            p.parse(&Bytes::copy_from_slice(&f[..f.len() - 1]), true, false),
             BinParsed::Incomplete
         );
-        let BinParsed::Req(r, used) = p.parse(&f, true, false) else {
+        let BinParsed::Req(r, used) = p.parse(&Bytes::copy_from_slice(&f), true, false) else {
             panic!("not a request");
         };
         assert_eq!(
@@ -391,10 +411,19 @@ mod tests {
     }
 
     #[test]
+    fn a_frame_says_how_long_it_is() {
+        let f = frame(op::SET, &[0; 8], b"key", &[b'x'; 300]);
+        assert_eq!(frame_len(&f[..10]), 0);
+        // Header, extras and key first (a too-large value is refused then), then the body.
+        assert_eq!(frame_len(&f[..30]), HEADER + 8 + 3);
+        assert_eq!(frame_len(&f[..40]), f.len());
+    }
+
+    #[test]
     fn a_too_large_value_is_refused_and_skipped() {
         let f = frame(op::SET, &[0; 8], b"k", &[b'x'; 300]);
         let mut p = BinParser::new(200);
-        let r = p.parse(&f[..100], true, false);
+        let r = p.parse(&Bytes::copy_from_slice(&f[..100]), true, false);
         assert!(matches!(
             r,
             BinParsed::Error {
@@ -404,7 +433,7 @@ mod tests {
             }
         ));
         assert_eq!(
-            p.parse(&f[100..], true, false),
+            p.parse(&Bytes::copy_from_slice(&f[100..]), true, false),
             BinParsed::Skipped(f.len() - 100)
         );
     }
@@ -412,10 +441,13 @@ mod tests {
     #[test]
     fn bad_frames_close_or_error() {
         let mut p = BinParser::new(1 << 20);
-        assert_eq!(p.parse(&[0x42; 24], true, false), BinParsed::Close);
+        assert_eq!(
+            p.parse(&Bytes::copy_from_slice(&[0x42; 24]), true, false),
+            BinParsed::Close
+        );
         let f = frame(op::GET, &[1], b"k", b"");
         assert!(matches!(
-            p.parse(&f, true, false),
+            p.parse(&Bytes::copy_from_slice(&f), true, false),
             BinParsed::Error {
                 status: status::EINVAL,
                 close: true,

@@ -25,6 +25,9 @@ pub const MAX_GET_LINE: usize = 4 << 20;
 /// the line kept for get's keys.
 const MAX_TOKENS: usize = 24;
 
+/// The keys of a get (most gets name one: no allocation for them).
+pub type Keys = SmallVec<[Bytes; 2]>;
+
 /// How a store treats an existing item.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StoreCmd {
@@ -41,7 +44,7 @@ pub enum StoreCmd {
 pub enum Cmd {
     /// get, gets, gat, gats: `touch` is gat's exptime.
     Get {
-        keys: Vec<Bytes>,
+        keys: Keys,
         cas: bool,
         touch: Option<i32>,
     },
@@ -112,6 +115,8 @@ pub enum Parsed {
 pub struct TextParser {
     skip: usize,
     max_item: u64,
+    /// After Incomplete: the input length the request needs (0: unknown, a line still open).
+    want: usize,
 }
 
 /// The line's tokens, split on spaces as memcached's tokenize_command does: at most
@@ -244,12 +249,19 @@ const BAD_FORMAT: &str = "CLIENT_ERROR bad command line format";
 
 impl TextParser {
     pub fn new(max_item: u64) -> TextParser {
-        TextParser { skip: 0, max_item }
+        TextParser {
+            skip: 0,
+            max_item,
+            want: 0,
+        }
     }
 
-    /// Parses the request at the front of `buf`. With `auth` the connection is not yet
-    /// authenticated: only the authentication `set` is read (memcached's asciiauth).
-    pub fn parse(&mut self, buf: &[u8], auth: bool) -> Parsed {
+    /// Parses the request at the front of `src`; keys and values are slices of it (no copy).
+    /// With `auth` the connection is not yet authenticated: only the authentication `set` is
+    /// read (memcached's asciiauth).
+    pub fn parse(&mut self, src: &Bytes, auth: bool) -> Parsed {
+        let buf: &[u8] = src;
+        self.want = 0;
         if self.skip > 0 {
             if buf.is_empty() {
                 return Parsed::Incomplete;
@@ -270,7 +282,18 @@ impl TextParser {
         }
         let used = nl + 1;
         if auth {
-            return self.parse_auth(buf, line, used);
+            return self.parse_auth(src, line, used);
+        }
+        if let Some(key) = line.strip_prefix(b"get ") {
+            // The most common line, one key: what the tokenizer would make of it, without it.
+            if !key.is_empty() && key.len() <= KEY_MAX && !key.contains(&b' ') {
+                let cmd = Cmd::Get {
+                    keys: smallvec::smallvec![src.slice_ref(key)],
+                    cas: false,
+                    touch: None,
+                };
+                return Parsed::Cmd(cmd, used);
+            }
         }
         let t = tokenize(line);
         let n = t.n();
@@ -286,37 +309,37 @@ impl TextParser {
                 if let Some(p) = want(n >= 3) {
                     return p;
                 }
-                return Parsed::Cmd(get_cmd(name, &t), used);
+                return Parsed::Cmd(get_cmd(src, name, &t), used);
             }
             b"set" | b"add" | b"replace" | b"append" | b"prepend" => {
                 if let Some(p) = want(n == 6 || n == 7) {
                     return p;
                 }
-                return self.store(name, &t, buf, used);
+                return self.store(src, name, &t, used);
             }
             b"cas" => {
                 if let Some(p) = want(n == 7 || n == 8) {
                     return p;
                 }
-                return self.store(name, &t, buf, used);
+                return self.store(src, name, &t, used);
             }
             b"incr" | b"decr" => {
                 if let Some(p) = want(n == 4 || n == 5) {
                     return p;
                 }
-                arith(name == b"incr", &t)
+                arith(src, name == b"incr", &t)
             }
             b"delete" => {
                 if let Some(p) = want((3..=5).contains(&n)) {
                     return p;
                 }
-                delete(&t)
+                delete(src, &t)
             }
             b"touch" => {
                 if let Some(p) = want(n == 4 || n == 5) {
                     return p;
                 }
-                touch(&t)
+                touch(src, &t)
             }
             b"flush_all" => {
                 if let Some(p) = want((2..=4).contains(&n)) {
@@ -336,15 +359,10 @@ impl TextParser {
                     None => reply(BAD_FORMAT, noreply),
                 }
             }
-            b"stats" => Cmd::Stats(
-                t.list[1..]
-                    .iter()
-                    .map(|s| Bytes::copy_from_slice(s))
-                    .collect(),
-            ),
+            b"stats" => Cmd::Stats(t.list[1..].iter().map(|s| src.slice_ref(s)).collect()),
             b"mn" => Cmd::MetaNoop,
             b"mg" | b"md" | b"ma" | b"me" => meta::parse(name, &t.list, n),
-            b"ms" => return self.meta_set(&t, buf, used),
+            b"ms" => return self.meta_set(src, &t, used),
             _ if name.len() == 2 && name[0] == b'm' => reply("ERROR", false),
             _ => {
                 // memcached drops a connection that speaks HTTP.
@@ -357,9 +375,16 @@ impl TextParser {
         Parsed::Cmd(cmd, used)
     }
 
+    /// After [`TextParser::parse`] said Incomplete: the input length that request needs to be
+    /// whole (its line and data block), or 0 when unknown (its line has not ended).
+    pub fn wanted(&self) -> usize {
+        self.want
+    }
+
     /// The data block of a store whose line ended at `used`: None while incomplete, else the
     /// value (or the bad-chunk error) and the bytes taken in all.
-    fn data_block(buf: &[u8], used: usize, vlen: usize) -> Option<(Result<Bytes, ()>, usize)> {
+    fn data_block(src: &Bytes, used: usize, vlen: usize) -> Option<(Result<Bytes, ()>, usize)> {
+        let buf: &[u8] = src;
         let end = used.checked_add(vlen)?.checked_add(2)?;
         if buf.len() < end {
             return None;
@@ -367,7 +392,7 @@ impl TextParser {
         if &buf[end - 2..end] != b"\r\n" {
             return Some((Err(()), end));
         }
-        Some((Ok(Bytes::copy_from_slice(&buf[used..end - 2])), end))
+        Some((Ok(src.slice(used..end - 2)), end))
     }
 
     /// A refused data block of `vlen` bytes: what of it is here is taken now, the rest later.
@@ -379,7 +404,8 @@ impl TextParser {
         Parsed::Cmd(reply(text, noreply), used + take as usize)
     }
 
-    fn store(&mut self, name: &[u8], t: &Tokens, buf: &[u8], used: usize) -> Parsed {
+    fn store(&mut self, src: &Bytes, name: &[u8], t: &Tokens, used: usize) -> Parsed {
+        let buf: &[u8] = src;
         let noreply = noreply(t);
         let key = t.get(1);
         if key.len() > KEY_MAX {
@@ -419,7 +445,8 @@ impl TextParser {
                 vlen as u64,
             );
         }
-        let Some((data, end)) = Self::data_block(buf, used, vlen as usize) else {
+        let Some((data, end)) = Self::data_block(src, used, vlen as usize) else {
+            self.want = used + vlen as usize + 2;
             return Parsed::Incomplete;
         };
         match data {
@@ -427,7 +454,7 @@ impl TextParser {
             Ok(data) => Parsed::Cmd(
                 Cmd::Store {
                     cmd,
-                    key: Bytes::copy_from_slice(key),
+                    key: src.slice_ref(key),
                     flags,
                     exptime,
                     cas,
@@ -439,7 +466,8 @@ impl TextParser {
         }
     }
 
-    fn meta_set(&mut self, t: &Tokens, buf: &[u8], used: usize) -> Parsed {
+    fn meta_set(&mut self, src: &Bytes, t: &Tokens, used: usize) -> Parsed {
+        let buf: &[u8] = src;
         match meta::parse_set_line(&t.list, t.n()) {
             meta::SetLine::Error(text) => Parsed::Cmd(reply(&text, false), used),
             meta::SetLine::Refuse(text, vlen) => self.refuse(&text, false, buf, used, vlen),
@@ -453,7 +481,8 @@ impl TextParser {
                         vlen,
                     );
                 }
-                let Some((data, end)) = Self::data_block(buf, used, vlen as usize) else {
+                let Some((data, end)) = Self::data_block(src, used, vlen as usize) else {
+                    self.want = used + vlen as usize + 2;
                     return Parsed::Incomplete;
                 };
                 match data {
@@ -465,7 +494,8 @@ impl TextParser {
     }
 
     /// memcached's asciiauth: "set <key> <flags> <exptime> <len>\r\nuser pass\r\n".
-    fn parse_auth(&mut self, buf: &[u8], line: &[u8], used: usize) -> Parsed {
+    fn parse_auth(&mut self, src: &Bytes, line: &[u8], used: usize) -> Parsed {
+        let buf: &[u8] = src;
         let t = tokenize(line);
         let size = safe_strtoul(t.get(4));
         let (true, Some(size)) = (t.n() >= 6 && t.get(0) == b"set", size) else {
@@ -494,8 +524,8 @@ impl TextParser {
         }
         Parsed::Cmd(
             Cmd::Auth {
-                user: Bytes::copy_from_slice(words.get(0)),
-                pass: Bytes::copy_from_slice(words.get(1)),
+                user: src.slice_ref(words.get(0)),
+                pass: src.slice_ref(words.get(1)),
             },
             end,
         )
@@ -514,7 +544,7 @@ fn noreply(t: &Tokens) -> bool {
     t.list.last().is_some_and(|l| *l == b"noreply")
 }
 
-fn get_cmd(name: &[u8], t: &Tokens) -> Cmd {
+fn get_cmd(src: &Bytes, name: &[u8], t: &Tokens) -> Cmd {
     let touch = name.starts_with(b"gat");
     let cas = name == b"gets" || name == b"gats";
     let mut first = 1;
@@ -527,14 +557,14 @@ fn get_cmd(name: &[u8], t: &Tokens) -> Cmd {
         first = 2;
     }
     let first = &t.list[first.min(t.list.len())..];
-    let mut keys = Vec::with_capacity(first.len());
+    let mut keys = Keys::new();
     // False at a key memcached refuses.
     let mut take = |list: &[&[u8]]| {
         for k in list {
             if k.len() > KEY_MAX {
                 return false;
             }
-            keys.push(Bytes::copy_from_slice(k));
+            keys.push(src.slice_ref(k));
         }
         true
     };
@@ -556,7 +586,7 @@ fn get_cmd(name: &[u8], t: &Tokens) -> Cmd {
     }
 }
 
-fn arith(incr: bool, t: &Tokens) -> Cmd {
+fn arith(src: &Bytes, incr: bool, t: &Tokens) -> Cmd {
     let noreply = noreply(t);
     let key = t.get(1);
     if key.len() > KEY_MAX {
@@ -564,7 +594,7 @@ fn arith(incr: bool, t: &Tokens) -> Cmd {
     }
     match safe_strtoull(t.get(2)) {
         Some(delta) => Cmd::Arith {
-            key: Bytes::copy_from_slice(key),
+            key: src.slice_ref(key),
             incr,
             delta,
             noreply,
@@ -573,7 +603,7 @@ fn arith(incr: bool, t: &Tokens) -> Cmd {
     }
 }
 
-fn delete(t: &Tokens) -> Cmd {
+fn delete(src: &Bytes, t: &Tokens) -> Cmd {
     let mut noreply = false;
     if t.n() > 3 {
         let hold_is_zero = t.get(2) == b"0";
@@ -592,12 +622,12 @@ fn delete(t: &Tokens) -> Cmd {
         return reply(BAD_FORMAT, noreply);
     }
     Cmd::Delete {
-        key: Bytes::copy_from_slice(key),
+        key: src.slice_ref(key),
         noreply,
     }
 }
 
-fn touch(t: &Tokens) -> Cmd {
+fn touch(src: &Bytes, t: &Tokens) -> Cmd {
     let noreply = noreply(t);
     let key = t.get(1);
     if key.len() > KEY_MAX {
@@ -605,7 +635,7 @@ fn touch(t: &Tokens) -> Cmd {
     }
     match safe_strtol(t.get(2)) {
         Some(exptime) => Cmd::Touch {
-            key: Bytes::copy_from_slice(key),
+            key: src.slice_ref(key),
             exptime,
             noreply,
         },
@@ -630,7 +660,7 @@ mod tests {
     use super::*;
 
     fn one(input: &[u8]) -> Parsed {
-        TextParser::new(1 << 20).parse(input, false)
+        TextParser::new(1 << 20).parse(&Bytes::copy_from_slice(input), false)
     }
 
     #[test]
@@ -659,17 +689,65 @@ mod tests {
     }
 
     #[test]
+    fn a_one_key_get_parses_as_the_tokenizer_would() {
+        for line in [
+            &b"get k\r\n"[..],
+            b"get k\n",
+            b"get  k\r\n",
+            b"get k \r\n",
+            b"get k1 k2\r\n",
+            b"get k\r\r\n",
+        ] {
+            let Parsed::Cmd(Cmd::Get { keys, .. }, used) = one(line) else {
+                panic!("not a get: {line:?}");
+            };
+            assert_eq!(used, line.len());
+            let want: Vec<&[u8]> = line[4..]
+                .strip_suffix(b"\n")
+                .map(|l| l.strip_suffix(b"\r").unwrap_or(l))
+                .unwrap_or(b"")
+                .split(|&b| b == b' ')
+                .filter(|k| !k.is_empty())
+                .collect();
+            let got: Vec<&[u8]> = keys.iter().map(|k| &k[..]).collect();
+            assert_eq!(got, want, "{line:?}");
+        }
+        let long = format!("get {}\r\n", "k".repeat(KEY_MAX + 1));
+        assert_eq!(
+            one(long.as_bytes()),
+            Parsed::Cmd(reply(BAD_FORMAT, false), long.len())
+        );
+    }
+
+    #[test]
+    fn an_incomplete_store_says_how_long_it_is() {
+        let mut p = TextParser::new(1 << 20);
+        let src = Bytes::from_static(b"set a 0 0 1000\r\nxx");
+        assert_eq!(p.parse(&src, false), Parsed::Incomplete);
+        assert_eq!(p.wanted(), 16 + 1000 + 2);
+        let line = Bytes::from_static(b"get a");
+        assert_eq!(p.parse(&line, false), Parsed::Incomplete);
+        assert_eq!(p.wanted(), 0);
+    }
+
+    #[test]
     fn a_too_large_value_is_skipped_as_it_streams() {
         let mut p = TextParser::new(100);
-        let r = p.parse(b"set a 0 0 1000\r\nxx", false);
+        let r = p.parse(&Bytes::copy_from_slice(b"set a 0 0 1000\r\nxx"), false);
         assert_eq!(
             r,
             Parsed::Cmd(reply("SERVER_ERROR object too large for cache", false), 18)
         );
-        assert_eq!(p.parse(&[b'x'; 500], false), Parsed::Skipped(500));
-        assert_eq!(p.parse(&[b'x'; 1000], false), Parsed::Skipped(500));
+        assert_eq!(
+            p.parse(&Bytes::copy_from_slice(&[b'x'; 500]), false),
+            Parsed::Skipped(500)
+        );
+        assert_eq!(
+            p.parse(&Bytes::copy_from_slice(&[b'x'; 1000]), false),
+            Parsed::Skipped(500)
+        );
         assert!(matches!(
-            p.parse(b"get a\r\n", false),
+            p.parse(&Bytes::copy_from_slice(b"get a\r\n"), false),
             Parsed::Cmd(Cmd::Get { .. }, 7)
         ));
     }
