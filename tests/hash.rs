@@ -666,14 +666,14 @@ fn hashes_on_two_shards_copy_and_rename_across() {
 fn store_mode_answers_oom_and_keeps_what_it_has() {
     let s = Server::start(STRATA, &["--proactor_threads", "1", "--maxmemory", "32mb"]);
     let mut c = s.client();
-    let value = "v".repeat(50);
     let mut stored = 0;
     let mut refused = false;
     for k in 0..20_000 {
         let mut cmd = redis::cmd("HSET");
         cmd.arg(format!("h{k}"));
+        // Values that do not compress: a packed hash is kept compressed when that pays.
         for n in 0..100 {
-            cmd.arg(format!("f{n}")).arg(&value);
+            cmd.arg(format!("f{n}")).arg(value(k * 100 + n, 0, 50));
         }
         match cmd.query::<i64>(&mut c) {
             Ok(_) => stored += 1,
@@ -704,13 +704,13 @@ fn cache_mode_evicts_whole_hashes() {
         ],
     );
     let mut c = s.client();
-    let value = "v".repeat(50);
     let n = 20_000;
     for k in 0..n {
         let mut cmd = redis::cmd("HSET");
         cmd.arg(format!("h{k}"));
+        // Values that do not compress: a packed hash is kept compressed when that pays.
         for f in 0..100 {
-            cmd.arg(format!("f{f}")).arg(&value);
+            cmd.arg(format!("f{f}")).arg(value(k * 100 + f, 0, 50));
         }
         let added: i64 = cmd.query(&mut c).unwrap();
         assert_eq!(added, 100);

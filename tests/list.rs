@@ -293,7 +293,9 @@ fn encoding_nodes_and_key_commands() {
     assert_eq!(keys, vec!["big", "big2", "small"]);
     let mem = txt(&mut r, &[b"MEMORY", b"USAGE", b"big"]);
     let bytes: i64 = mem.trim_start_matches(':').trim().parse().unwrap();
-    assert!(bytes > 30_000 && bytes < 80_000, "{bytes}");
+    // 3000 elements take about 40 KB as plain listpacks; the nodes away from the ends are
+    // kept compressed.
+    assert!(bytes > 5_000 && bytes < 30_000, "{bytes}");
 }
 
 #[test]
@@ -361,11 +363,14 @@ fn snapshot_keeps_lists() {
 fn oom_refuses_pushes_and_keeps_the_list() {
     let s = Server::start(STRATA, &["--proactor_threads", "1", "--maxmemory", "40mb"]);
     let mut r = s.raw();
-    let v = "x".repeat(1000);
+    // Elements that do not compress (nodes away from the ends are kept compressed).
+    let element =
+        |k: usize| -> Vec<u8> { value(k, 0, 1000).iter().map(|b| b'a' + b % 26).collect() };
+    let v = String::from_utf8(element(0)).expect("letters");
     let mut refused = false;
     let mut n = 0;
-    for _ in 0..200_000 {
-        let reply = txt(&mut r, &[b"RPUSH", b"l", v.as_bytes()]);
+    for k in 0..200_000 {
+        let reply = txt(&mut r, &[b"RPUSH", b"l", &element(k)]);
         if reply.starts_with("-OOM") {
             refused = true;
             break;

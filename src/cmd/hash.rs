@@ -18,7 +18,7 @@ use super::Ctx;
 use crate::notify;
 use crate::protocol::Reply;
 use crate::shard::hashform::{self, HashForm, HashRef, OwnedField};
-use crate::shard::object::PackLimits;
+use crate::shard::object::{packed_bytes, PackLimits};
 use crate::shard::{ObjectType, ValueRef};
 
 /// Most elements HRANDFIELD with a negative count answers (Redis would try to build any
@@ -39,9 +39,9 @@ fn sweep(ctx: &mut Ctx, key: &[u8]) {
     let now = ctx.now;
     let due = match ctx.shard.peek_repr(ctx.db, key) {
         Some(e) => match e.value() {
-            ValueRef::Packed(kind, b) => HashRef::from_packed(kind, b)
-                .and_then(|h| h.min_expire_bound())
-                .is_some_and(|m| m <= now),
+            ValueRef::Packed(kind, b) => {
+                hashform::packed_min_expiry(kind, b).is_some_and(|m| m <= now)
+            }
             ValueRef::Object(o) => HashRef::from_object(o)
                 .and_then(|h| h.min_expire_bound())
                 .is_some_and(|m| m <= now),
@@ -76,8 +76,12 @@ fn read<R>(
         return Ok(None);
     };
     check_type(e, ObjectType::Hash)?;
+    let plain;
     let h = match e.value() {
-        ValueRef::Packed(kind, b) => HashRef::from_packed(kind, b),
+        ValueRef::Packed(kind, b) => {
+            plain = packed_bytes(kind, b);
+            HashRef::from_packed(kind.plain(), &plain)
+        }
         ValueRef::Object(o) => HashRef::from_object(o),
         _ => None,
     };

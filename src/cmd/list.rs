@@ -94,6 +94,7 @@ fn modify<R>(
                 let r = f(&mut ql);
                 let empty = ql.is_empty();
                 if !empty {
+                    ql.settle();
                     collection::put_back(e, list_value(ql));
                 }
                 (r, empty)
@@ -103,6 +104,7 @@ fn modify<R>(
                     return Err(collection::unknown_layout());
                 };
                 let r = f(ql);
+                ql.settle();
                 let empty = ql.is_empty();
                 if !empty && ql.node_count() == 1 {
                     let one = std::mem::replace(ql, QuickList::new(fill));
@@ -114,6 +116,7 @@ fn modify<R>(
         None if create => {
             let mut ql = QuickList::new(fill);
             let r = f(&mut ql);
+            ql.settle();
             if !ql.is_empty() {
                 ctx.shard.store(ctx.db, key, list_value(ql), 0);
             }
@@ -187,13 +190,15 @@ pub fn pop_n(
 ) -> Result<Option<Vec<Bytes>>, Reply> {
     modify(ctx, key, false, |ql| {
         let n = count.min(ql.len());
-        let out: Vec<Bytes> = match end {
+        let mut out: Vec<Bytes> = Vec::with_capacity(n);
+        match end {
             End::Left => ql.iter_from(0, true),
             End::Right => ql.iter_from(ql.len().saturating_sub(1), false),
         }
-        .take(n)
-        .map(|e| Bytes::from(e.to_vec()))
-        .collect();
+        .visit(n, |_, e| {
+            out.push(Bytes::from(e.to_vec()));
+            true
+        });
         match end {
             End::Left => ql.trim(n, 0),
             End::Right => ql.trim(0, n),
@@ -274,7 +279,7 @@ pub fn lindex(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
         let index = index.ok_or_else(|| err(ERR_NOT_INT))?;
         Ok(position(index, ql.len())
             .and_then(|i| ql.get(i))
-            .map_or(Reply::Nil, bulk))
+            .map_or(Reply::Nil, |v| Reply::Bulk(Bytes::from(v))))
     });
     match r {
         Ok(Some(Ok(r))) | Ok(Some(Err(r))) => r,
@@ -309,7 +314,14 @@ pub fn lrange(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     };
     let r = read(ctx, &args[1], |ql| match clip(start, end, ql.len()) {
         None => Reply::Array(vec![]),
-        Some((s, e)) => Reply::Array(ql.iter_from(s, true).take(e + 1 - s).map(bulk).collect()),
+        Some((s, e)) => {
+            let mut out = Vec::with_capacity(e + 1 - s);
+            ql.iter_from(s, true).visit(e + 1 - s, |_, el| {
+                out.push(bulk(el));
+                true
+            });
+            Reply::Array(out)
+        }
     });
     match r {
         Ok(Some(r)) => r,
@@ -351,7 +363,13 @@ pub fn linsert(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     };
     let (pivot, v) = (&args[3], &args[4]);
     let r = modify(ctx, &args[1], false, |ql| {
-        let at = ql.iter_from(0, true).position(|e| e.eq_bytes(pivot));
+        let mut at = None;
+        ql.iter_from(0, true).visit(ql.len(), |i, e| {
+            if e.eq_bytes(pivot) {
+                at = Some(i);
+            }
+            at.is_none()
+        });
         match at {
             Some(i) => {
                 ql.insert(i, v, after);
@@ -439,21 +457,22 @@ pub fn lpos(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
         };
         let mut matches = 0u64;
         let mut found = Vec::new();
-        for (index, e) in ql.iter_from(start, forward).take(scan).enumerate() {
+        ql.iter_from(start, forward).visit(scan, |index, e| {
             if !e.eq_bytes(ele) {
-                continue;
+                return true;
             }
             matches += 1;
             if matches >= rank {
                 let at = if forward { index } else { len - index - 1 };
                 found.push(at as i64);
                 match count {
-                    None => break,
-                    Some(c) if c != 0 && matches - rank + 1 >= c as u64 => break,
+                    None => return false,
+                    Some(c) if c != 0 && matches - rank + 1 >= c as u64 => return false,
                     Some(_) => {}
                 }
             }
-        }
+            true
+        });
         found
     });
     let found = match r {

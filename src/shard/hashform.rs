@@ -13,7 +13,10 @@
 use super::entry::{Entry, Value, ValueRef};
 use super::hash::{Field, LargeHash};
 use super::listpack::{self, Element};
-use super::object::{ObjectType, PackLimits, Packed, PackedEncoding, PackedKind, TypedObject};
+use super::object::{
+    pack_hash, packed_bytes, ObjectType, PackLimits, Packed, PackedEncoding, PackedKind,
+    TypedObject,
+};
 
 /// A small hash's listpack and its stride (2: pairs; 3: triplets with expiries).
 fn stride(ex: bool) -> usize {
@@ -53,6 +56,13 @@ pub fn min_expiry(lp: &[u8]) -> Option<u64> {
         .min()
 }
 
+/// The soonest field expiry of a stored packed block (None when it is no listpackex hash).
+pub fn packed_min_expiry(kind: PackedKind, bytes: &[u8]) -> Option<u64> {
+    (kind.ty == ObjectType::Hash && kind.encoding == PackedEncoding::ListpackEx)
+        .then(|| min_expiry(bytes))
+        .flatten()
+}
+
 /// One field read out of any form: name, value (integers as their text), expiry.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OwnedField {
@@ -69,9 +79,10 @@ pub enum HashRef<'a> {
 }
 
 impl<'a> HashRef<'a> {
-    /// The hash a stored packed block or object holds (None when it is not a hash).
+    /// The hash a packed block in its plain layout (see [`packed_bytes`]) or an object holds
+    /// (None when it is not a hash, or still compressed).
     pub fn from_packed(kind: PackedKind, bytes: &'a [u8]) -> Option<HashRef<'a>> {
-        (kind.ty == ObjectType::Hash)
+        (kind.ty == ObjectType::Hash && kind.encoding != PackedEncoding::ListpackLz4)
             .then(|| HashRef::Small(bytes, kind.encoding == PackedEncoding::ListpackEx))
     }
 
@@ -186,8 +197,9 @@ impl HashForm {
     /// The stored value this hash becomes.
     pub fn into_value(self) -> Value {
         match self {
-            HashForm::Small { lp, ex } => Value::Packed(Packed {
-                kind: packed_kind(ex),
+            HashForm::Small { lp, ex: false } => Value::Packed(pack_hash(lp)),
+            HashForm::Small { lp, ex: true } => Value::Packed(Packed {
+                kind: packed_kind(true),
                 bytes: lp.into_boxed_slice(),
             }),
             HashForm::Large(h) => Value::Object(Box::new(h)),
@@ -350,7 +362,7 @@ impl HashForm {
     pub fn take(e: &mut Entry) -> Option<HashForm> {
         match e.value() {
             ValueRef::Packed(kind, b) if kind.ty == ObjectType::Hash => Some(HashForm::Small {
-                lp: b.to_vec(),
+                lp: packed_bytes(kind, b).into_owned(),
                 ex: kind.encoding == PackedEncoding::ListpackEx,
             }),
             ValueRef::Object(_) => {
@@ -395,7 +407,7 @@ pub struct Swept {
 /// Touches the entry only when a field is due.
 pub fn sweep_entry(e: &mut Entry, now: u64) -> Option<Swept> {
     let due = match e.value() {
-        ValueRef::Packed(kind, b) => HashRef::from_packed(kind, b)?.min_expire_bound(),
+        ValueRef::Packed(kind, b) if kind.ty == ObjectType::Hash => packed_min_expiry(kind, b),
         ValueRef::Object(o) => HashRef::from_object(o)?.min_expire_bound(),
         _ => return None,
     };
@@ -427,9 +439,7 @@ pub fn sweep_entry(e: &mut Entry, now: u64) -> Option<Swept> {
 /// Whether a stored value is a hash with a field expiry (the shard's sweep list holds it).
 pub fn has_field_expiry(e: &Entry) -> bool {
     match e.value() {
-        ValueRef::Packed(kind, b) => {
-            HashRef::from_packed(kind, b).is_some_and(|h| h.min_expire_bound().is_some())
-        }
+        ValueRef::Packed(kind, b) => packed_min_expiry(kind, b).is_some(),
         ValueRef::Object(o) => {
             HashRef::from_object(o).is_some_and(|h| h.min_expire_bound().is_some())
         }
@@ -562,6 +572,43 @@ mod tests {
 
     fn limits() -> PackLimits {
         PackLimits::default()
+    }
+
+    #[test]
+    fn long_small_hashes_are_kept_compressed_and_read_as_their_listpack() {
+        let mut h = HashForm::new();
+        for f in 0..20 {
+            let (name, value) = (format!("field{f}"), format!("value{f}-7"));
+            h.set(name.as_bytes(), value.as_bytes(), false, &limits());
+        }
+        let plain_lp = match &h {
+            HashForm::Small { lp, .. } => lp.clone(),
+            HashForm::Large(_) => panic!("20 short fields stay small"),
+        };
+        let Value::Packed(p) = h.into_value() else {
+            panic!("a small hash is packed")
+        };
+        assert_eq!(p.kind.encoding, PackedEncoding::ListpackLz4);
+        assert_eq!(p.kind.encoding_name(), "listpack");
+        assert!(p.bytes.len() < plain_lp.len() * 2 / 3);
+        let lp = packed_bytes(p.kind, &p.bytes);
+        assert_eq!(&lp[..], &plain_lp[..]);
+        let r = HashRef::from_packed(p.kind.plain(), &lp).expect("a hash");
+        assert_eq!(r.len(), 20);
+        assert_eq!(r.get(b"field7").map(|(v, _)| v), Some(b"value7-7".to_vec()));
+        assert!(HashRef::from_packed(p.kind, &p.bytes).is_none());
+        // RDB and DUMP carry the listpack.
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        assert_eq!(p.kind.encode_rdb(&p.bytes, &mut a), 16);
+        assert_eq!(p.kind.plain().encode_rdb(&plain_lp, &mut b), 16);
+        assert_eq!(a, b);
+        // A short hash stays as it is.
+        let mut small = HashForm::new();
+        small.set(b"a", b"1", false, &limits());
+        let Value::Packed(q) = small.into_value() else {
+            panic!("packed")
+        };
+        assert_eq!(q.kind.encoding, PackedEncoding::Listpack);
     }
 
     #[test]

@@ -5,9 +5,15 @@
 //!
 //! ```text
 //! QuickList: nodes VecDeque<Arc<Node>>   O(1) push and pop at both ends
-//!   Node: lp   Redis' listpack bytes     (shard::listpack)
-//!         count                          elements in lp
+//!   Node: body  Plain(listpack bytes)    (shard::listpack)
+//!               Lz4(compressed listpack) a node pushes have left behind
+//!         count                          elements in the listpack
 //! ```
+//! - Compression (as Redis' `list-compress-depth`, but for every node away from the ends): a
+//!   node a push leaves behind, and a node between the ends at the end of a command, is kept
+//!   LZ4-compressed when that saves an eighth; the node a push or pop touches is decompressed
+//!   and stays plain while it is at an end. Reads decompress into a scratch buffer and leave
+//!   the node as it is. RDB and DUMP carry plain listpacks, as Redis writes them.
 //! - A one-node list is stored as a packed block (`Value::Packed`, the node's listpack) by the
 //!   list commands; a list of more nodes is this object.
 //! - Snapshots: [`TypedObject::capture`] clones the node pointers; a later write copies only
@@ -17,6 +23,7 @@
 //! and byte counts drift from its nodes.
 
 use std::any::Any;
+use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -47,33 +54,106 @@ fn meets_optimization(sz: usize, fill: i32) -> bool {
     offset < OPTIMIZATION_LEVEL.len() && sz <= OPTIMIZATION_LEVEL[offset]
 }
 
+/// A node's listpack smaller than this stays plain (compressing it saves too little).
+const MIN_COMPRESS_BYTES: usize = 512;
+
+/// A node's listpack, as it is or LZ4-compressed.
+#[derive(Clone, Debug)]
+enum Body {
+    Plain(Vec<u8>),
+    /// An LZ4 block (lz4_flex's block format) of a listpack of `raw` bytes.
+    Lz4 {
+        data: Box<[u8]>,
+        raw: usize,
+    },
+}
+
+use super::lz4block::decompress;
+
 /// One node: a listpack and its element count.
 #[derive(Clone, Debug)]
 pub struct Node {
-    lp: Vec<u8>,
+    body: Body,
     count: usize,
+    /// Plain because compressing it did not pay, and unchanged since: not tried again.
+    incompressible: bool,
 }
 
 impl Node {
     fn new() -> Node {
         Node {
-            lp: listpack::new(),
+            body: Body::Plain(listpack::new()),
             count: 0,
+            incompressible: false,
         }
     }
 
     fn from_listpack(lp: Vec<u8>) -> Node {
         let count = listpack::len(&lp);
-        Node { lp, count }
+        Node {
+            body: Body::Plain(lp),
+            count,
+            incompressible: false,
+        }
     }
 
     /// Heap bytes: the Arc's counts, the node and its listpack.
     fn heap(&self) -> usize {
-        16 + std::mem::size_of::<Node>() + self.lp.capacity()
+        16 + std::mem::size_of::<Node>()
+            + match &self.body {
+                Body::Plain(lp) => lp.capacity(),
+                Body::Lz4 { data, .. } => data.len(),
+            }
     }
 
-    pub fn listpack(&self) -> &[u8] {
-        &self.lp
+    /// The listpack's length in bytes (compressed or not).
+    fn lp_len(&self) -> usize {
+        match &self.body {
+            Body::Plain(lp) => lp.len(),
+            Body::Lz4 { raw, .. } => *raw,
+        }
+    }
+
+    fn is_compressed(&self) -> bool {
+        matches!(self.body, Body::Lz4 { .. })
+    }
+
+    /// The listpack: borrowed when plain, decompressed into a new vector when not.
+    pub fn listpack(&self) -> Cow<'_, [u8]> {
+        match &self.body {
+            Body::Plain(lp) => Cow::Borrowed(lp),
+            Body::Lz4 { data, raw } => Cow::Owned(decompress(data, *raw)),
+        }
+    }
+
+    /// The listpack for changing it: a compressed node becomes plain.
+    fn lp_mut(&mut self) -> &mut Vec<u8> {
+        if let Body::Lz4 { data, raw } = &self.body {
+            self.body = Body::Plain(decompress(data, *raw));
+        }
+        match &mut self.body {
+            Body::Plain(lp) => lp,
+            Body::Lz4 { .. } => unreachable!("made plain above"),
+        }
+    }
+
+    /// This node compressed, when it is plain, large enough and compression saves an eighth.
+    fn compressed(&self) -> Option<Node> {
+        let Body::Plain(lp) = &self.body else {
+            return None;
+        };
+        if lp.len() < MIN_COMPRESS_BYTES {
+            return None;
+        }
+        let data = super::lz4block::compress(lp, &[])?;
+        Some(Node {
+            body: Body::Lz4 {
+                data,
+                raw: lp.len(),
+            },
+            count: self.count,
+            incompressible: false,
+        })
     }
 
     pub fn len(&self) -> usize {
@@ -84,9 +164,20 @@ impl Node {
         self.count == 0
     }
 
+    /// Makes room for an element of `sz` bytes: a node that must grow grows to `room` bytes
+    /// at once (the node's size limit; [`QuickList::settle`] gives back what stays unused),
+    /// not by doubling, which would leave a trail of freed blocks behind it.
+    fn reserve(&mut self, room: usize, sz: usize) {
+        let lp = self.lp_mut();
+        let need = sz + 16;
+        if lp.capacity() - lp.len() < need {
+            lp.reserve_exact(room.saturating_sub(lp.len()).max(need));
+        }
+    }
+
     /// Whether an element of `sz` bytes may join this node (`_quicklistNodeAllowInsert`).
     fn allows_insert(&self, fill: i32, sz: usize) -> bool {
-        let new_sz = self.lp.len() + sz + SIZE_ESTIMATE_OVERHEAD;
+        let new_sz = self.lp_len() + sz + SIZE_ESTIMATE_OVERHEAD;
         if meets_optimization(new_sz, fill) {
             true
         } else if new_sz > SIZE_SAFETY_LIMIT {
@@ -96,49 +187,28 @@ impl Node {
         }
     }
 
-    /// Offset of element `i` (counted from the front), walking from the nearer end.
-    fn offset_of(&self, i: usize) -> Option<usize> {
-        if i >= self.count {
-            return None;
-        }
-        if i <= self.count / 2 {
-            let mut pos = listpack::first(&self.lp);
-            for _ in 0..i {
-                pos = listpack::get(&self.lp, pos)?.1;
-            }
-            Some(pos)
-        } else {
-            let mut pos = listpack::last(&self.lp)?;
-            for _ in 0..(self.count - 1 - i) {
-                pos = listpack::prev(&self.lp, pos)?;
-            }
-            Some(pos)
-        }
-    }
-
-    fn get(&self, i: usize) -> Option<Element<'_>> {
-        let pos = self.offset_of(i)?;
-        listpack::get(&self.lp, pos).map(|(e, _)| e)
-    }
-
     fn push_front(&mut self, v: &[u8]) {
-        let at = listpack::first(&self.lp);
-        listpack::insert(&mut self.lp, at, &[v]);
+        let lp = self.lp_mut();
+        let at = listpack::first(lp);
+        listpack::insert(lp, at, &[v]);
         self.count += 1;
     }
 
     fn push_back(&mut self, v: &[u8]) {
-        listpack::push(&mut self.lp, &[v]);
+        listpack::push(self.lp_mut(), &[v]);
         self.count += 1;
     }
 
     fn insert_at(&mut self, i: usize, v: &[u8]) {
-        let pos = if i >= self.count {
-            self.lp.len() - 1
+        let count = self.count;
+        let lp = self.lp_mut();
+        let end = lp.len() - 1;
+        let pos = if i >= count {
+            end
         } else {
-            self.offset_of(i).unwrap_or(self.lp.len() - 1)
+            offset_of(lp, count, i).unwrap_or(end)
         };
-        listpack::insert(&mut self.lp, pos, &[v]);
+        listpack::insert(lp, pos, &[v]);
         self.count += 1;
     }
 
@@ -147,9 +217,11 @@ impl Node {
         if n == 0 {
             return;
         }
-        if let Some(pos) = self.offset_of(i) {
-            let n = n.min(self.count - i);
-            listpack::delete(&mut self.lp, pos, n);
+        let count = self.count;
+        let lp = self.lp_mut();
+        if let Some(pos) = offset_of(lp, count, i) {
+            let n = n.min(count - i);
+            listpack::delete(lp, pos, n);
             self.count -= n;
         }
         self.trim_capacity();
@@ -157,10 +229,33 @@ impl Node {
 
     /// Gives back spare capacity once it is a large part of the node.
     fn trim_capacity(&mut self) {
-        let len = self.lp.len();
-        if self.lp.capacity() > len + len / 4 + 16 {
-            self.lp.shrink_to(len + len / 16);
+        if let Body::Plain(lp) = &mut self.body {
+            let len = lp.len();
+            if lp.capacity() > len + len / 4 + 16 {
+                lp.shrink_to(len + len / 16);
+            }
         }
+    }
+}
+
+/// Offset of element `i` (counted from the front) of a listpack of `count` elements, walking
+/// from the nearer end.
+fn offset_of(lp: &[u8], count: usize, i: usize) -> Option<usize> {
+    if i >= count {
+        return None;
+    }
+    if i <= count / 2 {
+        let mut pos = listpack::first(lp);
+        for _ in 0..i {
+            pos = listpack::get(lp, pos)?.1;
+        }
+        Some(pos)
+    } else {
+        let mut pos = listpack::last(lp)?;
+        for _ in 0..(count - 1 - i) {
+            pos = listpack::prev(lp, pos)?;
+        }
+        Some(pos)
     }
 }
 
@@ -172,6 +267,8 @@ pub struct QuickList {
     fill: i32,
     /// The nodes' heap bytes, kept as they change.
     node_bytes: usize,
+    /// A node was decompressed or added since the last [`QuickList::settle`].
+    loose: bool,
 }
 
 impl QuickList {
@@ -181,6 +278,7 @@ impl QuickList {
             len: 0,
             fill,
             node_bytes: 0,
+            loose: false,
         }
     }
 
@@ -216,9 +314,14 @@ impl QuickList {
         self.nodes.len()
     }
 
-    /// The nodes' listpacks, front to back.
-    pub fn listpacks(&self) -> impl Iterator<Item = &[u8]> {
+    /// The nodes' listpacks, front to back (a compressed one decompressed).
+    pub fn listpacks(&self) -> impl ExactSizeIterator<Item = Cow<'_, [u8]>> {
         self.nodes.iter().map(|n| n.listpack())
+    }
+
+    /// How many nodes are compressed.
+    pub fn compressed_nodes(&self) -> usize {
+        self.nodes.iter().filter(|n| n.is_compressed()).count()
     }
 
     /// The only node's listpack, taken out; the list itself unless it has exactly one node.
@@ -229,7 +332,8 @@ impl QuickList {
         let Some(node) = self.nodes.pop_front() else {
             return Err(self);
         };
-        let mut lp = Arc::try_unwrap(node).map_or_else(|n| n.lp.clone(), |n| n.lp);
+        let mut node = Arc::try_unwrap(node).unwrap_or_else(|n| (*n).clone());
+        let mut lp = std::mem::take(node.lp_mut());
         lp.shrink_to_fit();
         Ok(lp)
     }
@@ -239,8 +343,11 @@ impl QuickList {
     fn edit<R>(&mut self, i: usize, f: impl FnOnce(&mut Node) -> R) -> R {
         let before = self.nodes[i].heap();
         let before_count = self.nodes[i].count;
+        let was_compressed = self.nodes[i].is_compressed();
         let node = Arc::make_mut(&mut self.nodes[i]);
         let r = f(node);
+        node.incompressible = false;
+        self.loose |= was_compressed && !node.is_compressed();
         let (after, count) = (node.heap(), node.count);
         self.node_bytes = self.node_bytes + after - before;
         self.len = self.len + count - before_count;
@@ -258,6 +365,7 @@ impl QuickList {
     }
 
     fn insert_node(&mut self, i: usize, node: Node) {
+        self.loose = true;
         self.node_bytes += node.heap();
         self.len += node.count;
         self.nodes.insert(i, Arc::new(node));
@@ -273,7 +381,7 @@ impl QuickList {
         let (Some(x), Some(y)) = (self.nodes.get(a), self.nodes.get(b)) else {
             return false;
         };
-        let merge_sz = (x.lp.len() + y.lp.len()).saturating_sub(11);
+        let merge_sz = (x.lp_len() + y.lp_len()).saturating_sub(11);
         if meets_optimization(merge_sz, self.fill) {
             true
         } else if merge_sz > SIZE_SAFETY_LIMIT {
@@ -290,44 +398,119 @@ impl QuickList {
         };
         self.remove_node(a + 1);
         self.edit(a, |n| {
-            let items: Vec<Vec<u8>> = listpack::iter(&b.lp).map(|(_, e)| e.to_vec()).collect();
+            let blp = b.listpack();
+            let items: Vec<Vec<u8>> = listpack::iter(&blp).map(|(_, e)| e.to_vec()).collect();
             let refs: Vec<&[u8]> = items.iter().map(|v| &v[..]).collect();
-            listpack::push(&mut n.lp, &refs);
+            listpack::push(n.lp_mut(), &refs);
             n.count += refs.len();
             n.trim_capacity();
         });
     }
 
-    /// Gives back node `i`'s spare capacity: pushes go to a new node next to it from now on.
-    /// A node a capture shares is left as it is (it is not copied for this).
+    /// Node `i` is left behind by pushes (they go to a new node next to it from now on):
+    /// compressed, or its spare capacity given back.
     fn seal(&mut self, i: usize) {
+        if self.compress(i) {
+            return;
+        }
         if let Some(n) = self.nodes.get_mut(i).and_then(Arc::get_mut) {
             let before = n.heap();
-            n.lp.shrink_to_fit();
+            if let Body::Plain(lp) = &mut n.body {
+                lp.shrink_to_fit();
+            }
             self.node_bytes = self.node_bytes + n.heap() - before;
         }
     }
 
+    /// Compresses node `i` when that pays; a node a capture shares is replaced, not changed.
+    fn compress(&mut self, i: usize) -> bool {
+        let Some(n) = self.nodes.get_mut(i) else {
+            return false;
+        };
+        if n.is_compressed() || n.incompressible {
+            return false;
+        }
+        let Some(c) = n.compressed() else {
+            if let Some(n) = Arc::get_mut(n) {
+                n.incompressible = true;
+            }
+            return false;
+        };
+        let before = self.nodes[i].heap();
+        self.node_bytes = self.node_bytes + c.heap() - before;
+        self.nodes[i] = Arc::new(c);
+        true
+    }
+
+    /// What a command does last on a list it changed: the end nodes give back spare capacity
+    /// and every plain node between them is compressed (when that pays). Cheap unless a node
+    /// was decompressed or added since the last call.
+    pub fn settle(&mut self) {
+        for i in [0, self.nodes.len().saturating_sub(1)] {
+            if let Some(n) = self.nodes.get_mut(i).and_then(Arc::get_mut) {
+                let before = n.heap();
+                n.trim_capacity();
+                self.node_bytes = self.node_bytes + n.heap() - before;
+            }
+        }
+        if !std::mem::take(&mut self.loose) {
+            return;
+        }
+        for i in 1..self.nodes.len().saturating_sub(1) {
+            self.compress(i);
+        }
+    }
+
+    /// Compresses every node but the tail, as pushes onto the tail would have left them (a
+    /// list loaded whole: RDB, RESTORE, a snapshot).
+    pub fn compress_loaded(&mut self) {
+        for i in 0..self.nodes.len().saturating_sub(1) {
+            self.compress(i);
+        }
+        self.loose = false;
+    }
+
+    /// The bytes a node may grow to: its size limit for a size-based fill, none for a
+    /// count-based one (such nodes are usually small).
+    fn room(&self) -> usize {
+        if self.fill < 0 {
+            OPTIMIZATION_LEVEL
+                [((-(self.fill as i64) - 1) as usize).min(OPTIMIZATION_LEVEL.len() - 1)]
+        } else {
+            0
+        }
+    }
+
     pub fn push_front(&mut self, v: &[u8]) {
+        let room = self.room();
         if self.allows_insert(Some(0).filter(|_| !self.nodes.is_empty()), v.len()) {
-            self.edit(0, |n| n.push_front(v));
+            self.edit(0, |n| {
+                n.reserve(room, v.len());
+                n.push_front(v)
+            });
         } else {
             self.seal(0);
             let mut node = Node::new();
+            node.reserve(room, v.len());
             node.push_front(v);
             self.insert_node(0, node);
         }
     }
 
     pub fn push_back(&mut self, v: &[u8]) {
+        let room = self.room();
         let last = self.nodes.len().checked_sub(1);
         match last {
-            Some(i) if self.allows_insert(Some(i), v.len()) => self.edit(i, |n| n.push_back(v)),
+            Some(i) if self.allows_insert(Some(i), v.len()) => self.edit(i, |n| {
+                n.reserve(room, v.len());
+                n.push_back(v)
+            }),
             _ => {
                 if let Some(i) = last {
                     self.seal(i);
                 }
                 let mut node = Node::new();
+                node.reserve(room, v.len());
                 node.push_back(v);
                 let at = self.nodes.len();
                 self.insert_node(at, node);
@@ -336,7 +519,7 @@ impl QuickList {
     }
 
     pub fn pop_front(&mut self) -> Option<Vec<u8>> {
-        let v = self.nodes.front()?.get(0)?.to_vec();
+        let v = self.get(0)?;
         self.edit(0, |n| n.delete_range(0, 1));
         Some(v)
     }
@@ -344,7 +527,7 @@ impl QuickList {
     pub fn pop_back(&mut self) -> Option<Vec<u8>> {
         let i = self.nodes.len().checked_sub(1)?;
         let last = self.nodes[i].count.checked_sub(1)?;
-        let v = self.nodes[i].get(last)?.to_vec();
+        let v = self.get(self.len - 1)?;
         self.edit(i, |n| n.delete_range(last, 1));
         Some(v)
     }
@@ -374,9 +557,13 @@ impl QuickList {
         None
     }
 
-    pub fn get(&self, i: usize) -> Option<Element<'_>> {
+    /// Element `i`, as a client reads it.
+    pub fn get(&self, i: usize) -> Option<Vec<u8>> {
         let (n, at) = self.locate(i)?;
-        self.nodes[n].get(at)
+        let node = &self.nodes[n];
+        let lp = node.listpack();
+        let pos = offset_of(&lp, node.count, at)?;
+        listpack::get(&lp, pos).map(|(e, _)| e.to_vec())
     }
 
     /// Replaces element `i` (in place, whatever its size, as Redis does); false when out of
@@ -386,8 +573,10 @@ impl QuickList {
             return false;
         };
         self.edit(n, |node| {
-            if let Some(pos) = node.offset_of(at) {
-                listpack::replace(&mut node.lp, pos, v);
+            let count = node.count;
+            let lp = node.lp_mut();
+            if let Some(pos) = offset_of(lp, count, at) {
+                listpack::replace(lp, pos, v);
                 node.trim_capacity();
             }
         });
@@ -508,7 +697,7 @@ impl QuickList {
             if limit != 0 && removed >= limit {
                 break;
             }
-            let hits: Vec<usize> = listpack::iter(&node.lp)
+            let hits: Vec<usize> = listpack::iter(&node.listpack())
                 .enumerate()
                 .filter(|(_, (_, e))| e.eq_bytes(v))
                 .map(|(i, _)| i)
@@ -543,61 +732,79 @@ impl QuickList {
 
     /// LRANGE's elements from `start` to `end` (inclusive, both in range).
     pub fn range(&self, start: usize, end: usize) -> Vec<Vec<u8>> {
-        self.iter_from(start, true)
-            .take(end + 1 - start)
-            .map(Element::to_vec)
-            .collect()
+        let mut out = Vec::with_capacity(end + 1 - start);
+        self.iter_from(start, true).visit(end + 1 - start, |_, e| {
+            out.push(e.to_vec());
+            true
+        });
+        out
     }
 
     /// Checks the whole list against its counts (tests and loaders).
     pub fn is_consistent(&self) -> bool {
         self.nodes
             .iter()
-            .all(|n| n.count > 0 && listpack::len(&n.lp) == n.count)
+            .all(|n| n.count > 0 && listpack::len(&n.listpack()) == n.count)
             && self.nodes.iter().map(|n| n.count).sum::<usize>() == self.len
             && self.nodes.iter().map(|n| n.heap()).sum::<usize>() == self.node_bytes
     }
 }
 
 /// Elements of a list in one direction, read from the listpacks as they go (a pop or a short
-/// LRANGE decodes only the elements it takes, not the whole node).
+/// LRANGE decodes only the elements it takes, not the whole node); a compressed node is
+/// decompressed into the iterator's own buffer, so `next` lends its element until the next call.
 pub struct ListIter<'a> {
     list: &'a QuickList,
     node: usize,
     forward: bool,
     /// Offset of the next element in the current node's listpack; None once that node is done.
     pos: Option<usize>,
+    /// The current node's listpack when that node is compressed.
+    buf: Option<Vec<u8>>,
+}
+
+/// A node's listpack: its own bytes, or `buf` (where the iterator decompressed it).
+fn bytes_of<'b>(node: &'b Node, buf: &'b Option<Vec<u8>>) -> &'b [u8] {
+    match (&node.body, buf) {
+        (Body::Plain(lp), _) => lp,
+        (Body::Lz4 { .. }, Some(b)) => b,
+        (Body::Lz4 { .. }, None) => &[],
+    }
 }
 
 impl<'a> ListIter<'a> {
     fn new(list: &'a QuickList, node: usize, at: usize, forward: bool) -> ListIter<'a> {
-        let pos = list.nodes.get(node).and_then(|n| n.offset_of(at));
-        ListIter {
+        let mut it = ListIter {
             list,
             node,
             forward,
-            pos,
+            pos: None,
+            buf: None,
+        };
+        if let Some(n) = list.nodes.get(node) {
+            it.load();
+            it.pos = offset_of(bytes_of(n, &it.buf), n.count, at);
         }
+        it
     }
-}
 
-impl<'a> Iterator for ListIter<'a> {
-    type Item = Element<'a>;
+    /// Decompresses the current node into the buffer when it is compressed.
+    fn load(&mut self) {
+        self.buf = match self.list.nodes.get(self.node).map(|n| &n.body) {
+            Some(Body::Lz4 { data, raw }) => Some(decompress(data, *raw)),
+            _ => None,
+        };
+    }
 
-    fn next(&mut self) -> Option<Element<'a>> {
+    /// The next element; None past the end.
+    #[allow(clippy::should_implement_trait)]
+    pub fn next(&mut self) -> Option<Element<'_>> {
         let list: &'a QuickList = self.list;
         loop {
-            if let (Some(pos), Some(n)) = (self.pos, list.nodes.get(self.node)) {
-                let lp: &'a [u8] = &n.lp;
-                if !listpack::at_end(lp, pos) {
-                    if let Some((e, next)) = listpack::get(lp, pos) {
-                        self.pos = if self.forward {
-                            Some(next)
-                        } else {
-                            listpack::prev(lp, pos)
-                        };
-                        return Some(e);
-                    }
+            let n = list.nodes.get(self.node)?;
+            if let Some(pos) = self.pos {
+                if !listpack::at_end(bytes_of(n, &self.buf), pos) {
+                    break;
                 }
             }
             if self.forward {
@@ -605,12 +812,35 @@ impl<'a> Iterator for ListIter<'a> {
             } else {
                 self.node = self.node.checked_sub(1)?;
             }
-            let lp: &'a [u8] = &list.nodes.get(self.node)?.lp;
+            let n = list.nodes.get(self.node)?;
+            self.load();
+            let lp = bytes_of(n, &self.buf);
             self.pos = if self.forward {
                 Some(listpack::first(lp))
             } else {
                 listpack::last(lp)
             };
+        }
+        let n = list.nodes.get(self.node)?;
+        let pos = self.pos?;
+        let lp = bytes_of(n, &self.buf);
+        let (e, next) = listpack::get(lp, pos)?;
+        self.pos = if self.forward {
+            Some(next)
+        } else {
+            listpack::prev(lp, pos)
+        };
+        Some(e)
+    }
+
+    /// Calls `f` with the index (from where the walk began) and each of up to `limit`
+    /// elements, until it returns false.
+    pub fn visit(mut self, limit: usize, mut f: impl FnMut(usize, Element<'_>) -> bool) {
+        for i in 0..limit {
+            match self.next() {
+                Some(e) if f(i, e) => {}
+                _ => return,
+            }
         }
     }
 }
@@ -633,11 +863,11 @@ pub fn list_value(ql: QuickList) -> super::entry::Value {
 /// Writes the RDB_TYPE_LIST_QUICKLIST_2 body of a list with these nodes, as Redis 7.0 writes
 /// it: the node count, then per node its container (2: packed) and its listpack as a string
 /// (LZF-compressed when that saves, as with `rdbcompression yes`).
-pub fn encode_quicklist<'a>(nodes: impl ExactSizeIterator<Item = &'a [u8]>, out: &mut Vec<u8>) {
+pub fn encode_quicklist(nodes: impl ExactSizeIterator<Item = impl AsRef<[u8]>>, out: &mut Vec<u8>) {
     write_len(out, nodes.len() as u64);
     for lp in nodes {
         write_len(out, 2);
-        write_string(out, lp, StringCompression::Lzf);
+        write_string(out, lp.as_ref(), StringCompression::Lzf);
     }
 }
 
@@ -687,7 +917,7 @@ impl TypedObject for QuickList {
     }
 
     fn encode_rdb(&self, out: &mut Vec<u8>) -> u8 {
-        encode_quicklist(self.nodes.iter().map(|n| n.listpack()), out);
+        encode_quicklist(self.listpacks(), out);
         ondisk::rdb::types::LIST_QUICKLIST_2
     }
 
@@ -705,7 +935,10 @@ mod tests {
     use super::*;
 
     fn values(ql: &QuickList) -> Vec<Vec<u8>> {
-        ql.iter_from(0, true).map(Element::to_vec).collect()
+        if ql.is_empty() {
+            return vec![];
+        }
+        ql.range(0, ql.len() - 1)
     }
 
     #[test]
@@ -721,20 +954,17 @@ mod tests {
         for i in 0..10 {
             ql.push_front(format!("h{i}").as_bytes());
         }
-        assert_eq!(ql.get(0).map(Element::to_vec), Some(b"h9".to_vec()));
-        assert_eq!(
-            ql.get(1009).map(Element::to_vec),
-            Some(b"element:999".to_vec())
-        );
+        assert_eq!(ql.get(0), Some(b"h9".to_vec()));
+        assert_eq!(ql.get(1009), Some(b"element:999".to_vec()));
         assert_eq!(ql.pop_back(), Some(b"element:999".to_vec()));
         ql.trim(5, 500);
         assert_eq!(ql.len(), 504);
         assert!(ql.is_consistent());
-        let back: Vec<_> = ql
-            .iter_from(503, false)
-            .take(2)
-            .map(Element::to_vec)
-            .collect();
+        let mut back = Vec::new();
+        ql.iter_from(503, false).visit(2, |_, e| {
+            back.push(e.to_vec());
+            true
+        });
         assert_eq!(back, vec![b"element:498".to_vec(), b"element:497".to_vec()]);
     }
 
@@ -779,6 +1009,85 @@ mod tests {
             .filter(|(a, b)| Arc::ptr_eq(a, b))
             .count();
         assert_eq!(shared, ql.node_count() - 1);
-        assert_eq!(cap.get(0).map(Element::to_vec), Some(b"v0".to_vec()));
+        assert_eq!(cap.get(0), Some(b"v0".to_vec()));
+    }
+
+    #[test]
+    fn compressed_nodes_read_back_exactly_under_mixed_changes() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(7);
+        let mut ql = QuickList::new(-2);
+        let mut model: Vec<Vec<u8>> = Vec::new();
+        for i in 0..6000 {
+            let v = format!("element:{i}").into_bytes();
+            ql.push_back(&v);
+            model.push(v);
+        }
+        ql.settle();
+        assert!(ql.compressed_nodes() >= ql.node_count() - 1);
+        assert!(ql.heap_bytes() < model.iter().map(|v| v.len()).sum::<usize>());
+        for step in 0..3000 {
+            let len = model.len();
+            let i = rng.gen_range(0..len.max(1));
+            let v = format!("v{step}").into_bytes();
+            match rng.gen_range(0..9) {
+                0 => {
+                    ql.push_front(&v);
+                    model.insert(0, v);
+                }
+                1 => {
+                    ql.push_back(&v);
+                    model.push(v);
+                }
+                2 if len > 0 => assert_eq!(ql.pop_front(), Some(model.remove(0))),
+                3 if len > 0 => assert_eq!(ql.pop_back(), model.pop()),
+                4 if len > 0 => {
+                    assert!(ql.set(i, &v));
+                    model[i] = v;
+                }
+                5 if len > 0 => {
+                    let after = step % 2 == 0;
+                    ql.insert(i, &v, after);
+                    model.insert(if after { i + 1 } else { i }, v);
+                }
+                6 if len > 0 => {
+                    let target = model[i].clone();
+                    let n = ql.remove_matching(&target, 1, step % 2 == 0);
+                    assert_eq!(n, 1);
+                    let at = if step % 2 == 0 {
+                        model.iter().position(|m| *m == target)
+                    } else {
+                        model.iter().rposition(|m| *m == target)
+                    };
+                    model.remove(at.unwrap_or(i));
+                }
+                7 if len > 0 => assert_eq!(ql.get(i).as_ref(), model.get(i)),
+                _ if len > 2 => {
+                    ql.trim(1, 1);
+                    model.remove(0);
+                    model.pop();
+                }
+                _ => {}
+            }
+            ql.settle();
+            if step % 500 == 0 {
+                assert_eq!(values(&ql), model);
+                assert!(ql.is_consistent());
+            }
+        }
+        assert_eq!(values(&ql), model);
+        assert!(ql.is_consistent());
+        assert!(ql.compressed_nodes() > 0);
+        // Backwards across compressed nodes, and the RDB form is the plain listpacks.
+        let mut back = Vec::new();
+        ql.iter_from(ql.len() - 1, false).visit(ql.len(), |_, e| {
+            back.push(e.to_vec());
+            true
+        });
+        back.reverse();
+        assert_eq!(back, model);
+        let plain: Vec<Vec<u8>> = ql.listpacks().map(|lp| lp.to_vec()).collect();
+        let again = QuickList::from_listpacks(-2, plain);
+        assert_eq!(values(&again), model);
     }
 }

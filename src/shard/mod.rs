@@ -17,6 +17,7 @@ pub mod intset;
 pub mod lazyfree;
 pub mod list;
 pub mod listpack;
+pub mod lz4block;
 pub mod notify;
 pub mod object;
 pub mod rdb_types;

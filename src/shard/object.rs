@@ -16,6 +16,7 @@
 //! [`ObjectType`] and answer WRONGTYPE).
 
 use std::any::Any;
+use std::borrow::Cow;
 
 use super::entry::Value;
 use super::hash::LargeHash;
@@ -60,6 +61,9 @@ pub enum PackedEncoding {
     Intset = 2,
     /// A hash's listpack of field, value, expiry (ms; 0 = none) triplets (Redis 7.4).
     ListpackEx = 3,
+    /// A hash's listpack LZ4-compressed, `raw length u32 LE | LZ4 block` (Strata's own: RDB,
+    /// DUMP and OBJECT ENCODING see the listpack).
+    ListpackLz4 = 4,
 }
 
 impl PackedEncoding {
@@ -68,6 +72,7 @@ impl PackedEncoding {
             PackedEncoding::Listpack => "listpack",
             PackedEncoding::Intset => "intset",
             PackedEncoding::ListpackEx => "listpackex",
+            PackedEncoding::ListpackLz4 => "listpack",
         }
     }
 }
@@ -91,6 +96,7 @@ impl PackedKind {
             1 => PackedEncoding::Listpack,
             2 => PackedEncoding::Intset,
             3 => PackedEncoding::ListpackEx,
+            4 => PackedEncoding::ListpackLz4,
             _ => return None,
         };
         Some(PackedKind { ty, encoding })
@@ -106,7 +112,7 @@ impl PackedKind {
             (Hash, _) => 16,
             (ZSet, _) => 17,
             (List, _) => 18,
-            (Set, Listpack | ListpackEx) => 20,
+            (Set, Listpack | ListpackEx | ListpackLz4) => 20,
         }
     }
 }
@@ -116,6 +122,9 @@ impl PackedKind {
     /// compressed when that saves bytes, as Redis writes them; a list's listpack as a quicklist of one packed node) and returns its RDB
     /// type code.
     pub fn encode_rdb(self, bytes: &[u8], out: &mut Vec<u8>) -> u8 {
+        if self.encoding == PackedEncoding::ListpackLz4 {
+            return self.plain().encode_rdb(&packed_bytes(self, bytes), out);
+        }
         if self.ty == ObjectType::List {
             // QUICKLIST_2: node count, then per node its container kind (2 = packed) and bytes.
             super::list::encode_quicklist(std::iter::once(bytes), out);
@@ -146,6 +155,17 @@ impl PackedKind {
         self.rdb_type()
     }
 
+    /// The kind of this block's bytes once [`packed_bytes`] has decompressed them.
+    pub fn plain(self) -> PackedKind {
+        match self.encoding {
+            PackedEncoding::ListpackLz4 => PackedKind {
+                ty: self.ty,
+                encoding: PackedEncoding::Listpack,
+            },
+            _ => self,
+        }
+    }
+
     /// What OBJECT ENCODING says of a packed block of this kind: Redis 7.0 calls every list
     /// "quicklist" (a packed list is its one node).
     pub fn encoding_name(self) -> &'static str {
@@ -154,6 +174,64 @@ impl PackedKind {
         } else {
             self.encoding.name()
         }
+    }
+}
+
+/// A listpack this short is stored as it is (compressing it saves too little).
+const MIN_COMPRESS_BYTES: usize = 128;
+
+/// A packed block's elements in its plain layout: the bytes as they are, or decompressed.
+pub fn packed_bytes(kind: PackedKind, bytes: &[u8]) -> Cow<'_, [u8]> {
+    if kind.encoding != PackedEncoding::ListpackLz4 {
+        return Cow::Borrowed(bytes);
+    }
+    let raw = bytes
+        .first_chunk::<4>()
+        .map_or(0, |n| u32::from_le_bytes(*n) as usize);
+    Cow::Owned(super::lz4block::decompress(
+        bytes.get(4..).unwrap_or_default(),
+        raw,
+    ))
+}
+
+/// A hash's listpack (of field-value pairs) as the block to store: LZ4-compressed when it is
+/// long enough and that saves an eighth of it.
+pub fn pack_hash(lp: Vec<u8>) -> Packed {
+    let plain = Packed {
+        kind: PackedKind {
+            ty: ObjectType::Hash,
+            encoding: PackedEncoding::Listpack,
+        },
+        bytes: lp.into_boxed_slice(),
+    };
+    let lp = &plain.bytes;
+    let Ok(raw) = u32::try_from(lp.len()) else {
+        return plain;
+    };
+    if lp.len() < MIN_COMPRESS_BYTES {
+        return plain;
+    }
+    match super::lz4block::compress(lp, &raw.to_le_bytes()) {
+        Some(bytes) => Packed {
+            kind: PackedKind {
+                ty: ObjectType::Hash,
+                encoding: PackedEncoding::ListpackLz4,
+            },
+            bytes,
+        },
+        None => plain,
+    }
+}
+
+/// A loaded value as it is kept: a packed hash compressed as [`pack_hash`] decides.
+fn compress_hash(v: Value) -> Value {
+    match v {
+        Value::Packed(p)
+            if p.kind.ty == ObjectType::Hash && p.kind.encoding == PackedEncoding::Listpack =>
+        {
+            Value::Packed(pack_hash(p.bytes.into_vec()))
+        }
+        v => v,
     }
 }
 
@@ -207,8 +285,8 @@ impl Default for PackLimits {
 pub fn value_from_rdb(rdb_type: u8, body: &[u8], limits: &PackLimits) -> Result<Value, String> {
     use ondisk::rdb::types;
     match rdb_type {
-        types::HASH => hash_from_pairs(body, limits),
-        types::HASH_ZIPLIST => hash_from_ziplist(body, limits),
+        types::HASH => hash_from_pairs(body, limits).map(compress_hash),
+        types::HASH_ZIPLIST => hash_from_ziplist(body, limits).map(compress_hash),
         types::HASH_METADATA => super::hashform::from_rdb_metadata(body, limits),
         types::HASH_LISTPACK_EX => super::hashform::from_rdb_listpack_ex(body, limits),
         types::LIST
@@ -224,7 +302,7 @@ pub fn value_from_rdb(rdb_type: u8, body: &[u8], limits: &PackLimits) -> Result<
         _ => {
             let p = packed_from_rdb(rdb_type, body)?;
             if p.kind.ty == ObjectType::Hash {
-                return hash_from_listpack(p, limits);
+                return hash_from_listpack(p, limits).map(compress_hash);
             }
             Ok(Value::Packed(p))
         }
@@ -355,6 +433,7 @@ fn packed_from_rdb(rdb_type: u8, body: &[u8]) -> Result<Packed, String> {
             let pairs = matches!(ty, ObjectType::Hash | ObjectType::ZSet);
             super::listpack::validate(&bytes, pairs) && super::listpack::len(&bytes) > 0
         }
+        PackedEncoding::ListpackLz4 => false,
     };
     if !sound {
         return Err(format!(

@@ -125,10 +125,11 @@ pub fn value_from_rdb(rdb_type: u8, body: &[u8], limits: &PackLimits) -> Result<
     Ok(value)
 }
 
-fn finish_list(ql: QuickList) -> Result<Value, String> {
+fn finish_list(mut ql: QuickList) -> Result<Value, String> {
     if ql.is_empty() {
         return Err("an empty list".into());
     }
+    ql.compress_loaded();
     Ok(list_value(ql))
 }
 
