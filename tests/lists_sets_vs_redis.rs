@@ -537,8 +537,6 @@ fn long_lists_with_compressed_nodes_read_and_dump_as_redis() {
         p.check(&[w("LRANGE"), w(k), w("0"), w("-1")], 0);
         p.check(&[w("OBJECT"), w("ENCODING"), w(k)], 0);
         let payload = dump_raw(&mut p.strata, k);
-        // Strata's trailer says RDB version 11, which 7.0 refuses: the same body under 7.0's.
-        let payload = common::payload(&payload[..payload.len() - 10], 10);
         let copy = format!("{k}-from-strata");
         let restored = p.redis.call(&[b"RESTORE", copy.as_bytes(), b"0", &payload]);
         assert_eq!(restored, b"+OK\r\n");
