@@ -907,7 +907,7 @@ impl TypedObject for QuickList {
         }
         while pos.at < self.nodes.len() && out.len() - start < budget {
             write_len(out, 2);
-            write_string(out, self.nodes[pos.at].listpack(), StringCompression::Lzf);
+            write_string(out, &self.nodes[pos.at].listpack(), StringCompression::Lzf);
             pos.at += 1;
         }
         (
