@@ -293,6 +293,14 @@ const CASES: &[Case] = &[
     ),
     // bitmaps, HyperLogLog, SORT
     case(&[&["PFADD", "p", "a"]], &["p"], &["PFADD", "p", "a"], false),
+    // A count cached by PFCOUNT changes the key; one read from the cache does not.
+    case(&[&["PFADD", "p", "a"]], &["p"], &["PFCOUNT", "p"], true),
+    case(
+        &[&["PFADD", "p", "a"], &["PFCOUNT", "p"]],
+        &["p"],
+        &["PFCOUNT", "p"],
+        false,
+    ),
     case(
         &[&["SET", "b", "a"]],
         &["b"],
@@ -341,6 +349,8 @@ struct Seen {
     events: Vec<(String, String)>,
     /// Pushes a BCAST tracking client got for the write.
     pushes: Vec<String>,
+    /// Whether the write counted as a change (INFO's `rdb_changes_since_last_save`).
+    dirty: bool,
 }
 
 /// The connections a run uses: watcher, writer, event listener, BCAST tracking client.
@@ -422,6 +432,7 @@ impl Conns {
         let mut watch = vec!["WATCH".to_string()];
         watch.extend(keys(c.watch));
         assert_eq!(call(&mut self.watcher, &watch), b"+OK\r\n");
+        let before = self.changes();
         let r = call(&mut self.writer, &keys(c.write));
         assert!(
             !r.starts_with(b"-"),
@@ -429,6 +440,7 @@ impl Conns {
             c.write,
             String::from_utf8_lossy(&r)
         );
+        let dirty = self.changes() != before;
         let events = self.events();
         let pushes = self.pushes();
         assert_eq!(self.watcher.call(&[b"MULTI"]), b"+OK\r\n");
@@ -438,7 +450,18 @@ impl Conns {
             exec,
             events,
             pushes,
+            dirty,
         }
+    }
+
+    /// INFO's `rdb_changes_since_last_save`.
+    fn changes(&mut self) -> u64 {
+        let info =
+            String::from_utf8_lossy(&self.writer.call(&[b"INFO", b"persistence"])).into_owned();
+        info.lines()
+            .find_map(|l| l.strip_prefix("rdb_changes_since_last_save:"))
+            .and_then(|v| v.trim().parse().ok())
+            .expect("rdb_changes_since_last_save")
     }
 }
 
@@ -458,7 +481,7 @@ fn no_op_writes_fail_no_watch_fire_no_event_and_invalidate_nothing() {
     let mut wrong = Vec::new();
     for (c, got) in CASES.iter().zip(&seen) {
         if got.exec != exec_reply(c.changes) {
-            wrong.push(format!("{:?}: EXEC {:?}", c.write, got.exec));
+            wrong.push(format!("{:?}: {got:?}", c.write));
         }
         // A write that changed nothing says nothing about a watched key, to anyone.
         if c.changes {

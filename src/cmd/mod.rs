@@ -40,8 +40,14 @@ impl Ctx<'_> {
     /// fires none, so WATCH, CLIENT TRACKING and notifications agree.
     #[inline]
     pub fn notify(&mut self, class: u32, event: &str, key: &[u8]) {
-        if class != crate::notify::KEY_MISS {
+        use crate::notify::{HASH, KEY_MISS, LIST, SET, ZSET};
+        if class != KEY_MISS {
             self.changed(key);
+        }
+        // A collection changed in place is a change for rdb_changes_since_last_save too (one
+        // where Redis counts the elements); storing or removing a key counted itself.
+        if class & (LIST | SET | HASH | ZSET) != 0 {
+            self.shard.dirty += 1;
         }
         self.shard.notify(class, event, self.db, key);
     }

@@ -171,7 +171,12 @@ impl Locked {
             }
             None => {
                 let fut = dispatch::run_barrier(core, session, spec, args).boxed_local();
-                Scoped::holding(&self.txn, fut).await
+                let scope = Scoped::holding(&self.txn, fut);
+                if self.track_reads {
+                    scope.await
+                } else {
+                    scope.untracked().await
+                }
             }
         };
         session.multi.deny_blocking = deny;

@@ -49,6 +49,8 @@ use crate::shard::{now_ms, shard_of, Entry, Shard};
 pub(super) struct Ambient {
     held: Option<(u64, Rc<[usize]>)>,
     reads: Option<Reads>,
+    /// Reads are not remembered for tracking clients here (a script's commands).
+    untracked: bool,
 }
 
 /// Keys that tracking client `id` reads (CLIENT TRACKING, default mode; any db, as Redis).
@@ -90,8 +92,15 @@ impl<'a, T> Scoped<'a, T> {
         let ambient = Ambient {
             held: Some((txn.id, txn.held.clone())),
             reads: None,
+            untracked: false,
         };
         Scoped { fut, ambient }
+    }
+
+    /// This scope with its commands' reads not remembered for tracking clients.
+    pub(super) fn untracked(mut self) -> Self {
+        self.ambient.untracked = true;
+        self
     }
 }
 
@@ -126,7 +135,7 @@ pub(super) async fn reading<'a>(
     args: &[Bytes],
     fut: futures::future::LocalBoxFuture<'a, Reply>,
 ) -> Reply {
-    if !caller.track || !spec.has(super::table::READONLY) {
+    if !caller.track || !spec.has(super::table::READONLY) || ambient().untracked {
         return fut.await;
     }
     let keys: Rc<[Bytes]> = spec
