@@ -569,6 +569,19 @@ fn hexpire_generic(
         }
         Ok(out)
     });
+    // Redis 7.4's events: `hdel` when a field went, else `hexpire`; none when nothing changed.
+    if let Ok(Some(v)) = &r {
+        let event = if v.contains(&Reply::Int(2)) {
+            Some("hdel")
+        } else if v.contains(&Reply::Int(1)) {
+            Some("hexpire")
+        } else {
+            None
+        };
+        if let Some(event) = event {
+            super::collection::notify_change(ctx, notify::HASH, event, &args[1]);
+        }
+    }
     match r {
         Ok(Some(v)) => Reply::Array(v),
         Ok(None) => Reply::Array(fields.iter().map(|_| Reply::Int(-2)).collect()),
@@ -664,6 +677,9 @@ pub fn hpersist(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
             })
             .collect::<Vec<_>>())
     });
+    if matches!(&r, Ok(Some(v)) if v.contains(&Reply::Int(1))) {
+        ctx.notify(notify::HASH, "hpersist", &args[1]);
+    }
     match r {
         Ok(Some(v)) => Reply::Array(v),
         Ok(None) => Reply::Array(fields.iter().map(|_| Reply::Int(-2)).collect()),

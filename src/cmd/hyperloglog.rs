@@ -596,6 +596,8 @@ pub fn pfcount(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     let mut v = v.to_vec();
     set_cached_count(&mut v, n);
     store_edited(ctx, key, v, true);
+    // The cached count is a change (Redis signals it; no event).
+    ctx.changed(key);
     Reply::Int(n as i64)
 }
 

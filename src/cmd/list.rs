@@ -341,14 +341,19 @@ pub fn ltrim(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
             None => ql.trim(len, 0),
             Some((s, e)) => ql.trim(s, len - e - 1),
         }
+        len != ql.len()
     });
     match r {
-        Ok(found) => {
-            if found.is_some() {
-                collection::notify_change(ctx, notify::LIST, "ltrim", &args[1]);
+        Ok(Some(trimmed)) => {
+            // Redis signals an LTRIM that trimmed nothing, and counts no change for it.
+            let dirty = ctx.shard.dirty;
+            collection::notify_change(ctx, notify::LIST, "ltrim", &args[1]);
+            if !trimmed {
+                ctx.shard.dirty = dirty;
             }
             Reply::Ok
         }
+        Ok(None) => Reply::Ok,
         Err(e) => e,
     }
 }

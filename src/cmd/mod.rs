@@ -35,9 +35,31 @@ pub struct Ctx<'a> {
 
 impl Ctx<'_> {
     /// Reports keyspace event `event` of class `class` (a bit of `crate::notify`) on `key`.
+    /// A write event is also the command's report that it changed `key` ([`Ctx::changed`]):
+    /// Redis fires each one beside its `signalModifiedKey`, and a write that changed nothing
+    /// fires none, so WATCH, CLIENT TRACKING and notifications agree.
     #[inline]
-    pub fn notify(&self, class: u32, event: &str, key: &[u8]) {
+    pub fn notify(&mut self, class: u32, event: &str, key: &[u8]) {
+        use crate::notify::{HASH, KEY_MISS, LIST, SET, ZSET};
+        if class != KEY_MISS {
+            self.changed(key);
+        }
+        // A collection changed in place is a change for rdb_changes_since_last_save too (one
+        // where Redis counts the elements); storing or removing a key counted itself.
+        if class & (LIST | SET | HASH | ZSET) != 0 {
+            self.shard.dirty += 1;
+        }
         self.shard.notify(class, event, self.db, key);
+    }
+
+    /// Redis' `signalModifiedKey`: `key` changed, so its watchers' EXEC fails and its
+    /// trackers are told. Storing or removing a key reports itself (`Shard::store`, ...); a
+    /// command that changes a value in place reports it here, or through [`Ctx::notify`].
+    #[inline]
+    pub fn changed(&mut self, key: &[u8]) {
+        if !self.shard.watches.is_empty() {
+            self.shard.watches.touch(self.db, key);
+        }
     }
 }
 

@@ -252,8 +252,8 @@ pub fn getex(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
                 .shard
                 .lookup_mut_ttl(ctx.db, key, ctx.now)
                 .is_some_and(|(_, at)| at != 0);
-            ctx.shard.set_expire(ctx.db, key, 0, ctx.now);
             if had_ttl {
+                ctx.shard.set_expire(ctx.db, key, 0, ctx.now);
                 ctx.notify(notify::GENERIC, "persist", key);
             }
         }

@@ -21,7 +21,9 @@ use smallvec::SmallVec;
 
 use super::core::Core;
 use super::session::{ReplyMode, Session};
-use super::table::{self, Call, Exec, Merge, Spec, DENYOOM, NOAUTH, PUBSUB_OK, WRITE};
+use super::table::{
+    self, Call, Exec, Merge, Spec, DENYOOM, MOVABLE_KEYS, NOAUTH, PUBSUB_OK, WRITE,
+};
 use super::{blocking, eviction, exec, multi, tracking, txn};
 use crate::cmd::args::{err, ERR_NOAUTH, ERR_OOM};
 use crate::cmd::{wrong_args, ShardFn};
@@ -502,8 +504,8 @@ pub(super) async fn run_barrier(
             run_split(core, session.db, spec, f, group, merge, &args, caller).await
         }
         Exec::Cross(_, cross) | Exec::Movable(_, _, cross) => {
-            let db = session.db;
-            txn::writing(spec, db, &args, cross(core, spec, db, &args)).await
+            let (db, caller) = (session.db, tracking::caller(session));
+            txn::reading(caller, spec, &args, cross(core, spec, db, &args)).await
         }
         // Every keyed command with more than one key has a cross-shard form.
         Exec::Keyed(_) => err("ERR keys in request don't hash to the same shard"),
@@ -512,7 +514,7 @@ pub(super) async fn run_barrier(
             session,
             args,
         }),
-        Exec::Await(f) => {
+        Exec::Await(f) if spec.has(MOVABLE_KEYS) => {
             f(Call {
                 core,
                 session,
@@ -520,15 +522,25 @@ pub(super) async fn run_barrier(
             })
             .await
         }
-        Exec::AwaitKeyed(f, _) => {
-            // Its writes (SORT ... STORE) are marked for WATCH as a cross-shard command's.
-            let (db, named) = (session.db, args.clone());
+        Exec::Await(f) => {
+            // SORT_RO's key is remembered for a tracking client (scripts' keys are not, as in
+            // Redis: the commands they run are).
+            let caller = tracking::caller(session);
+            let named = args.clone();
             let fut = f(Call {
                 core,
                 session,
                 args,
             });
-            txn::writing(spec, db, &named, fut).await
+            txn::reading(caller, spec, &named, fut).await
+        }
+        Exec::AwaitKeyed(f, _) => {
+            f(Call {
+                core,
+                session,
+                args,
+            })
+            .await
         }
         Exec::Blocking(parse) => {
             blocking::run(

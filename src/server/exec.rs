@@ -28,7 +28,7 @@ use smallvec::SmallVec;
 use tiering::{DiskPtr, SpaceHold, TierError};
 
 use super::core::Core;
-use super::table::{Spec, READONLY, VALUE_REPLY, WRITE};
+use super::table::{Spec, READONLY, VALUE_REPLY};
 use crate::cmd::{Ctx, ShardFn};
 use crate::protocol::Reply;
 use crate::shard::tracking::Caller;
@@ -232,11 +232,14 @@ pub fn call(
     args: &[Bytes],
     caller: Caller,
 ) -> Reply {
+    // The command reports each key it changes itself (`Ctx::changed`), as Redis' commands
+    // call `signalModifiedKey`: a write that changed nothing (SADD of a member already
+    // there, ...) fails no WATCH and invalidates nothing.
     if caller == Caller::NONE {
-        return call_watched(shard, db, now, spec, f, args);
+        return f(&mut Ctx { shard, db, now }, args);
     }
     shard.watches.tracking.caller = caller;
-    let reply = call_watched(shard, db, now, spec, f, args);
+    let reply = f(&mut Ctx { shard, db, now }, args);
     shard.watches.tracking.caller = Caller::NONE;
     remember_read(shard, spec, args, caller);
     reply
@@ -249,41 +252,6 @@ fn remember_read(shard: &mut Shard, spec: &'static Spec, args: &[Bytes], caller:
             shard.watches.tracking.remember(&args[i], caller.id);
         }
     }
-}
-
-/// Runs keyed command `spec` (function `f`) on `shard`. When some key of the shard is
-/// watched, a write that did not fail then marks its keys changed for WATCH: each key when
-/// the shard counted a change, else each key that exists (an in-place change of a collection
-/// is not counted; a write that changed nothing may so fail a WATCH, never miss one).
-#[inline]
-fn call_watched(
-    shard: &mut Shard,
-    db: usize,
-    now: u64,
-    spec: &'static Spec,
-    f: ShardFn,
-    args: &[Bytes],
-) -> Reply {
-    if shard.watches.is_empty() || !spec.has(WRITE) {
-        return f(&mut Ctx { shard, db, now }, args);
-    }
-    let before = shard.dirty;
-    let reply = f(&mut Ctx { shard, db, now }, args);
-    if !reply.is_error() {
-        let changed = shard.dirty != before;
-        for i in spec.keys_of(args) {
-            let key = &args[i];
-            if changed
-                || shard.dbs[db]
-                    .table
-                    .find(key, crate::shard::hash(key))
-                    .is_some()
-            {
-                shard.watches.touch(db, key);
-            }
-        }
-    }
-    reply
 }
 
 /// GET of a value just read from disk, answered from the bytes read: the entry keeps its disk

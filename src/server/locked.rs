@@ -24,7 +24,7 @@
 //! shards (`add_shard(shard_of(key, n))`), one that did not locks all (`add_all`). A script
 //! run inside EXEC (EVAL queued in MULTI) calls `Locked::lock` in EXEC's scope: it reuses the
 //! shards EXEC holds and may add only shards above them (ascending order), else `lock` gives
-//! None. Writes mark watched keys for WATCH on their own (`exec::call`, `txn::writing`).
+//! None. Writes mark the keys they change for WATCH on their own (`cmd::Ctx::changed`).
 //!
 //! Never: locks a shard out of ascending order, or runs a keyed command on a shard it does not
 //! hold while it holds others (the shards come from the same key specs the runner uses).
@@ -171,7 +171,12 @@ impl Locked {
             }
             None => {
                 let fut = dispatch::run_barrier(core, session, spec, args).boxed_local();
-                Scoped::holding(&self.txn, fut).await
+                let scope = Scoped::holding(&self.txn, fut);
+                if self.track_reads {
+                    scope.await
+                } else {
+                    scope.untracked().await
+                }
             }
         };
         session.multi.deny_blocking = deny;

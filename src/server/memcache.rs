@@ -34,6 +34,7 @@ const fn spec(name: &'static str, flags: u32) -> Spec {
         group: "memcached",
         since: "",
         summary: "",
+        numkeys: None,
     }
 }
 

@@ -128,6 +128,40 @@ pub struct Spec {
     pub group: &'static str,
     pub summary: &'static str,
     pub since: &'static str,
+    /// Keys that follow a count (Redis' `keynum` key spec), as COMMAND GETKEYS finds them.
+    pub numkeys: Option<NumKeys>,
+}
+
+/// Where a command's keys follow a count: `count, key...` from argument `at` on, after a
+/// destination key at 1 when `store`. Keys are optional (a bad count names none, no error)
+/// when not `mandatory` (scripts).
+#[derive(Clone, Copy)]
+pub struct NumKeys {
+    pub at: usize,
+    pub store: bool,
+    pub mandatory: bool,
+}
+
+impl Spec {
+    /// This command with keys after the count at `at` (a destination first when `store`).
+    const fn counted(mut self, at: usize, store: bool) -> Spec {
+        self.numkeys = Some(NumKeys {
+            at,
+            store,
+            mandatory: true,
+        });
+        self
+    }
+
+    /// A script call: its keys after numkeys at 2, none when numkeys is bad.
+    const fn script_keys(mut self) -> Spec {
+        self.numkeys = Some(NumKeys {
+            at: 2,
+            store: false,
+            mandatory: false,
+        });
+        self
+    }
 }
 
 impl Spec {
@@ -237,6 +271,7 @@ macro_rules! spec {
             group: $group,
             since: $since,
             summary: $summary,
+            numkeys: None,
         }
     };
 }
@@ -367,12 +402,12 @@ pub static TABLE: &[Spec] = &[
     spec!("lmove", 5, W | M, 1, 2, 1, cross!(list::lmove, txc::lmove), "list", "6.2.0", "Returns an element after popping it from one list and pushing it to another. Deletes the list if the last element was moved."),
     spec!("rpoplpush", 3, W | M, 1, 2, 1, cross!(list::lmove, txc::lmove), "list", "1.2.0", "Returns the last element of a list after removing and pushing it to another list. Deletes the list if the last element was popped."),
     // LMPOP's keys follow its numkeys: routed by every argument after numkeys (a superset).
-    spec!("lmpop", -4, W, 2, -1, 1, cross!(list::lmpop, txc::lmpop), "list", "7.0.0", "Returns multiple elements from a list after removing them. Deletes the list if the last element was popped."),
+    spec!("lmpop", -4, W, 2, -1, 1, cross!(list::lmpop, txc::lmpop), "list", "7.0.0", "Returns multiple elements from a list after removing them. Deletes the list if the last element was popped.").counted(1, false),
     spec!("blpop", -3, W | BLOCKING, 1, -2, 1, Exec::Blocking(blocking::blpop), "list", "2.0.0", "Removes and returns the first element in a list. Blocks until an element is available otherwise. Deletes the list if the last element was popped."),
     spec!("brpop", -3, W | BLOCKING, 1, -2, 1, Exec::Blocking(blocking::brpop), "list", "2.0.0", "Removes and returns the last element in a list. Blocks until an element is available otherwise. Deletes the list if the last element was popped."),
     spec!("blmove", 6, W | M | BLOCKING, 1, 2, 1, Exec::Blocking(blocking::blmove), "list", "6.2.0", "Pops an element from a list, pushes it to another list and returns it. Blocks until an element is available otherwise. Deletes the list if the last element was moved."),
     spec!("brpoplpush", 4, W | M | BLOCKING, 1, 2, 1, Exec::Blocking(blocking::brpoplpush), "list", "2.2.0", "Pops an element from a list, pushes it to another list and returns it. Block until an element is available otherwise. Deletes the list if the last element was popped."),
-    spec!("blmpop", -5, W | BLOCKING | MOVABLE_KEYS, 0, 0, 0, Exec::Blocking(blocking::blmpop), "list", "7.0.0", "Pops the first element from one of multiple lists. Blocks until an element is available otherwise. Deletes the list if the last element was popped."),
+    spec!("blmpop", -5, W | BLOCKING | MOVABLE_KEYS, 0, 0, 0, Exec::Blocking(blocking::blmpop), "list", "7.0.0", "Pops the first element from one of multiple lists. Blocks until an element is available otherwise. Deletes the list if the last element was popped.").counted(2, false),
     // sets
     spec!("sadd", -3, W | M | F, 1, 1, 1, Keyed(set::sadd), "set", "1.0.0", "Adds one or more members to a set. Creates the key if it doesn't exist."),
     spec!("srem", -3, W | F, 1, 1, 1, Keyed(set::srem), "set", "1.0.0", "Removes one or more members from a set. Deletes the set if the last member was removed."),
@@ -385,7 +420,7 @@ pub static TABLE: &[Spec] = &[
     spec!("smove", 4, W | F, 1, 2, 1, cross!(set::smove, txc::smove), "set", "1.0.0", "Moves a member from one set to another."),
     spec!("sinter", -2, R, 1, -1, 1, cross!(set::sinter, txc::sinter), "set", "1.0.0", "Returns the intersect of multiple sets."),
     // SINTERCARD's keys follow its numkeys: routed by every argument after numkeys (a superset).
-    spec!("sintercard", -3, R, 2, -1, 1, cross!(set::sintercard, txc::sintercard), "set", "7.0.0", "Returns the number of members of the intersect of multiple sets."),
+    spec!("sintercard", -3, R, 2, -1, 1, cross!(set::sintercard, txc::sintercard), "set", "7.0.0", "Returns the number of members of the intersect of multiple sets.").counted(1, false),
     spec!("sinterstore", -3, W | M, 1, -1, 1, cross!(set::sinterstore, txc::sinterstore), "set", "1.0.0", "Stores the intersect of multiple sets in a key."),
     spec!("sunion", -2, R, 1, -1, 1, cross!(set::sunion, txc::sunion), "set", "1.0.0", "Returns the union of multiple sets."),
     spec!("sunionstore", -3, W | M, 1, -1, 1, cross!(set::sunionstore, txc::sunionstore), "set", "1.0.0", "Stores the union of multiple sets in a key."),
@@ -415,19 +450,19 @@ pub static TABLE: &[Spec] = &[
     spec!("zremrangebylex", 4, W, 1, 1, 1, Keyed(zset::zremrangebylex), "sorted_set", "2.8.9", "Removes members in a sorted set within a lexicographical range. Deletes the sorted set if all members were removed."),
     spec!("zpopmin", -2, W | F, 1, 1, 1, Keyed(zset::zpopmin), "sorted_set", "5.0.0", "Returns the lowest-scoring members from a sorted set after removing them. Deletes the sorted set if the last member was popped."),
     spec!("zpopmax", -2, W | F, 1, 1, 1, Keyed(zset::zpopmax), "sorted_set", "5.0.0", "Returns the highest-scoring members from a sorted set after removing them. Deletes the sorted set if the last member was popped."),
-    spec!("zmpop", -4, W | MOVABLE_KEYS, 0, 0, 0, movable!(zset::zmpop, zset::keys_zmpop, zset_cross::zmpop), "sorted_set", "7.0.0", "Returns the highest- or lowest-scoring members from one or more sorted sets after removing them. Deletes the sorted set if the last member was popped."),
+    spec!("zmpop", -4, W | MOVABLE_KEYS, 0, 0, 0, movable!(zset::zmpop, zset::keys_zmpop, zset_cross::zmpop), "sorted_set", "7.0.0", "Returns the highest- or lowest-scoring members from one or more sorted sets after removing them. Deletes the sorted set if the last member was popped.").counted(1, false),
     spec!("bzpopmin", -3, W | F | BLOCKING, 1, -2, 1, Exec::Blocking(blocking::bzpopmin), "sorted_set", "5.0.0", "Removes and returns the member with the lowest score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped."),
     spec!("bzpopmax", -3, W | F | BLOCKING, 1, -2, 1, Exec::Blocking(blocking::bzpopmax), "sorted_set", "5.0.0", "Removes and returns the member with the highest score from one or more sorted sets. Blocks until a member available otherwise.  Deletes the sorted set if the last element was popped."),
-    spec!("bzmpop", -5, W | BLOCKING | MOVABLE_KEYS, 0, 0, 0, Exec::Blocking(blocking::bzmpop), "sorted_set", "7.0.0", "Removes and returns a member by score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped."),
+    spec!("bzmpop", -5, W | BLOCKING | MOVABLE_KEYS, 0, 0, 0, Exec::Blocking(blocking::bzmpop), "sorted_set", "7.0.0", "Removes and returns a member by score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped.").counted(2, false),
     spec!("zrandmember", -2, R, 1, 1, 1, Keyed(zset::zrandmember), "sorted_set", "6.2.0", "Returns one or more random members from a sorted set."),
     spec!("zscan", -3, R, 1, 1, 1, Keyed(zset::zscan), "sorted_set", "2.8.0", "Iterates over members and scores of a sorted set."),
-    spec!("zunionstore", -4, W | M | MOVABLE_KEYS, 1, 1, 1, movable!(zset::zunionstore, zset::keys_store_after_count, zset_cross::zunionstore), "sorted_set", "2.0.0", "Stores the union of multiple sorted sets in a key."),
-    spec!("zinterstore", -4, W | M | MOVABLE_KEYS, 1, 1, 1, movable!(zset::zinterstore, zset::keys_store_after_count, zset_cross::zinterstore), "sorted_set", "2.0.0", "Stores the intersect of multiple sorted sets in a key."),
-    spec!("zdiffstore", -4, W | M | MOVABLE_KEYS, 1, 1, 1, movable!(zset::zdiffstore, zset::keys_store_after_count, zset_cross::zdiffstore), "sorted_set", "6.2.0", "Stores the difference of multiple sorted sets in a key."),
-    spec!("zunion", -3, R | MOVABLE_KEYS, 0, 0, 0, movable!(zset::zunion, zset::keys_after_count, zset_cross::zunion), "sorted_set", "6.2.0", "Returns the union of multiple sorted sets."),
-    spec!("zinter", -3, R | MOVABLE_KEYS, 0, 0, 0, movable!(zset::zinter, zset::keys_after_count, zset_cross::zinter), "sorted_set", "6.2.0", "Returns the intersect of multiple sorted sets."),
-    spec!("zdiff", -3, R | MOVABLE_KEYS, 0, 0, 0, movable!(zset::zdiff, zset::keys_after_count, zset_cross::zdiff), "sorted_set", "6.2.0", "Returns the difference between multiple sorted sets."),
-    spec!("zintercard", -3, R | MOVABLE_KEYS, 0, 0, 0, movable!(zset::zintercard, zset::keys_after_count, zset_cross::zintercard), "sorted_set", "7.0.0", "Returns the number of members of the intersect of multiple sorted sets."),
+    spec!("zunionstore", -4, W | M | MOVABLE_KEYS, 1, 1, 1, movable!(zset::zunionstore, zset::keys_store_after_count, zset_cross::zunionstore), "sorted_set", "2.0.0", "Stores the union of multiple sorted sets in a key.").counted(2, true),
+    spec!("zinterstore", -4, W | M | MOVABLE_KEYS, 1, 1, 1, movable!(zset::zinterstore, zset::keys_store_after_count, zset_cross::zinterstore), "sorted_set", "2.0.0", "Stores the intersect of multiple sorted sets in a key.").counted(2, true),
+    spec!("zdiffstore", -4, W | M | MOVABLE_KEYS, 1, 1, 1, movable!(zset::zdiffstore, zset::keys_store_after_count, zset_cross::zdiffstore), "sorted_set", "6.2.0", "Stores the difference of multiple sorted sets in a key.").counted(2, true),
+    spec!("zunion", -3, R | MOVABLE_KEYS, 0, 0, 0, movable!(zset::zunion, zset::keys_after_count, zset_cross::zunion), "sorted_set", "6.2.0", "Returns the union of multiple sorted sets.").counted(1, false),
+    spec!("zinter", -3, R | MOVABLE_KEYS, 0, 0, 0, movable!(zset::zinter, zset::keys_after_count, zset_cross::zinter), "sorted_set", "6.2.0", "Returns the intersect of multiple sorted sets.").counted(1, false),
+    spec!("zdiff", -3, R | MOVABLE_KEYS, 0, 0, 0, movable!(zset::zdiff, zset::keys_after_count, zset_cross::zdiff), "sorted_set", "6.2.0", "Returns the difference between multiple sorted sets.").counted(1, false),
+    spec!("zintercard", -3, R | MOVABLE_KEYS, 0, 0, 0, movable!(zset::zintercard, zset::keys_after_count, zset_cross::zintercard), "sorted_set", "7.0.0", "Returns the number of members of the intersect of multiple sorted sets.").counted(1, false),
     // keys
     spec!("del", -2, W, 1, -1, 1, Split(keys::del, 1, Merge::Sum), "generic", "1.0.0", "Deletes one or more keys."),
     spec!("unlink", -2, W | F, 1, -1, 1, Split(keys::del, 1, Merge::Sum), "generic", "4.0.0", "Asynchronously deletes one or more keys."),
@@ -455,14 +490,14 @@ pub static TABLE: &[Spec] = &[
     spec!("sort", -2, W | M | MOVABLE_KEYS, 1, 1, 1, awaits_keyed!(sort::sort, cmd_sort::keys_sort), "generic", "1.0.0", "Sorts the elements in a list, a set, or a sorted set, optionally storing the result."),
     spec!("sort_ro", -2, R, 1, 1, 1, awaits!(sort::sort_ro), "generic", "7.0.0", "Returns the sorted elements of a list, a set, or a sorted set."),
     spec!("randomkey", 1, R, 0, 0, 0, awaits!(keyspace::randomkey), "generic", "1.0.0", "Returns a random key name from the database."),
-    spec!("eval", -3, MOVABLE_KEYS, 0, 0, 0, awaits!(script::eval), "scripting", "2.6.0", "Executes a server-side Lua script."),
-    spec!("evalsha", -3, MOVABLE_KEYS, 0, 0, 0, awaits!(script::evalsha), "scripting", "2.6.0", "Executes a server-side Lua script by SHA1 digest."),
-    spec!("eval_ro", -3, R | MOVABLE_KEYS, 0, 0, 0, awaits!(script::eval), "scripting", "7.0.0", "Executes a read-only server-side Lua script."),
-    spec!("evalsha_ro", -3, R | MOVABLE_KEYS, 0, 0, 0, awaits!(script::evalsha), "scripting", "7.0.0", "Executes a read-only server-side Lua script by SHA1 digest."),
+    spec!("eval", -3, MOVABLE_KEYS, 0, 0, 0, awaits!(script::eval), "scripting", "2.6.0", "Executes a server-side Lua script.").script_keys(),
+    spec!("evalsha", -3, MOVABLE_KEYS, 0, 0, 0, awaits!(script::evalsha), "scripting", "2.6.0", "Executes a server-side Lua script by SHA1 digest.").script_keys(),
+    spec!("eval_ro", -3, R | MOVABLE_KEYS, 0, 0, 0, awaits!(script::eval), "scripting", "7.0.0", "Executes a read-only server-side Lua script.").script_keys(),
+    spec!("evalsha_ro", -3, R | MOVABLE_KEYS, 0, 0, 0, awaits!(script::evalsha), "scripting", "7.0.0", "Executes a read-only server-side Lua script by SHA1 digest.").script_keys(),
     spec!("script", -2, 0, 0, 0, 0, Exec::Session(script::script), "scripting", "2.6.0", "A container for Lua scripts management commands."),
     spec!("function", -2, 0, 0, 0, 0, Exec::Session(script::function::function), "scripting", "7.0.0", "A container for function commands."),
-    spec!("fcall", -3, MOVABLE_KEYS, 0, 0, 0, awaits!(script::function::fcall), "scripting", "7.0.0", "Invokes a function."),
-    spec!("fcall_ro", -3, R | MOVABLE_KEYS, 0, 0, 0, awaits!(script::function::fcall), "scripting", "7.0.0", "Invokes a read-only function."),
+    spec!("fcall", -3, MOVABLE_KEYS, 0, 0, 0, awaits!(script::function::fcall), "scripting", "7.0.0", "Invokes a function.").script_keys(),
+    spec!("fcall_ro", -3, R | MOVABLE_KEYS, 0, 0, 0, awaits!(script::function::fcall), "scripting", "7.0.0", "Invokes a read-only function.").script_keys(),
     spec!("dbsize", 1, R | F, 0, 0, 0, awaits!(keyspace::dbsize), "server", "1.0.0", "Returns the number of keys in the database."),
     spec!("flushdb", -1, W, 0, 0, 0, awaits!(keyspace::flushdb), "server", "1.0.0", "Removes all keys from the current database."),
     spec!("flushall", -1, W, 0, 0, 0, awaits!(keyspace::flushall), "server", "1.0.0", "Removes all keys from all databases."),

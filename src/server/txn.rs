@@ -7,8 +7,8 @@
 //! The commands that need it today: MSET/MSETNX across shards, RENAME/RENAMENX/COPY whose two
 //! keys live on different shards, and BITOP, PFCOUNT and PFMERGE whose keys span shards (their
 //! `Exec::Cross` functions are here: lock, read the sources, compute here, write the
-//! destination). LCS across shards only reads two values, so it takes no locks. MULTI/EXEC and
-//! scripts take the same locks through `server::locked`, and run commands inside them.
+//! destination), and LCS (which reads its two values at one moment). MULTI/EXEC and scripts
+//! take the same locks through `server::locked`, and run commands inside them.
 //!
 //! Nesting: a task that runs under held locks (EXEC, a script) polls its commands inside a
 //! [`Scoped`] future that names the shards held. [`Txn::begin`] there locks nothing it already
@@ -16,8 +16,8 @@
 //! for ever), and [`Core::on_shard`] sends its jobs as the holder's instead of deferring them.
 //! The scope is task-local: other connections on the same core never see it.
 //!
-//! WATCH: a cross-shard command that writes is run in a scope naming its keys; its
-//! transaction marks them changed on their shards before it unlocks them.
+//! WATCH: the steps of a cross-shard command report each key they change on its shard, as a
+//! one-shard command does (`cmd::Ctx::changed`), while the transaction still holds it.
 
 use std::cell::RefCell;
 use std::future::Future;
@@ -44,11 +44,20 @@ use crate::shard::tracking::Caller;
 use crate::shard::{now_ms, shard_of, Entry, Shard};
 
 /// What the task being polled runs inside: the shards a transaction holds for it (and its
-/// id), and the keys the running command writes (db, keys).
+/// id), and the keys a read-only command reads for a tracking client.
 #[derive(Clone, Default)]
 pub(super) struct Ambient {
     held: Option<(u64, Rc<[usize]>)>,
-    writes: Option<(usize, Rc<[Bytes]>)>,
+    reads: Option<Reads>,
+    /// Reads are not remembered for tracking clients here (a script's commands).
+    untracked: bool,
+}
+
+/// Keys that tracking client `id` reads (CLIENT TRACKING, default mode; any db, as Redis).
+#[derive(Clone)]
+struct Reads {
+    id: u64,
+    keys: Rc<[Bytes]>,
 }
 
 thread_local! {
@@ -80,12 +89,18 @@ pub(super) struct Scoped<'a, T> {
 impl<'a, T> Scoped<'a, T> {
     /// `fut` run as the holder of `txn`'s shards (and those of the scope around it).
     pub(super) fn holding(txn: &Txn, fut: futures::future::LocalBoxFuture<'a, T>) -> Self {
-        // The commands run inside name their own writes (`writing`).
         let ambient = Ambient {
             held: Some((txn.id, txn.held.clone())),
-            writes: None,
+            reads: None,
+            untracked: false,
         };
         Scoped { fut, ambient }
+    }
+
+    /// This scope with its commands' reads not remembered for tracking clients.
+    pub(super) fn untracked(mut self) -> Self {
+        self.ambient.untracked = true;
+        self
     }
 }
 
@@ -110,15 +125,17 @@ impl<T> Future for Scoped<'_, T> {
     }
 }
 
-/// Runs a cross-shard command (`spec`, `args`) so that, when it writes, the transaction it
-/// takes marks its keys changed for WATCH before unlocking.
-pub(super) async fn writing<'a>(
+/// Runs a cross-shard read-only command (`spec`, `args`) for `caller` so that, when the
+/// caller tracks keys, the transaction it takes remembers them on their shards while it holds
+/// them: no write falls between the read and the remembering, as when one shard runs a
+/// command (`exec::call`).
+pub(super) async fn reading<'a>(
+    caller: Caller,
     spec: &'static Spec,
-    db: usize,
     args: &[Bytes],
     fut: futures::future::LocalBoxFuture<'a, Reply>,
 ) -> Reply {
-    if !spec.has(super::table::WRITE) {
+    if !caller.track || !spec.has(super::table::READONLY) || ambient().untracked {
         return fut.await;
     }
     let keys: Rc<[Bytes]> = spec
@@ -127,7 +144,10 @@ pub(super) async fn writing<'a>(
         .map(|i| args[i].clone())
         .collect();
     let mut ambient = ambient();
-    ambient.writes = Some((db, keys));
+    ambient.reads = Some(Reads {
+        id: caller.id,
+        keys,
+    });
     Scoped { fut, ambient }.await
 }
 
@@ -139,8 +159,8 @@ pub struct Txn {
     shards: Vec<usize>,
     /// Every shard it may use: its own and those of the transaction it runs inside.
     held: Rc<[usize]>,
-    /// Keys the command it serves writes: marked changed for WATCH before unlocking.
-    writes: Option<(usize, Rc<[Bytes]>)>,
+    /// Jobs of it are queued on its shards: each unlock goes after them.
+    queued: bool,
 }
 
 impl Txn {
@@ -172,7 +192,7 @@ impl Txn {
             id,
             shards: Vec::new(),
             held: Rc::from(Vec::new()),
-            writes: outer.writes,
+            queued: false,
         };
         let _waiting = remote_wait();
         for s in &shards {
@@ -190,7 +210,28 @@ impl Txn {
         let mut held = outer_held;
         held.extend(shards);
         txn.held = held.into();
+        if let Some(reads) = &outer.reads {
+            txn.remember(reads);
+        }
         Some(txn)
+    }
+
+    /// Remembers `reads` for their tracking client, as jobs of this transaction on the keys'
+    /// shards (which it holds).
+    fn remember(&mut self, reads: &Reads) {
+        let n = self.core.global.shards();
+        for k in reads.keys.iter() {
+            let s = shard_of(k, n);
+            if !self.held.contains(&s) {
+                continue;
+            }
+            let (key, id) = (k.clone(), reads.id);
+            let job: Job = Box::new(move |core| {
+                core.shard.borrow_mut().watches.tracking.remember(&key, id);
+            });
+            self.core.global.send(s, Msg::RunTx(self.id, job));
+            self.queued = true;
+        }
     }
 
     /// The transaction's id (the gate's holder on its shards).
@@ -244,18 +285,11 @@ impl Txn {
 
 impl Drop for Txn {
     fn drop(&mut self) {
-        let mut touched = false;
-        if let Some((db, keys)) = self.writes.take().filter(|_| {
-            crate::shard::watch::anyone_watching() || crate::shard::tracking::active_anywhere()
-        }) {
-            touch_written(&self.core, self.id, &self.held, db, &keys);
-            touched = true;
-        }
         for &s in &self.shards {
             // This core's own gate opens in place when that is all Msg::Unlock would do (no
-            // WATCH marks queued to run before it; the shard not borrowed: serving blocked
+            // job of it queued to run before it; the shard not borrowed: serving blocked
             // clients needs it).
-            if !touched
+            if !self.queued
                 && s == self.core.id
                 && self.core.shard.try_borrow_mut().is_ok()
                 && self.core.gate.release_quiet(self.id)
@@ -265,25 +299,6 @@ impl Drop for Txn {
             }
             self.core.global.send(s, Msg::Unlock(self.id));
         }
-    }
-}
-
-/// Marks `keys` changed for WATCH on their shards, as jobs of transaction `tx` (sent before
-/// its unlock, so they run while it still holds the shards).
-fn touch_written(core: &Rc<Core>, tx: u64, held: &[usize], db: usize, keys: &[Bytes]) {
-    let n = core.global.shards();
-    for k in keys {
-        let s = shard_of(k, n);
-        let key = k.clone();
-        let job: Job = Box::new(move |core| {
-            core.shard.borrow_mut().watches.touch(db, &key);
-        });
-        let msg = if held.contains(&s) {
-            Msg::RunTx(tx, job)
-        } else {
-            Msg::Run(job)
-        };
-        core.global.send(s, msg);
     }
 }
 
@@ -520,10 +535,15 @@ pub async fn lcs(core: &Rc<Core>, _: &'static Spec, db: usize, args: &[Bytes]) -
         Err(e) => return e,
     };
     let n = core.global.shards();
+    // Both values read as of one moment (and remembered for a tracking client with them).
+    let Some(txn) = Txn::begin(core, vec![shard_of(&args[1], n), shard_of(&args[2], n)]).await
+    else {
+        return shutting_down();
+    };
     let mut vals = Vec::with_capacity(2);
     for k in [args[1].clone(), args[2].clone()] {
-        let v = core
-            .on_shard_async(
+        let v = txn
+            .run_async(
                 shard_of(&k, n),
                 Box::new(move |core: Rc<Core>| {
                     async move {

@@ -5,7 +5,7 @@
 use crate::cmd::args::*;
 use crate::cmd::help_reply;
 use crate::protocol::Reply;
-use crate::server::table::{self, Call, Spec, TABLE};
+use crate::server::table::{self, Call, NumKeys, Spec, TABLE};
 
 fn command_info(s: &Spec) -> Reply {
     Reply::Array(vec![
@@ -84,36 +84,8 @@ pub fn command(Call { args, .. }: Call<'_>) -> Reply {
             }
             Reply::Array(names.into_iter().map(|s| Reply::bulk_str(s.name)).collect())
         }
-        "getkeys" if args.len() >= 3 => {
-            let Some(spec) = table::lookup(&args[2]) else {
-                return err("ERR Invalid command specified");
-            };
-            let cmd_args = &args[2..];
-            if !spec.arity_ok(cmd_args.len()) {
-                return err("ERR Invalid number of arguments specified for command");
-            }
-            // Scripts' keys are the declared ones; none (or a bad numkeys) is an empty answer,
-            // as Redis gives for commands whose keys are not mandatory.
-            if crate::server::script::is_script_call(spec.name) {
-                let n = crate::server::script::numkeys(cmd_args).unwrap_or(0);
-                return Reply::Array(
-                    cmd_args[3..3 + n]
-                        .iter()
-                        .cloned()
-                        .map(Reply::Bulk)
-                        .collect(),
-                );
-            }
-            let keys: Vec<Reply> = spec
-                .keys_of(cmd_args)
-                .into_iter()
-                .map(|i| Reply::Bulk(cmd_args[i].clone()))
-                .collect();
-            if keys.is_empty() {
-                return err("ERR The command has no key arguments");
-            }
-            Reply::Array(keys)
-        }
+        "getkeys" if args.len() >= 4 => getkeys(&args[2..]),
+        "getkeys" => err("ERR wrong number of arguments for 'command|getkeys' command"),
         "help" => help_reply(&[
             "COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
             "(no subcommand)",
@@ -132,5 +104,78 @@ pub fn command(Call { args, .. }: Call<'_>) -> Reply {
             "    Print this help.",
         ]),
         _ => crate::cmd::unknown_subcommand("COMMAND", &args[1], true),
+    }
+}
+
+/// COMMAND GETKEYS: the keys of `cmd` (a full command) as Redis finds them, with its errors
+/// in its order: an unknown command, one without keys, a wrong count of arguments, then
+/// arguments that name no key.
+fn getkeys(cmd: &[bytes::Bytes]) -> Reply {
+    let Some(spec) = table::lookup(&cmd[0]) else {
+        return err("ERR Invalid command specified");
+    };
+    if spec.first_key <= 0 && spec.numkeys.is_none() && !spec.has(table::MOVABLE_KEYS) {
+        return err("ERR The command has no key arguments");
+    }
+    if !spec.arity_ok(cmd.len()) {
+        return err("ERR Invalid number of arguments specified for command");
+    }
+    let keys = match spec.numkeys {
+        Some(n) => match counted_keys(n, cmd) {
+            Some(k) => k,
+            None if n.mandatory => return err("ERR Invalid arguments specified for command"),
+            None => Vec::new(),
+        },
+        None => {
+            let k = spec.keys_of(cmd);
+            if k.is_empty() {
+                // A container's subcommand without keys (OBJECT HELP).
+                return err("ERR The command has no key arguments");
+            }
+            k
+        }
+    };
+    Reply::Array(
+        keys.into_iter()
+            .map(|i| Reply::Bulk(cmd[i].clone()))
+            .collect(),
+    )
+}
+
+/// The keys after a count, as Redis' `keynum` key spec finds them (the destination first);
+/// where that spec fails, as its fallback (`genericGetKeys`: the count read as `atoi` does,
+/// the destination last); None when neither names a key.
+fn counted_keys(n: NumKeys, cmd: &[bytes::Bytes]) -> Option<Vec<usize>> {
+    let count = cmd.get(n.at)?;
+    let dst = n.store.then_some(1);
+    let first = n.at + 1;
+    if let Some(c) = parse_i64(count).filter(|&c| c >= 1) {
+        if (c as u64) <= (cmd.len() - first) as u64 {
+            return Some(dst.into_iter().chain(first..first + c as usize).collect());
+        }
+    }
+    let c = atoi(count);
+    if c < 1 || c > (cmd.len() - first) as i64 {
+        return None;
+    }
+    Some((first..first + c as usize).chain(dst).collect())
+}
+
+/// C's `atoi`: leading blanks, a sign, then digits up to the first other byte (0 if none).
+fn atoi(s: &[u8]) -> i64 {
+    let s = s.trim_ascii_start();
+    let (neg, digits) = match s.first() {
+        Some(b'-') => (true, &s[1..]),
+        Some(b'+') => (false, &s[1..]),
+        _ => (false, s),
+    };
+    let mut v: i64 = 0;
+    for &d in digits.iter().take_while(|d| d.is_ascii_digit()) {
+        v = v.saturating_mul(10).saturating_add(i64::from(d - b'0'));
+    }
+    if neg {
+        -v
+    } else {
+        v
     }
 }

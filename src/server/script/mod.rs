@@ -294,15 +294,6 @@ pub async fn evalsha(call: Call<'_>) -> Reply {
     eval_generic(call, true).await
 }
 
-/// Whether `name` is a script or function call (EVAL, EVALSHA, FCALL and their `_ro` forms),
-/// whose keys follow the numkeys at 2.
-pub fn is_script_call(name: &str) -> bool {
-    matches!(
-        name,
-        "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro"
-    )
-}
-
 /// numkeys checked as Redis checks it.
 pub fn numkeys(args: &[Bytes]) -> Result<usize, Reply> {
     let Some(n) = parse_i64(&args[2]) else {
