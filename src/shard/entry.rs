@@ -964,6 +964,19 @@ mod tests {
             let c = e.clone();
             assert_eq!(c.offloaded_type(), Some(t));
             assert!(c.has(Entry::REFERENCED));
+            // Its encoding sits beside the pointer, which reads back unchanged.
+            for (n, name) in offloaded_encodings(t).iter().enumerate() {
+                let mut o = Entry::new(Value::Offloaded(t, p, n as u8), 4);
+                assert_eq!(o.encoding(), *name);
+                assert_eq!(o.offloaded_encoding(), Some(n as u8));
+                assert_eq!(offloaded_encoding_index(t, name), n as u8);
+                assert_eq!((o.external(3), o.offloaded_type()), (Some(p), Some(t)));
+                assert_eq!(o.value_len(), 700);
+                assert_eq!(o.clone().encoding(), *name);
+                let small = tiering::DiskPtr { offset: 16, ..p };
+                o.set_value(Value::Offloaded(t, small, n as u8));
+                assert_eq!((o.encoding(), o.external(3)), (*name, Some(small)));
+            }
             // A string stored over it starts without the sorted-set bit.
             e.set_value(Value::str(b"a string of some length"));
             assert!(!e.has(Entry::RAW), "{t:?}");
