@@ -380,3 +380,294 @@ fn offloaded_collections_survive_save_and_restart() {
     let all: Vec<usize> = (0..n).collect();
     check_collections(&mut c, &all, &HashMap::new());
 }
+
+/// Waits until no key is pinned (`tiered_pinned_keys`): pins never outlive their commands.
+fn wait_for_no_pins(c: &mut Connection, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let pinned = info_u64(c, "tiered", "tiered_pinned_keys");
+        if pinned == 0 {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{pinned} pins left after {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Cross-shard commands load their keys' collections from SSD before they take their locks;
+/// the offloader, running at full pace (several times maxmemory of cold collections), must
+/// not move one back to disk in between. Four clients run SUNIONSTORE, ZUNIONSTORE, SMOVE,
+/// LMOVE, SORT ... STORE and SINTERCARD over random keys (half the pairs on two shards): no
+/// reply may be an error. Then pins are gone however a command ended: its client vanished with
+/// replies unread, or it blocked (a blocked command holds none), or it was killed while blocked.
+#[test]
+fn cross_shard_commands_over_cold_collections_never_find_one_on_ssd() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = tiered_server_with(&dir, "8mb", "2", &["--log_level", "error"]);
+    let mut c = s.client();
+    let n = 4_000;
+    fill_collections(&mut c, n);
+    wait_for_disk_keys(&mut c, 2 * n as u64);
+    let loads = info_u64(&mut c, "tiered", "tiered_collection_loads");
+    let offloads = info_u64(&mut c, "tiered", "tiered_collection_offloads");
+    let rounds = 600;
+    let errors: Vec<String> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..4u64)
+            .map(|t| {
+                let mut c = s.client();
+                scope.spawn(move || {
+                    let mut x = 0x9e37_79b9_7f4a_7c15u64 ^ (t + 1);
+                    let mut rnd = move |m: usize| {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        (x % m as u64) as usize
+                    };
+                    let mut errors = Vec::new();
+                    for r in 0..rounds {
+                        let (i, j, d) = (rnd(n), rnd(n), format!("{t}:{}", r % 16));
+                        let mut cmds = Vec::with_capacity(6);
+                        let mut cmd = |name: &'static str, args: Vec<String>| {
+                            let mut c = redis::cmd(name);
+                            for a in args {
+                                c.arg(a);
+                            }
+                            cmds.push((name, c));
+                        };
+                        let (si, sj) = (format!("s:{i}"), format!("s:{j}"));
+                        let (zi, zj) = (format!("z:{i}"), format!("z:{j}"));
+                        let (li, lj) = (format!("l:{i}"), format!("l:{j}"));
+                        cmd(
+                            "SUNIONSTORE",
+                            vec![format!("ds:{d}"), si.clone(), sj.clone()],
+                        );
+                        cmd("ZUNIONSTORE", vec![format!("dz:{d}"), "2".into(), zi, zj]);
+                        cmd(
+                            "SMOVE",
+                            vec![si.clone(), sj.clone(), elem("sm", i, rnd(FIELDS))],
+                        );
+                        cmd("LMOVE", vec![li, lj.clone(), "LEFT".into(), "RIGHT".into()]);
+                        let sort = ["ALPHA", "LIMIT", "0", "3", "STORE"].map(String::from);
+                        let mut args = vec![lj];
+                        args.extend(sort);
+                        args.push(format!("dl:{d}"));
+                        cmd("SORT", args);
+                        cmd("SINTERCARD", vec!["2".into(), si, sj]);
+                        for (name, k) in cmds {
+                            match k.query::<redis::Value>(&mut c) {
+                                Ok(_) => {}
+                                Err(e) if e.is_io_error() => panic!("connection lost: {e}"),
+                                Err(e) => errors.push(format!("{name}: {e}")),
+                            }
+                        }
+                    }
+                    errors
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| w.join().expect("worker"))
+            .collect()
+    });
+    let loaded = info_u64(&mut c, "tiered", "tiered_collection_loads") - loads;
+    let offloaded = info_u64(&mut c, "tiered", "tiered_collection_offloads") - offloads;
+    assert!(
+        errors.is_empty(),
+        "{} of {} replies were errors ({loaded} loads, {offloaded} offloads meanwhile), first: {:?}",
+        errors.len(),
+        4 * rounds * 6,
+        {
+            let mut by: std::collections::BTreeMap<&str, usize> = Default::default();
+            for e in &errors {
+                *by.entry(e.split(':').next().unwrap_or("")).or_default() += 1;
+            }
+            (by, &errors[..errors.len().min(2)])
+        }
+    );
+    assert!(
+        loaded > 100 && offloaded > 100,
+        "{loaded} loads, {offloaded} offloads: not cold"
+    );
+    wait_for_no_pins(&mut c, "the stress");
+
+    // A client gone with its replies unread: its commands' pins go with them.
+    {
+        let mut raw = std::net::TcpStream::connect(("127.0.0.1", s.port)).unwrap();
+        let mut out = Vec::new();
+        for i in 0..300 {
+            let args = [
+                "SUNIONSTORE".to_string(),
+                format!("dgone:{i}"),
+                format!("s:{}", (i * 7) % n),
+                format!("s:{}", (i * 13 + 1) % n),
+            ];
+            out.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
+            for a in &args {
+                out.extend_from_slice(format!("${}\r\n{a}\r\n", a.len()).as_bytes());
+            }
+        }
+        std::io::Write::write_all(&mut raw, &out).unwrap();
+    }
+    // Its commands already read run on; the server then finds it gone.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while info_u64(&mut c, "clients", "connected_clients") > 1 {
+        assert!(
+            Instant::now() < deadline,
+            "the client that left is still connected"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    wait_for_no_pins(&mut c, "a client that left");
+
+    // A blocked BLMOVE holds no pin while it waits; served, it leaves none either.
+    let (src, dst) = keys_on_different_shards("bsrc", 2);
+    let blocked = {
+        let mut b = s.client();
+        let (src, dst) = (src.clone(), dst.clone());
+        std::thread::spawn(move || -> Option<String> {
+            redis::cmd("BLMOVE")
+                .arg(&src)
+                .arg(&dst)
+                .arg("LEFT")
+                .arg("RIGHT")
+                .arg(0)
+                .query(&mut b)
+                .unwrap()
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while info_u64(&mut c, "clients", "blocked_clients") == 0 {
+        assert!(Instant::now() < deadline, "BLMOVE did not block");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(info_u64(&mut c, "tiered", "tiered_pinned_keys"), 0);
+    let _: i64 = redis::cmd("RPUSH")
+        .arg(&src)
+        .arg("x")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(blocked.join().unwrap().as_deref(), Some("x"));
+    wait_for_no_pins(&mut c, "a served BLMOVE");
+
+    // A blocked command killed.
+    let mut b = s.client();
+    let id: i64 = redis::cmd("CLIENT").arg("ID").query(&mut b).unwrap();
+    let waiter = std::thread::spawn(move || {
+        let _ = redis::cmd("BLMPOP")
+            .arg(0)
+            .arg(2)
+            .arg("nolist:a")
+            .arg("nolist:b")
+            .arg("LEFT")
+            .query::<redis::Value>(&mut b);
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let _: redis::Value = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("ID")
+        .arg(id)
+        .query(&mut c)
+        .unwrap();
+    waiter.join().unwrap();
+    wait_for_no_pins(&mut c, "a killed client");
+}
+
+/// OBJECT ENCODING of an offloaded collection is answered from RAM (the encoding is kept beside
+/// its disk pointer): the same name as before it left, no disk read, nothing loaded. And the
+/// offloader encodes each collection once (`tiered_collection_encodes`), not a second time to
+/// check it did not change while being written.
+#[test]
+fn object_encoding_of_offloaded_collections_reads_no_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = tiered_server_with(&dir, "8mb", "1", &["--log_level", "error"]);
+    let mut c = s.client();
+    let n = 400;
+    // (key prefix, encoding, command, elements)
+    let kinds: [(&str, &str, &str, usize); 7] = [
+        ("si", "intset", "SADD", 40),
+        ("sh", "hashtable", "SADD", 100),
+        ("hl", "listpack", "HSET", 20),
+        ("hh", "hashtable", "HSET", 200),
+        ("zl", "listpack", "ZADD", 20),
+        ("zs", "skiplist", "ZADD", 200),
+        ("li", "quicklist", "RPUSH", 40),
+    ];
+    for chunk in (0..n).collect::<Vec<_>>().chunks(50) {
+        let mut p = redis::pipe();
+        for &i in chunk {
+            for (prefix, _, cmd, len) in kinds {
+                let mut k = redis::cmd(cmd);
+                k.arg(format!("{prefix}:{i}"));
+                for j in 0..len {
+                    match (prefix, cmd) {
+                        ("si", _) => k.arg(i * 1000 + j),
+                        (_, "HSET") => k.arg(format!("f{j}")).arg(format!("v{i}-{j}")),
+                        (_, "ZADD") => k.arg(j).arg(format!("m{i}-{j}")),
+                        _ => k.arg(format!("e{i}-{j}")),
+                    };
+                }
+                p.add_command(k).ignore();
+            }
+        }
+        p.query::<()>(&mut c).expect("pipelined collection writes");
+    }
+    let check = |c: &mut Connection| {
+        for chunk in (0..n).collect::<Vec<_>>().chunks(50) {
+            let mut p = redis::pipe();
+            for &i in chunk {
+                for (prefix, _, _, _) in kinds {
+                    p.cmd("OBJECT").arg("ENCODING").arg(format!("{prefix}:{i}"));
+                }
+            }
+            let got: Vec<String> = p.query(c).unwrap();
+            for (m, enc) in got.iter().enumerate() {
+                let (prefix, want, _, _) = kinds[m % kinds.len()];
+                assert_eq!(enc, want, "{prefix}:{}", chunk[m / kinds.len()]);
+            }
+        }
+    };
+    check(&mut c);
+    wait_for_disk_keys(&mut c, (n * kinds.len() / 2) as u64);
+    let fields = [
+        "tiered_reads",
+        "tiered_collection_loads",
+        "tiered_collection_offloads",
+        "tiered_collection_encodes",
+    ];
+    // The offloader stopped (and its batch in flight installed): the counts settle.
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory")
+        .arg("1gb")
+        .query(&mut c)
+        .unwrap();
+    let mut last = info_u64s(&mut c, "tiered", fields);
+    loop {
+        std::thread::sleep(Duration::from_millis(300));
+        let now = info_u64s(&mut c, "tiered", fields);
+        if now == last {
+            break;
+        }
+        last = now;
+    }
+    let [reads, loads, offloads, encodes] = last;
+    assert_eq!(encodes, offloads, "encodes for the collections offloaded");
+    check(&mut c);
+    let [reads_after, loads_after, ..] = info_u64s(&mut c, "tiered", fields);
+    assert_eq!(
+        (reads_after, loads_after),
+        (reads, loads),
+        "OBJECT ENCODING read the disk"
+    );
+    // Read back, every collection says the same.
+    let _: Vec<redis::Value> = (0..n)
+        .map(|i| {
+            redis::cmd("SCARD")
+                .arg(format!("sh:{i}"))
+                .query(&mut c)
+                .unwrap()
+        })
+        .collect();
+    check(&mut c);
+}

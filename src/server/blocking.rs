@@ -382,13 +382,14 @@ async fn run_form(core: &Rc<Core>, db: usize, b: &Blocking) -> Reply {
         Exec::Cross(f, c) | Exec::Movable(f, _, c) => (f, Some(c)),
         _ => return err("ERR internal error: no non-blocking form"),
     };
+    // Its lists or sorted sets kept on SSD come back first, pinned in RAM until the form has
+    // run (never while the command waits: it tries again when woken).
+    let mut keys = b.keys.clone();
+    if let Op::Move { dst, .. } = &b.op {
+        keys.push(dst.clone());
+    }
+    let _pinned = super::exec::load_collections(core, db, keys).await;
     if shards.all(|s| s == first) && !dst_apart {
-        // Its lists or sorted sets kept on SSD come back first.
-        let mut keys = b.keys.clone();
-        if let Op::Move { dst, .. } = &b.op {
-            keys.push(dst.clone());
-        }
-        super::exec::load_collections(core, db, keys).await;
         let args = b.form.clone();
         return on_core(core, first, move |c| {
             f(

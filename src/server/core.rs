@@ -373,6 +373,20 @@ impl Core {
         rx.await.ok()
     }
 
+    /// Sends `work` to another core, as [`Core::on_shard_async`] does, without waiting: the
+    /// receiver of its result, or None when that core is gone. The job is on its way once this
+    /// returns, ahead of anything sent there after it.
+    pub fn send_work<R: Send + 'static>(
+        &self,
+        shard: usize,
+        work: AsyncWork<R>,
+    ) -> Option<oneshot::Receiver<R>> {
+        let (job, rx) = spawning_job(work);
+        self.global
+            .send(shard, job_msg(super::txn::held_tx(shard), job))
+            .then_some(rx)
+    }
+
     /// Like [`Core::on_shard`] for work that may wait (on disk) on the target core.
     pub async fn on_shard_async<R: Send + 'static>(
         self: &Rc<Self>,

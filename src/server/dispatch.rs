@@ -489,13 +489,13 @@ pub(super) async fn run_barrier(
     spec: &'static Spec,
     args: Vec<Bytes>,
 ) -> Reply {
-    // Their steps read collections in RAM on each shard: offloaded ones come back first.
-    if let Exec::Cross(..) | Exec::Movable(..) | Exec::AwaitKeyed(..) | Exec::Blocking(_) =
-        spec.exec
-    {
+    // Their steps read collections in RAM on each shard: offloaded ones come back first, and
+    // stay until the command has run (blocking commands load theirs each time they try).
+    let mut _pinned = None;
+    if let Exec::Cross(..) | Exec::Movable(..) | Exec::AwaitKeyed(..) = spec.exec {
         if !exec::needs_no_collection(spec, &args) {
             let keys = spec.keys_of(&args).into_iter().map(|i| args[i].clone());
-            exec::load_collections(core, session.db, keys.collect()).await;
+            _pinned = Some(exec::load_collections(core, session.db, keys.collect()).await);
         }
     }
     match spec.exec {

@@ -12,9 +12,10 @@
 //!
 //! An offloaded collection comes back for good (its disk copy freed) before any command on its
 //! key runs, except those that need only what its entry keeps in RAM ([`needs_no_collection`]:
-//! TYPE, EXISTS, TTL, EXPIRE, DEL, MOVE, ...). Commands that are not one shard's (cross-shard
-//! set and sorted-set operations, SORT, blocking pops) load their keys' collections on every
-//! shard before they start ([`load_collections`]).
+//! TYPE, EXISTS, TTL, EXPIRE, DEL, MOVE, OBJECT, ...). Commands that are not one shard's
+//! (cross-shard set and sorted-set operations, SORT, blocking pops) load their keys'
+//! collections on every shard before they take their locks ([`load_collections`]), and pin
+//! them in RAM until they have run: the offloader leaves pinned keys.
 //!
 //! Never: returns a stale value, or runs a command with a value it did not check is still the
 //! key's.
@@ -28,7 +29,7 @@ use smallvec::SmallVec;
 use tiering::{DiskPtr, SpaceHold, TierError};
 
 use super::core::Core;
-use super::table::{Spec, READONLY, VALUE_REPLY};
+use super::table::{Exec, Spec, READONLY, VALUE_REPLY};
 use crate::cmd::{Ctx, ShardFn};
 use crate::protocol::Reply;
 use crate::shard::tracking::Caller;
@@ -72,9 +73,7 @@ impl Preloaded {
     fn in_ram(&self, shard: &Shard, spec: &Spec, args: &[Bytes]) -> bool {
         self.looked
             && self.epoch == shard.disk_epoch()
-            && spec
-                .key_indices(args.len())
-                .all(|i| !self.offloaded.iter().any(|k| k == &args[i]))
+            && key_positions(spec, args).all(|i| !self.offloaded.iter().any(|k| k == &args[i]))
     }
 }
 
@@ -205,6 +204,8 @@ pub async fn run_keyed(
                 None => {}
             }
         }
+        // Another of its keys may have gone to disk while these were read.
+        moved = moved || !offloaded_keys(&shard, db, spec, args).is_empty();
         let readonly = spec.has(READONLY);
         if moved {
             restore_pointers(&mut shard, db, installed, false);
@@ -291,7 +292,7 @@ pub(super) fn offloaded_keys(shard: &Shard, db: usize, spec: &Spec, args: &[Byte
     if !strings && !collections {
         return out;
     }
-    for i in spec.key_indices(args.len()) {
+    for i in key_positions(spec, args) {
         if let Some((p, t)) = shard.peek_offloaded(db, &args[i]) {
             let wanted = if t.is_some() { collections } else { strings };
             if wanted && !out.iter().any(|(k, _)| k == &args[i]) {
@@ -302,9 +303,19 @@ pub(super) fn offloaded_keys(shard: &Shard, db: usize, spec: &Spec, args: &[Byte
     out
 }
 
-/// Commands that need only what an offloaded collection's entry keeps in RAM (its type, expiry,
-/// access data and disk pointer) or replace it unread: they run without loading it. OBJECT
-/// loads it for ENCODING only.
+/// Where the command's keys are: its table's positions and, for one with movable keys
+/// (ZUNIONSTORE's sources, SORT's), those its key function finds (some twice).
+fn key_positions<'a>(spec: &'a Spec, args: &[Bytes]) -> impl Iterator<Item = usize> + 'a {
+    let movable = match spec.exec {
+        Exec::Movable(..) | Exec::AwaitKeyed(..) => spec.keys_of(args),
+        _ => Vec::new(),
+    };
+    spec.key_indices(args.len()).chain(movable)
+}
+
+/// Commands that need only what an offloaded collection's entry keeps in RAM (its type,
+/// encoding, expiry, access data and disk pointer) or replace it unread: they run without
+/// loading it.
 pub fn needs_no_collection(spec: &Spec, args: &[Bytes]) -> bool {
     const NAMES: &[&str] = &[
         "type",
@@ -322,12 +333,8 @@ pub fn needs_no_collection(spec: &Spec, args: &[Bytes]) -> bool {
         "del",
         "unlink",
         "move",
+        "object",
     ];
-    if spec.name == "object" {
-        return !args
-            .get(1)
-            .is_some_and(|a| crate::cmd::args::is(a, "encoding"));
-    }
     if spec.name == "set" {
         // SET without GET replaces any value; with GET it reads the old one (WRONGTYPE).
         return !spec.reads_value(args);
@@ -397,7 +404,9 @@ fn restore_collections(
             .get(&key, crate::shard::hash(&key))
             .is_some_and(|e| e.object_type() == Some(t) && !e.is_external());
         if readonly && in_ram && !(upload && again) {
-            shard.set_offloaded(db, &key, t, ptr);
+            if !shard.set_offloaded(db, &key, t, ptr) {
+                shard.free_disk(ptr);
+            }
         } else {
             shard.free_disk(ptr);
             if in_ram && readonly {
@@ -409,7 +418,7 @@ fn restore_collections(
 
 /// Brings back to RAM the offloaded collections among `keys` on this core's shard (reads
 /// awaited, the shard serving others meanwhile), before a command that reads them outside
-/// [`run_keyed`] starts.
+/// [`run_keyed`] starts. The caller keeps them there: it holds the shard, or pinned them.
 pub async fn load_local_collections(core: &Rc<Core>, db: usize, keys: &[Bytes]) {
     loop {
         let (tier, wanted) = {
@@ -448,27 +457,98 @@ pub async fn load_local_collections(core: &Rc<Core>, db: usize, keys: &[Bytes]) 
     }
 }
 
-/// [`load_local_collections`] for keys anywhere: each shard loads its own.
-pub async fn load_collections(core: &Rc<Core>, db: usize, keys: Vec<Bytes>) {
+/// Collections a command loaded into RAM on their shards, pinned there until it has run
+/// (see `shard::pins`): without the pins the offloader could move one back to disk between
+/// the load and the command's locks, and the command would find it on SSD. Dropping this
+/// unpins them, however the command ends (its client gone mid-command included).
+pub struct Pinned {
+    core: Rc<Core>,
+    db: usize,
+    /// (shard, keys) of every loading job sent: each pinned its keys when it ran there (or
+    /// will, ahead of the unpinning message sent after it).
+    parts: Vec<(usize, Vec<Bytes>)>,
+}
+
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        let db = self.db;
+        for (s, keys) in std::mem::take(&mut self.parts) {
+            if s == self.core.id {
+                if let Ok(mut shard) = self.core.shard.try_borrow_mut() {
+                    unpin(&mut shard, db, &keys);
+                    continue;
+                }
+            }
+            let job: super::core::Job =
+                Box::new(move |c| unpin(&mut c.shard.borrow_mut(), db, &keys));
+            self.core.global.send(s, super::core::Msg::Run(job));
+        }
+    }
+}
+
+fn pin(shard: &mut Shard, db: usize, keys: &[Bytes]) {
+    for k in keys {
+        shard.pins.pin(db, k);
+    }
+}
+
+fn unpin(shard: &mut Shard, db: usize, keys: &[Bytes]) {
+    for k in keys {
+        shard.pins.unpin(db, k);
+    }
+}
+
+/// [`load_local_collections`] for keys anywhere, each shard loading its own, all at once; the
+/// keys stay pinned in RAM (whether they were on disk or not) until the returned guard drops.
+pub async fn load_collections(core: &Rc<Core>, db: usize, keys: Vec<Bytes>) -> Pinned {
+    let mut pinned = Pinned {
+        core: core.clone(),
+        db,
+        parts: Vec::new(),
+    };
     if core.global.settings.tiered.is_none() || keys.is_empty() {
-        return;
+        return pinned;
     }
     let n = core.global.shards();
     let mut by_shard: Vec<Vec<Bytes>> = vec![Vec::new(); n];
     for k in keys {
-        by_shard[crate::shard::shard_of(&k, n)].push(k);
+        let s = crate::shard::shard_of(&k, n);
+        if !by_shard[s].contains(&k) {
+            by_shard[s].push(k);
+        }
     }
-    let jobs = by_shard
-        .into_iter()
-        .enumerate()
-        .filter(|(_, ks)| !ks.is_empty())
-        .map(|(s, ks)| {
-            let work: super::core::AsyncWork<()> = Box::new(move |c: Rc<Core>| {
-                async move { load_local_collections(&c, db, &ks).await }.boxed_local()
-            });
-            core.on_shard_async(s, work)
+    // Every job is sent (and this shard's keys pinned) before anything is awaited, so the
+    // guard knows exactly which shards to unpin should this future be dropped.
+    let mut remote = Vec::new();
+    let mut local = None;
+    for (s, ks) in by_shard.into_iter().enumerate() {
+        if ks.is_empty() {
+            continue;
+        }
+        if s == core.id {
+            pin(&mut core.shard.borrow_mut(), db, &ks);
+            pinned.parts.push((s, ks.clone()));
+            local = Some(ks);
+            continue;
+        }
+        let job_keys = ks.clone();
+        let work: super::core::AsyncWork<()> = Box::new(move |c: Rc<Core>| {
+            pin(&mut c.shard.borrow_mut(), db, &job_keys);
+            async move { load_local_collections(&c, db, &job_keys).await }.boxed_local()
         });
-    futures::future::join_all(jobs).await;
+        if let Some(rx) = core.send_work(s, work) {
+            pinned.parts.push((s, ks));
+            remote.push(rx);
+        }
+    }
+    let _waiting = crate::runtime::remote_wait();
+    let here = async {
+        if let Some(ks) = &local {
+            load_local_collections(core, db, ks).await;
+        }
+    };
+    futures::future::join(here, futures::future::join_all(remote)).await;
+    pinned
 }
 
 /// After the command: an entry still holding exactly the loaded bytes goes back to its disk

@@ -28,8 +28,8 @@
 use std::rc::Rc;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
-use ondisk::rdb::{dump_payload, DumpPayload};
+use bytes::Bytes;
+use ondisk::rdb::{append_dump_payload, DumpPayload};
 use tiering::alloc::PAGE;
 use tiering::TierStore;
 
@@ -42,14 +42,21 @@ use crate::shard::{hash, Entry, ObjectType, Value};
 /// one go, and its blob is written and read whole.
 pub const MAX_COLLECTION_HEAP: usize = 1 << 20;
 
+/// Blobs at least this long stay in RAM: an offloaded collection's pointer keeps its encoding
+/// in bits a longer value's length would take (see `Entry`).
+const MAX_COLLECTION_BLOB: usize = tiering::store::MAX_TAGGED_VALUE;
+
 /// A collection's blob: its DUMP payload, so the RDB codec every type already has (and its
 /// CRC-64) serves here too. None for a string or a value not in RAM.
 pub fn collection_blob(e: &Entry) -> Option<Vec<u8>> {
-    let mut body = Vec::new();
-    let rdb_type = e.encode_rdb(&mut body)?;
-    Some(dump_payload(rdb_type, body.len(), |out| {
-        out.extend_from_slice(&body)
-    }))
+    let mut out = Vec::new();
+    append_collection_blob(e, &mut out).then_some(out)
+}
+
+/// [`collection_blob`] appended to `out` (encoded in place, no copy); false, `out` unchanged,
+/// for a string or a value not in RAM.
+fn append_collection_blob(e: &Entry, out: &mut Vec<u8>) -> bool {
+    append_dump_payload(out, |out| e.encode_rdb(out))
 }
 
 /// The RDB type and body a blob holds, once its footer (version, CRC-64) checks.
@@ -332,8 +339,10 @@ fn needs_reclaim(core: &Core, tier: &TierStore) -> bool {
 }
 
 /// Points each written value's key at its disk copy, unless the value changed meanwhile (then
-/// the fresh copy is freed). A collection is compared by encoding it again: an in-place change
-/// keeps its address. It stays in RAM while a transaction holds the shard.
+/// the fresh copy is freed). A string is compared with what was written; a collection (changed
+/// in place, it keeps its address) is unchanged when the watch [`pick`] set on its key was not
+/// touched: every change of a key bumps it, as for WATCH. A collection stays in RAM while a
+/// transaction holds the shard, or a command pinned it.
 fn install(
     core: &Core,
     tier: &TierStore,
@@ -342,31 +351,41 @@ fn install(
 ) {
     let locked = core.gate.is_locked();
     let mut shard = core.shard.borrow_mut();
-    for ((db, key, value, ty), r) in batch.iter().zip(results) {
+    for ((db, key, value, coll), r) in batch.iter().zip(results) {
+        let unchanged = coll.is_some_and(|(_, v)| shard.watches.version(*db, key) == Some(v));
+        if coll.is_some() {
+            shard.watches.remove(*db, key);
+        }
         let Ok(ptr) = r else {
             continue;
         };
         let e = shard.dbs[*db].table.get(key, hash(key));
-        let same = match ty {
+        let same = match coll {
             None => e.is_some_and(|e| e.str() == Some(&value[..])),
-            Some(t) => {
+            Some((t, _)) => {
                 !locked
+                    && unchanged
+                    && !shard.pins.contains(*db, key)
                     && e.is_some_and(|e| {
-                        e.object_type() == Some(*t)
-                            && !e.is_external()
-                            && collection_blob(e).is_some_and(|b| b[..] == value[..])
+                        let same = e.object_type() == Some(*t) && !e.is_external();
+                        // The watch stands in for comparing the blob again: checked in tests.
+                        debug_assert!(
+                            !same || collection_blob(e).is_some_and(|b| b[..] == value[..]),
+                            "a collection changed under an untouched watch"
+                        );
+                        same
                     })
             }
         };
         let installed = same
-            && match ty {
+            && match coll {
                 None => shard.set_external(*db, key, ptr),
-                Some(t) => shard.set_offloaded(*db, key, *t, ptr),
+                Some((t, _)) => shard.set_offloaded(*db, key, *t, ptr),
             };
         if installed {
             shard.stats.offloaded += 1;
             shard.stats.external_values += 1;
-            if ty.is_some() {
+            if coll.is_some() {
                 shard.stats.offloaded_collections += 1;
             }
         } else {
@@ -375,8 +394,9 @@ fn install(
     }
 }
 
-/// A value picked to leave RAM: (db, key, value or blob, the collection's type).
-type Candidate = (usize, Bytes, Bytes, Option<ObjectType>);
+/// A value picked to leave RAM: (db, key, value or blob, and for a collection its type and
+/// the version of the watch set on its key).
+type Candidate = (usize, Bytes, Bytes, Option<(ObjectType, u64)>);
 
 /// Above the offload threshold, or above the upload limit when the threshold is set higher:
 /// between the two neither would run, and values read often but left on disk would never come
@@ -420,19 +440,22 @@ fn soft_buckets(core: &Core) -> usize {
     ((buckets as f64 * share).ceil() as usize).max(16)
 }
 
-/// One round of the CLOCK sweep: candidates (db, key, value) up to [`BATCH_BYTES`].
+/// One round of the CLOCK sweep: candidates (db, key, value) up to [`BATCH_BYTES`]. A
+/// collection is encoded once, straight into the batch's buffer; a watch on its key tells
+/// [`install`] whether it changed while its blob was being written.
 fn pick(
     core: &Core,
     ts: &TierSettings,
     cursor: &mut (usize, (usize, usize)),
     max_buckets: usize,
 ) -> Vec<Candidate> {
-    let mut shard = core.shard.borrow_mut();
+    let mut guard = core.shard.borrow_mut();
+    let shard = &mut *guard;
     let dbs = shard.dbs.len();
     // Keys and values are copied into one buffer (released whole once written), not one heap
     // block each: thousands of short-lived blocks between the long-lived ones would leave the
     // heap fragmented, and RSS far above what is allocated.
-    let mut arena = BytesMut::with_capacity(BATCH_BYTES + (64 << 10));
+    let mut arena: Vec<u8> = Vec::with_capacity(BATCH_BYTES + (64 << 10));
     type Span = (
         usize,
         std::ops::Range<usize>,
@@ -443,8 +466,16 @@ fn pick(
     let mut bytes = 0usize;
     let mut visited = 0;
     let mut empty_dbs = 0;
+    let mut encodes = 0;
+    // A round ends where it began at the latest: a small table is not swept twice, and no key
+    // picked twice.
+    let (first_db, mut wrapped) = (cursor.0 % dbs, false);
     while visited < max_buckets && bytes < BATCH_BYTES && empty_dbs <= dbs {
         let db = cursor.0 % dbs;
+        if wrapped && db == first_db {
+            break;
+        }
+        let pins = &shard.pins;
         let table = &mut shard.dbs[db].table;
         if table.is_empty() {
             cursor.0 = (db + 1) % dbs;
@@ -485,24 +516,25 @@ fn pick(
                         && k.len() <= u16::MAX as usize
                         && bytes < BATCH_BYTES
                         && !crate::shard::hashform::has_field_expiry(e)
+                        && !pins.contains(db, k.as_bytes())
                     {
                         if e.has(Entry::REFERENCED) {
                             e.clear_flags(Entry::REFERENCED);
-                        } else if let Some(blob) = collection_blob(e) {
-                            if blob.len() >= ts.min_value_size
-                                && blob.len() < tiering::store::MAX_VALUE
-                            {
-                                bytes += blob.len();
-                                let at = arena.len();
-                                arena.extend_from_slice(k.as_bytes());
-                                arena.extend_from_slice(&blob);
-                                spans.push((
-                                    db,
-                                    at..at + k.len(),
-                                    at + k.len()..arena.len(),
-                                    Some(t),
-                                ));
-                            }
+                            return false;
+                        }
+                        let at = arena.len();
+                        arena.extend_from_slice(k.as_bytes());
+                        if !append_collection_blob(e, &mut arena) {
+                            arena.truncate(at);
+                            return false;
+                        }
+                        encodes += 1;
+                        let len = arena.len() - at - k.len();
+                        if len >= ts.min_value_size && len < MAX_COLLECTION_BLOB {
+                            bytes += len;
+                            spans.push((db, at..at + k.len(), at + k.len()..arena.len(), Some(t)));
+                        } else {
+                            arena.truncate(at);
                         }
                     }
                 }
@@ -513,12 +545,19 @@ fn pick(
         if cursor.1 == (0, 0) || cursor.1 < before {
             // This db's sweep wrapped around: go on with the next one.
             cursor.0 = (db + 1) % dbs;
+            wrapped = true;
         }
     }
-    let arena = arena.freeze();
+    shard.stats.collection_encodes += encodes;
+    let arena = Bytes::from(arena);
     spans
         .into_iter()
-        .map(|(db, k, v, t)| (db, arena.slice(k), arena.slice(v), t))
+        .map(|(db, k, v, t)| {
+            let key = arena.slice(k);
+            // Watched from here, with nothing run since the encoding.
+            let coll = t.map(|t| (t, shard.watches.add(db, &key)));
+            (db, key, arena.slice(v), coll)
+        })
         .collect()
 }
 

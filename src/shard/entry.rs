@@ -285,9 +285,9 @@ pub enum Value {
     Packed(Packed),
     /// A large collection.
     Object(Box<dyn TypedObject>),
-    /// A collection offloaded to the tier file as one blob (see `server::offload`): its type
-    /// and pointer stay in RAM.
-    Offloaded(ObjectType, tiering::DiskPtr),
+    /// A collection offloaded to the tier file as one blob (see `server::offload`): its type,
+    /// pointer and encoding (an index into [`offloaded_encodings`]) stay in RAM.
+    Offloaded(ObjectType, tiering::DiskPtr, u8),
 }
 
 impl Value {
@@ -304,7 +304,7 @@ impl Clone for Value {
             Value::External(p) => Value::External(*p),
             Value::Packed(p) => Value::Packed(p.clone()),
             Value::Object(o) => Value::Object(o.capture()),
-            Value::Offloaded(t, p) => Value::Offloaded(*t, *p),
+            Value::Offloaded(t, p, n) => Value::Offloaded(*t, *p, *n),
         }
     }
 }
@@ -317,7 +317,7 @@ impl PartialEq for Value {
             (Value::External(a), Value::External(b)) => a == b,
             (Value::Packed(a), Value::Packed(b)) => a == b,
             (Value::Object(a), Value::Object(b)) => std::ptr::addr_eq(&**a, &**b),
-            (Value::Offloaded(s, a), Value::Offloaded(t, b)) => s == t && a == b,
+            (Value::Offloaded(s, a, m), Value::Offloaded(t, b, n)) => s == t && a == b && m == n,
             _ => false,
         }
     }
@@ -332,7 +332,7 @@ impl std::fmt::Debug for Value {
             Value::External(p) => write!(f, "External({p:?})"),
             Value::Packed(p) => write!(f, "Packed({:?}, {} bytes)", p.kind, p.bytes.len()),
             Value::Object(o) => write!(f, "Object({o:?})"),
-            Value::Offloaded(t, p) => write!(f, "Offloaded({t:?}, {p:?})"),
+            Value::Offloaded(t, p, n) => write!(f, "Offloaded({t:?}, {p:?}, {n})"),
         }
     }
 }
@@ -347,7 +347,8 @@ pub enum ValueRef<'a> {
     Packed(PackedKind, &'a [u8]),
     /// A large collection.
     Object(&'a dyn TypedObject),
-    /// An offloaded collection: its type and packed disk pointer ([`Entry::external`]).
+    /// An offloaded collection: its type and packed disk pointer ([`Entry::external`]; its
+    /// encoding taken out, see [`Entry::offloaded_encoding`]).
     Offloaded(ObjectType, u64),
 }
 
@@ -376,6 +377,25 @@ impl std::fmt::Debug for ValueRef<'_> {
             ValueRef::Offloaded(t, p) => write!(f, "Offloaded({t:?}, {p:#x})"),
         }
     }
+}
+
+/// The encodings a collection of type `t` can have when it is offloaded (hashes with field
+/// expiries stay in RAM): an offloaded entry keeps the index of its own in two bits.
+pub fn offloaded_encodings(t: ObjectType) -> &'static [&'static str] {
+    match t {
+        ObjectType::Hash => &["listpack", "hashtable"],
+        ObjectType::List => &["quicklist"],
+        ObjectType::Set => &["intset", "listpack", "hashtable"],
+        ObjectType::ZSet => &["listpack", "skiplist"],
+    }
+}
+
+/// The index of encoding `name` among [`offloaded_encodings`] of `t` (0 when not there).
+pub fn offloaded_encoding_index(t: ObjectType, name: &str) -> u8 {
+    offloaded_encodings(t)
+        .iter()
+        .position(|n| *n == name)
+        .unwrap_or(0) as u8
 }
 
 /// The type of a string value (TYPE, SCAN TYPE).
@@ -468,7 +488,7 @@ impl Entry {
                 }
             }
             Value::External(p) => (KIND_EXTERNAL, p.pack().to_le_bytes()),
-            Value::Offloaded(t, p) => {
+            Value::Offloaded(t, p, n) => {
                 let kind = match t {
                     ObjectType::Hash => KIND_OFF_HASH,
                     ObjectType::List => KIND_OFF_LIST,
@@ -479,7 +499,10 @@ impl Entry {
                 } else {
                     self.clear_flags(Entry::RAW);
                 }
-                (kind, p.pack().to_le_bytes())
+                // Callers store only pointers with room for it (`Shard::set_offloaded`).
+                let bits = p.pack_tagged(n);
+                debug_assert!(bits.is_some(), "no room for the encoding beside {p:?}");
+                (kind, bits.unwrap_or_else(|| p.pack()).to_le_bytes())
             }
             Value::Packed(p) => {
                 let addr = block::alloc_tagged(Some(p.kind.to_byte()), &p.bytes);
@@ -538,12 +561,12 @@ impl Entry {
                 ValueRef::Str(unsafe { block::bytes(self.addr()) })
             }
             KIND_EXTERNAL => ValueRef::External(u64::from_le_bytes(self.val)),
-            KIND_OFF_HASH => ValueRef::Offloaded(ObjectType::Hash, u64::from_le_bytes(self.val)),
-            KIND_OFF_LIST => ValueRef::Offloaded(ObjectType::List, u64::from_le_bytes(self.val)),
+            KIND_OFF_HASH => ValueRef::Offloaded(ObjectType::Hash, self.offloaded_bits().0),
+            KIND_OFF_LIST => ValueRef::Offloaded(ObjectType::List, self.offloaded_bits().0),
             KIND_OFF_SET if self.has(Entry::RAW) => {
-                ValueRef::Offloaded(ObjectType::ZSet, u64::from_le_bytes(self.val))
+                ValueRef::Offloaded(ObjectType::ZSet, self.offloaded_bits().0)
             }
-            KIND_OFF_SET => ValueRef::Offloaded(ObjectType::Set, u64::from_le_bytes(self.val)),
+            KIND_OFF_SET => ValueRef::Offloaded(ObjectType::Set, self.offloaded_bits().0),
             KIND_PACKED => {
                 // SAFETY: a packed-kind entry owns the block at its address while it keeps that
                 // kind; `put` wrote the kind byte first, so the block is never empty.
@@ -599,6 +622,18 @@ impl Entry {
         }
     }
 
+    /// An offloaded collection's packed pointer and encoding (see [`Entry::put`]).
+    #[inline]
+    fn offloaded_bits(&self) -> (u64, u8) {
+        tiering::DiskPtr::split_tagged(u64::from_le_bytes(self.val))
+    }
+
+    /// The encoding an offloaded collection had in RAM (an index into
+    /// [`offloaded_encodings`]); None for anything else.
+    pub fn offloaded_encoding(&self) -> Option<u8> {
+        self.offloaded_type().map(|_| self.offloaded_bits().1)
+    }
+
     /// The disk pointer of an offloaded value (string or collection), given its key's length.
     pub fn external(&self, key_len: usize) -> Option<tiering::DiskPtr> {
         match self.value() {
@@ -632,9 +667,11 @@ impl Entry {
                 bytes: b.into(),
             }),
             ValueRef::Object(o) => Value::Object(o.capture()),
-            ValueRef::Offloaded(t, bits) => {
-                Value::Offloaded(t, tiering::DiskPtr::unpack(bits, key_len))
-            }
+            ValueRef::Offloaded(t, bits) => Value::Offloaded(
+                t,
+                tiering::DiskPtr::unpack(bits, key_len),
+                self.offloaded_bits().1,
+            ),
         }
     }
 
@@ -673,13 +710,11 @@ impl Entry {
             ValueRef::External(_) => "raw",
             ValueRef::Packed(k, _) => k.encoding_name(),
             ValueRef::Object(o) => o.encoding(),
-            // OBJECT ENCODING loads an offloaded collection first (`server::exec`); this is
-            // what a large one of the type would say.
-            ValueRef::Offloaded(t, _) => match t {
-                ObjectType::Hash | ObjectType::Set => "hashtable",
-                ObjectType::List => "quicklist",
-                ObjectType::ZSet => "skiplist",
-            },
+            // What it said in RAM, kept beside its pointer: OBJECT ENCODING reads no disk.
+            ValueRef::Offloaded(t, _) => {
+                let names = offloaded_encodings(t);
+                names[(self.offloaded_bits().1 as usize).min(names.len() - 1)]
+            }
         }
     }
 
@@ -916,7 +951,7 @@ mod tests {
             ObjectType::Set,
             ObjectType::ZSet,
         ] {
-            let mut e = Entry::new(Value::Offloaded(t, p), 4);
+            let mut e = Entry::new(Value::Offloaded(t, p, 0), 4);
             e.add_flags(Entry::REFERENCED);
             assert!(e.is_external());
             assert_eq!(e.offloaded_type(), Some(t));
@@ -929,6 +964,19 @@ mod tests {
             let c = e.clone();
             assert_eq!(c.offloaded_type(), Some(t));
             assert!(c.has(Entry::REFERENCED));
+            // Its encoding sits beside the pointer, which reads back unchanged.
+            for (n, name) in offloaded_encodings(t).iter().enumerate() {
+                let mut o = Entry::new(Value::Offloaded(t, p, n as u8), 4);
+                assert_eq!(o.encoding(), *name);
+                assert_eq!(o.offloaded_encoding(), Some(n as u8));
+                assert_eq!(offloaded_encoding_index(t, name), n as u8);
+                assert_eq!((o.external(3), o.offloaded_type()), (Some(p), Some(t)));
+                assert_eq!(o.value_len(), 700);
+                assert_eq!(o.clone().encoding(), *name);
+                let small = tiering::DiskPtr { offset: 16, ..p };
+                o.set_value(Value::Offloaded(t, small, n as u8));
+                assert_eq!((o.encoding(), o.external(3)), (*name, Some(small)));
+            }
             // A string stored over it starts without the sorted-set bit.
             e.set_value(Value::str(b"a string of some length"));
             assert!(!e.has(Entry::RAW), "{t:?}");

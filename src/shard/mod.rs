@@ -20,6 +20,7 @@ pub mod listpack;
 pub mod lz4block;
 pub mod notify;
 pub mod object;
+pub mod pins;
 pub mod rdb_types;
 pub mod set;
 pub mod tracking;
@@ -110,6 +111,8 @@ pub struct ShardStats {
     /// Collections moved to the tier file / brought back to RAM (also counted above).
     pub offloaded_collections: u64,
     pub loaded_collections: u64,
+    /// Collections the offloader encoded into blobs (once per collection picked).
+    pub collection_encodes: u64,
 }
 
 impl ShardStats {
@@ -156,6 +159,8 @@ pub struct Shard {
     pub events: Option<notify::Sink>,
     /// The next memcached CAS sequence number of this shard (see [`Shard::new_cas`]).
     cas_seq: u64,
+    /// Keys commands in flight loaded and need in RAM: the offloader leaves them.
+    pub pins: pins::Pins,
 }
 
 /// Drops the memcached CAS of the entry at `pos`, which is about to change (flags stay).
@@ -204,6 +209,7 @@ impl Shard {
             // Seeded from the clock so that CAS values handed out before a restart are not
             // handed out again for other data after it (4096 per ms of uptime stay ahead).
             cas_seq: now_ms() << 12,
+            pins: Default::default(),
             settings,
         }
     }
@@ -527,28 +533,36 @@ impl Shard {
         }
     }
 
-    /// Points `key`'s entry at `ptr` on disk; false (nothing done) when the key is not there.
-    /// An offloaded collection stays one (compaction moves its blob).
+    /// Points `key`'s entry at `ptr` on disk; false (nothing done) when the key is not there,
+    /// or holds an offloaded collection whose encoding `ptr` has no room for (see
+    /// [`Shard::set_offloaded`]). An offloaded collection stays one (compaction moves its blob).
     pub fn set_external(&mut self, db: usize, key: &[u8], ptr: DiskPtr) -> bool {
         let Some(e) = self.peek_repr(db, key) else {
             return false;
         };
-        let value = match e.offloaded_type() {
-            Some(t) => Value::Offloaded(t, ptr),
-            None => Value::External(ptr),
+        let value = match (e.offloaded_type(), e.offloaded_encoding()) {
+            (Some(t), Some(n)) if ptr.pack_tagged(n).is_some() => Value::Offloaded(t, ptr, n),
+            (Some(_), _) => return false,
+            _ => Value::External(ptr),
         };
         e.set_value(value);
         self.disk_epoch += 1;
         true
     }
 
-    /// Points `key`'s collection at its blob `ptr` on disk (type `t`); false (nothing done)
-    /// when the key is not there.
+    /// Points `key`'s collection (type `t`, in RAM) at its blob `ptr` on disk, keeping its
+    /// encoding beside the pointer (OBJECT ENCODING reads no disk); false (nothing done) when
+    /// the key is not there or `ptr` has no room for the encoding
+    /// (`tiering::store::MAX_TAGGED_VALUE`).
     pub fn set_offloaded(&mut self, db: usize, key: &[u8], t: ObjectType, ptr: DiskPtr) -> bool {
         let Some(e) = self.peek_repr(db, key) else {
             return false;
         };
-        e.set_value(Value::Offloaded(t, ptr));
+        let n = entry::offloaded_encoding_index(t, e.encoding());
+        if ptr.pack_tagged(n).is_none() {
+            return false;
+        }
+        e.set_value(Value::Offloaded(t, ptr, n));
         self.disk_epoch += 1;
         true
     }

@@ -35,6 +35,19 @@ pub const COMPRESSED_PAGES: u64 = 1 << 28;
 /// A compressed small value's length, and its stored length, fit in 11 bits each.
 pub(crate) const SMALL_LEN: u32 = 1 << 11;
 
+/// Values shorter than this (and compressed values below [`TAGGED_COMPRESSED_PAGES`]) leave
+/// two bits of their packed pointer to its owner ([`DiskPtr::pack_tagged`]).
+pub const MAX_TAGGED_VALUE: usize = 1 << 28;
+
+/// See [`MAX_TAGGED_VALUE`].
+pub const TAGGED_COMPRESSED_PAGES: u64 = 1 << 26;
+
+/// Where [`DiskPtr::pack_tagged`] puts its two bits (high, low): past the page of a plain
+/// pointer and in an extent's length's top bit (free under [`MAX_TAGGED_VALUE`]; unused in a
+/// small one); in the top bits of a compressed pointer's page.
+const TAGGED_PLAIN: (u32, u32) = (61, 28);
+const TAGGED_COMPRESSED: (u32, u32) = (61, 60);
+
 const TAG_SHIFT: u32 = 62;
 const TAG_EXTENT: u64 = 0;
 const TAG_SMALL: u64 = 1;
@@ -92,6 +105,37 @@ impl DiskPtr {
                     | (len & MAX_VALUE as u64)
             }
         }
+    }
+
+    /// [`DiskPtr::pack`] with two more bits, `tag` (0..=3), where this pointer leaves them
+    /// free; None when it does not (a plain extent of [`MAX_TAGGED_VALUE`] bytes or more, a
+    /// compressed value at or past [`TAGGED_COMPRESSED_PAGES`]). [`DiskPtr::split_tagged`]
+    /// takes them out again.
+    pub fn pack_tagged(&self, tag: u8) -> Option<u64> {
+        let (hi, lo) = if self.compressed() {
+            if self.page as u64 >= TAGGED_COMPRESSED_PAGES {
+                return None;
+            }
+            TAGGED_COMPRESSED
+        } else {
+            if !self.small() && self.len as usize >= MAX_TAGGED_VALUE {
+                return None;
+            }
+            TAGGED_PLAIN
+        };
+        let tag = tag as u64;
+        Some(self.pack() | (((tag >> 1) & 1) << hi) | ((tag & 1) << lo))
+    }
+
+    /// What [`DiskPtr::pack_tagged`] made: the plain packed pointer ([`DiskPtr::unpack`] reads
+    /// it) and the tag.
+    pub fn split_tagged(bits: u64) -> (u64, u8) {
+        let (hi, lo) = match bits >> TAG_SHIFT {
+            TAG_SMALL_PACKED | TAG_EXTENT_PACKED => TAGGED_COMPRESSED,
+            _ => TAGGED_PLAIN,
+        };
+        let tag = (((bits >> hi) & 1) << 1 | ((bits >> lo) & 1)) as u8;
+        (bits & !(1 << hi) & !(1 << lo), tag)
     }
 
     /// The inverse of [`DiskPtr::pack`], given the key's length.
@@ -205,6 +249,55 @@ mod tests {
         for p in ptrs {
             assert_eq!(DiskPtr::unpack(p.pack(), 9), DiskPtr { key_len: 9, ..p });
         }
+        // Two bits beside each kind of pointer, where it leaves room for them.
+        let tagged = [
+            DiskPtr {
+                page: u32::MAX,
+                len: MAX_TAGGED_VALUE as u32 - 1,
+                key_len: 9,
+                offset: 0,
+                packed: 0,
+            },
+            DiskPtr {
+                page: u32::MAX,
+                len: 4095,
+                key_len: 9,
+                offset: 4095,
+                packed: 0,
+            },
+            DiskPtr {
+                page: TAGGED_COMPRESSED_PAGES as u32 - 1,
+                len: SMALL_LEN - 1,
+                key_len: 9,
+                offset: 4095,
+                packed: SMALL_LEN as u16 - 1,
+            },
+            DiskPtr {
+                page: TAGGED_COMPRESSED_PAGES as u32 - 1,
+                len: MAX_VALUE as u32 - 1,
+                key_len: 9,
+                offset: 0,
+                packed: 32,
+            },
+        ];
+        for p in tagged {
+            for tag in 0..4 {
+                let bits = p.pack_tagged(tag).expect("room for the tag");
+                let (plain, got) = DiskPtr::split_tagged(bits);
+                assert_eq!(got, tag);
+                assert_eq!(plain, p.pack());
+                assert_eq!(DiskPtr::unpack(plain, 9), p);
+            }
+        }
+        let long = DiskPtr {
+            len: MAX_TAGGED_VALUE as u32,
+            ..tagged[0]
+        };
+        let far = DiskPtr {
+            page: TAGGED_COMPRESSED_PAGES as u32,
+            ..tagged[2]
+        };
+        assert_eq!((long.pack_tagged(1), far.pack_tagged(1)), (None, None));
         // Scales: the fewest 32nds covering what is needed, only when a page is saved.
         assert_eq!(extent_scale(10, 4), Some(10));
         assert_eq!(scaled_pages(10, 10), 4);

@@ -29,7 +29,7 @@ use crate::space::Space;
 
 // The parts' public types, where the server has always found them.
 pub use crate::error::TierError;
-pub use crate::pointer::{DiskPtr, COMPRESSED_PAGES, MAX_VALUE};
+pub use crate::pointer::{DiskPtr, COMPRESSED_PAGES, MAX_TAGGED_VALUE, MAX_VALUE};
 pub use crate::read::PageEntry;
 pub use crate::space::SpaceHold;
 pub use crate::write::StoredItem;

@@ -624,6 +624,26 @@ pub fn dump_payload(
     out
 }
 
+/// [`dump_payload`] appended to `out`, for an encoder that tells the RDB type once it has
+/// written the value (`write_value` appends the encoding and returns the type). False, with
+/// `out` as it was, when it returns None.
+pub fn append_dump_payload(
+    out: &mut Vec<u8>,
+    write_value: impl FnOnce(&mut Vec<u8>) -> Option<u8>,
+) -> bool {
+    let start = out.len();
+    out.push(0);
+    let Some(rdb_type) = write_value(out) else {
+        out.truncate(start);
+        return false;
+    };
+    out[start] = rdb_type;
+    out.extend_from_slice(&DUMP_RDB_VERSION.to_le_bytes());
+    let crc = Crc64::checksum(&out[start..]);
+    out.extend_from_slice(&crc.to_le_bytes());
+    true
+}
+
 /// The DUMP payload of a string value. Never LZF-compressed: byte for byte what Redis 7.2
 /// produces for values it would not compress (Redis compresses only strings over 20 bytes that
 /// shrink).

@@ -37,9 +37,9 @@ mod reader;
 mod writer;
 
 pub use codec::{
-    decode_dump_string, dump_payload, encode_dump_string, read_value_bytes, write_len,
-    write_plain_string, Crc64, DumpError, DumpPayload, RdbCursor, RdbInput, StringCompression,
-    DUMP_RDB_VERSION,
+    append_dump_payload, decode_dump_string, dump_payload, encode_dump_string, read_value_bytes,
+    write_len, write_plain_string, Crc64, DumpError, DumpPayload, RdbCursor, RdbInput,
+    StringCompression, DUMP_RDB_VERSION,
 };
 pub use lzf::{lzf_compress, lzf_decompress, LzfError};
 pub use reader::RdbReader;

@@ -19,6 +19,8 @@ struct ShardReport {
     keys: Vec<(usize, usize, u64)>,
     table_bytes: usize,
     tier: Option<tiering::TierStats>,
+    /// Pins commands in flight hold on keys (`shard::pins`).
+    pinned: u64,
 }
 
 pub async fn info(Call { core, args, .. }: Call<'_>) -> Reply {
@@ -32,6 +34,7 @@ pub async fn info(Call { core, args, .. }: Call<'_>) -> Reply {
                 .collect(),
             table_bytes: s.dataset_bytes(),
             tier: s.tier.as_ref().map(|t| t.stats()),
+            pinned: s.pins.held(),
         })
         .await;
     let sections: Vec<String> = args[1..]
@@ -228,8 +231,10 @@ fn tiered_section(reports: &[ShardReport]) -> String {
     let mut t = tiering::TierStats::default();
     let (mut keys, mut external, mut offloaded, mut uploaded, mut dropped, mut compacted) =
         (0, 0, 0, 0, 0, 0);
-    let (mut coll_out, mut coll_in) = (0, 0);
+    let (mut coll_out, mut coll_in, mut encodes, mut pinned) = (0, 0, 0, 0);
     for r in reports {
+        encodes += r.stats.collection_encodes;
+        pinned += r.pinned;
         coll_out += r.stats.offloaded_collections;
         coll_in += r.stats.loaded_collections;
         keys += r.keys.iter().map(|k| k.0 as u64).sum::<u64>();
@@ -286,6 +291,7 @@ fn tiered_section(reports: &[ShardReport]) -> String {
          tiered_pending_reads:{}\r\ntiered_pending_writes:{}\r\ntiered_coalesced_reads:{}\r\n\
          tiered_offloaded:{offloaded}\r\ntiered_uploaded:{uploaded}\r\ntiered_compacted:{compacted}\r\n\
          tiered_collection_offloads:{coll_out}\r\ntiered_collection_loads:{coll_in}\r\n\
+         tiered_collection_encodes:{encodes}\r\ntiered_pinned_keys:{pinned}\r\n\
          tiered_read_errors:{}\r\ntiered_write_errors:{}\r\ntiered_unreadable_keys_dropped:{dropped}\r\ntiered_full_events:{}\r\n\
          tiered_read_latency_p50_us:{}\r\ntiered_read_latency_p99_us:{}\r\n\
          tiered_read_budget_waits:{}\r\n",
