@@ -799,22 +799,8 @@ impl TypedObject for LargeHash {
     }
 
     fn encode_rdb(&self, out: &mut Vec<u8>) -> u8 {
-        let min = self.iter().filter_map(|f| f.expire_at).min();
-        if let Some(m) = min {
-            out.extend_from_slice(&m.to_le_bytes());
-        }
-        write_len(out, self.len as u64);
-        for f in self.iter() {
-            if let Some(m) = min {
-                write_len(out, f.expire_at.map_or(0, |at| at - m + 1));
-            }
-            write_string(out, f.name, StringCompression::Off);
-            write_string(out, f.value, StringCompression::Off);
-        }
-        match min {
-            Some(_) => ondisk::rdb::types::HASH_METADATA,
-            None => ondisk::rdb::types::HASH,
-        }
+        self.encode_rdb_part(&mut RdbPartPos::default(), out, usize::MAX)
+            .0
     }
 
     fn as_any(&self) -> &dyn Any {

@@ -183,11 +183,8 @@ impl TypedObject for LargeSet {
     }
 
     fn encode_rdb(&self, out: &mut Vec<u8>) -> u8 {
-        write_len(out, self.len() as u64);
-        for m in self.iter() {
-            write_string(out, m, StringCompression::Lzf);
-        }
-        ondisk::rdb::types::SET
+        self.encode_rdb_part(&mut RdbPartPos::default(), out, usize::MAX)
+            .0
     }
 
     fn as_any(&self) -> &dyn Any {

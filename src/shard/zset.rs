@@ -1093,12 +1093,8 @@ impl TypedObject for LargeZSet {
     }
 
     fn encode_rdb(&self, out: &mut Vec<u8>) -> u8 {
-        write_len(out, self.len() as u64);
-        self.root.visit(0, self.len(), true, &mut |s, m| {
-            write_string(out, m, StringCompression::Lzf);
-            out.extend_from_slice(&s.to_le_bytes());
-        });
-        ondisk::rdb::types::ZSET_2
+        self.encode_rdb_part(&mut RdbPartPos::default(), out, usize::MAX)
+            .0
     }
 
     fn as_any(&self) -> &dyn Any {
