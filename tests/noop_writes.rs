@@ -11,7 +11,6 @@ mod common;
 use common::*;
 
 /// The end marker published after a write: every event before it has arrived.
-const END: &str = "__keyspace@0__:~end~";
 
 /// One case: commands that set the keys up, the keys watched, the write, and whether it
 /// changes a watched key (as Redis 7.0 decides).
@@ -384,24 +383,7 @@ impl Conns {
 
     /// Events the listener got until the end marker.
     fn events(&mut self) -> Vec<(String, String)> {
-        self.writer
-            .send(&cmd(&[b"PUBLISH", END.as_bytes(), b"end"]));
-        self.writer.reply();
-        let mut out = Vec::new();
-        loop {
-            let Resp::Array(Some(parts)) = self.listener.value().expect("a message") else {
-                panic!("not a message");
-            };
-            let text = |r: &Resp| match r {
-                Resp::Bulk(Some(b)) => String::from_utf8_lossy(b).into_owned(),
-                other => panic!("not a bulk string: {other:?}"),
-            };
-            let (channel, payload) = (text(&parts[2]), text(&parts[3]));
-            if channel == END {
-                return out;
-            }
-            out.push((channel, payload));
-        }
+        keyspace_messages(&mut self.listener, &mut self.writer)
     }
 
     /// Pushes the tracker got before the reply to a PING.

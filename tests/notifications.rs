@@ -8,7 +8,6 @@ use std::time::{Duration, Instant};
 use common::*;
 
 /// The end marker published after a sequence: everything before it has arrived.
-const END: &str = "__keyspace@0__:~end~";
 
 /// A connection subscribed to every keyspace and keyevent channel.
 fn listener(port: u16) -> Raw {
@@ -16,27 +15,6 @@ fn listener(port: u16) -> Raw {
     l.send(&cmd(&[b"PSUBSCRIBE", b"__key*__:*"]));
     l.reply();
     l
-}
-
-/// The messages `l` got until the end marker (published on `c`), as (channel, payload).
-fn drain(l: &mut Raw, c: &mut Raw) -> Vec<(String, String)> {
-    c.send(&cmd(&[b"PUBLISH", END.as_bytes(), b"end"]));
-    c.reply();
-    let mut out = Vec::new();
-    loop {
-        let Resp::Array(Some(parts)) = l.value().expect("a message") else {
-            panic!("not a message");
-        };
-        let text = |r: &Resp| match r {
-            Resp::Bulk(Some(b)) => String::from_utf8_lossy(b).into_owned(),
-            other => panic!("not a bulk string: {other:?}"),
-        };
-        let (channel, payload) = (text(&parts[2]), text(&parts[3]));
-        if channel == END {
-            return out;
-        }
-        out.push((channel, payload));
-    }
 }
 
 /// Runs `cmds` on a fresh connection to `port` and returns the events they published.
@@ -57,7 +35,7 @@ fn events_of(port: u16, cmds: &[&[&str]]) -> Vec<(String, String)> {
             String::from_utf8_lossy(&r)
         );
     }
-    drain(&mut l, &mut c)
+    keyspace_messages(&mut l, &mut c)
 }
 
 fn pairs(v: &[(&str, &str)]) -> Vec<(String, String)> {

@@ -299,3 +299,28 @@ pub fn flip_tier_file_bytes(dir: &tempfile::TempDir, pages: std::ops::Range<u64>
     }
     f.sync_all().unwrap();
 }
+
+/// A keyspace channel no command writes to: published last, it marks the end of a test's events.
+pub const KEYSPACE_END: &str = "__keyspace@0__:~end~";
+
+/// The messages `listener` (subscribed to keyspace channels) got until the end marker, which
+/// `publisher` publishes now: (channel, payload) in arrival order.
+pub fn keyspace_messages(listener: &mut Raw, publisher: &mut Raw) -> Vec<(String, String)> {
+    publisher.send(&cmd(&[b"PUBLISH", KEYSPACE_END.as_bytes(), b"end"]));
+    publisher.reply();
+    let mut out = Vec::new();
+    loop {
+        let Resp::Array(Some(parts)) = listener.value().expect("a message") else {
+            panic!("not a message");
+        };
+        let text = |r: &Resp| match r {
+            Resp::Bulk(Some(b)) => String::from_utf8_lossy(b).into_owned(),
+            other => panic!("not a bulk string: {other:?}"),
+        };
+        let (channel, payload) = (text(&parts[2]), text(&parts[3]));
+        if channel == KEYSPACE_END {
+            return out;
+        }
+        out.push((channel, payload));
+    }
+}
