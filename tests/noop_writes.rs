@@ -10,8 +10,6 @@ mod common;
 
 use common::*;
 
-/// The end marker published after a write: every event before it has arrived.
-
 /// One case: commands that set the keys up, the keys watched, the write, and whether it
 /// changes a watched key (as Redis 7.0 decides).
 struct Case {

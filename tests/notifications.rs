@@ -7,8 +7,6 @@ use std::time::{Duration, Instant};
 
 use common::*;
 
-/// The end marker published after a sequence: everything before it has arrived.
-
 /// A connection subscribed to every keyspace and keyevent channel.
 fn listener(port: u16) -> Raw {
     let mut l = Raw::connect(port);
