@@ -3,10 +3,11 @@
 //!
 //! A collection goes as one blob: its DUMP payload (RDB type, RDB encoding, version, CRC-64;
 //! see [`collection_blob`]), written like a string value (small ones in shared pages, larger
-//! ones as extents). Its entry keeps the type, so TYPE, EXISTS, TTL and SCAN need no read;
-//! any other command brings it back to RAM first (`server::exec`). Collections whose RAM form
-//! passes [`MAX_COLLECTION_HEAP`], and hashes with field expiries (the field-expiry sweep walks
-//! them in RAM), stay in RAM.
+//! ones, up to many MiB, as one multi-page extent). Its entry keeps the type, so TYPE, EXISTS,
+//! TTL and SCAN need no read; any other command brings it back to RAM first
+//! (`server::exec`). Collections whose RAM form passes [`MAX_COLLECTION_HEAP`], those with no
+//! free extent of their size in the tier file (counted), and hashes with field expiries (the
+//! field-expiry sweep walks them in RAM) stay in RAM.
 //!
 //! Coldness is CLOCK: a lookup sets an entry's referenced bit; the sweep clears it and takes
 //! only entries found without it (second chance). Two paces:
@@ -38,9 +39,14 @@ use crate::config::TierSettings;
 use crate::shard::object::{value_from_rdb, PackLimits};
 use crate::shard::{hash, Entry, ObjectType, Value};
 
-/// Collections taking more RAM than this stay there: encoding one runs on the shard's core in
-/// one go, and its blob is written and read whole.
-pub const MAX_COLLECTION_HEAP: usize = 1 << 20;
+/// Collections taking more RAM than this stay there: encoding one, and decoding it when it
+/// comes back, runs on the shard's core in one go (its disk read does not), so the cap bounds
+/// that stall; its blob is one extent, written and read whole.
+pub const MAX_COLLECTION_HEAP: usize = 64 << 20;
+
+/// Collections taking more RAM than this are large: one goes to SSD only when the tier file
+/// has a free extent for it (see [`pick`]), and its blob is encoded into a buffer of its own.
+const LARGE_COLLECTION_HEAP: usize = 1 << 20;
 
 /// Blobs at least this long stay in RAM: an offloaded collection's pointer keeps its encoding
 /// in bits a longer value's length would take (see `Entry`).
@@ -172,7 +178,7 @@ pub async fn run(core: Rc<Core>, tier: Rc<TierStore>, ts: TierSettings) {
             } else {
                 soft_buckets(&core)
             };
-            let batch = pick(&core, &ts, &mut cursor, budget);
+            let batch = pick(&core, &tier, &ts, &mut cursor, budget);
             if batch.is_empty() {
                 break;
             }
@@ -356,8 +362,13 @@ fn install(
         if coll.is_some() {
             shard.watches.remove(*db, key);
         }
-        let Ok(ptr) = r else {
-            continue;
+        let ptr = match r {
+            Ok(ptr) => ptr,
+            Err(tiering::TierError::NoSpace) if coll.is_some() => {
+                shard.stats.collections_no_space += 1;
+                continue;
+            }
+            Err(_) => continue,
         };
         let e = shard.dbs[*db].table.get(key, hash(key));
         let same = match coll {
@@ -445,6 +456,7 @@ fn soft_buckets(core: &Core) -> usize {
 /// [`install`] whether it changed while its blob was being written.
 fn pick(
     core: &Core,
+    tier: &TierStore,
     ts: &TierSettings,
     cursor: &mut (usize, (usize, usize)),
     max_buckets: usize,
@@ -467,6 +479,7 @@ fn pick(
     let mut visited = 0;
     let mut empty_dbs = 0;
     let mut encodes = 0;
+    let mut no_space = 0;
     // A round ends where it began at the latest: a small table is not swept twice, and no key
     // picked twice.
     let (first_db, mut wrapped) = (cursor.0 % dbs, false);
@@ -522,14 +535,31 @@ fn pick(
                             e.clear_flags(Entry::REFERENCED);
                             return false;
                         }
+                        // A large one with no extent near its size free is not even encoded:
+                        // at the hard pace the sweep passes it many times a second. Its blob
+                        // is about its RAM form's size, or less (hashtables, skiplists).
+                        let large = heap > LARGE_COLLECTION_HEAP;
+                        if large && !tier.fits_extent(k.len(), heap / 2) {
+                            no_space += 1;
+                            return false;
+                        }
                         let at = arena.len();
                         arena.extend_from_slice(k.as_bytes());
+                        if large {
+                            // Grown once to its size, not by doubling from the batch's.
+                            arena.reserve(heap + 1024);
+                        }
                         if !append_collection_blob(e, &mut arena) {
                             arena.truncate(at);
                             return false;
                         }
                         encodes += 1;
                         let len = arena.len() - at - k.len();
+                        if large && !tier.fits_extent(k.len(), len) {
+                            no_space += 1;
+                            arena.truncate(at);
+                            return false;
+                        }
                         if len >= ts.min_value_size && len < MAX_COLLECTION_BLOB {
                             bytes += len;
                             spans.push((db, at..at + k.len(), at + k.len()..arena.len(), Some(t)));
@@ -549,6 +579,7 @@ fn pick(
         }
     }
     shard.stats.collection_encodes += encodes;
+    shard.stats.collections_no_space += no_space;
     let arena = Bytes::from(arena);
     spans
         .into_iter()

@@ -113,6 +113,8 @@ pub struct ShardStats {
     pub loaded_collections: u64,
     /// Collections the offloader encoded into blobs (once per collection picked).
     pub collection_encodes: u64,
+    /// Times a cold collection stayed in RAM because the tier file had no free extent for it.
+    pub collections_no_space: u64,
 }
 
 impl ShardStats {

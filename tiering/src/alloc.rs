@@ -103,6 +103,13 @@ impl ExtentAllocator {
         self.capacity
     }
 
+    /// The longest run of pages one allocation could get now: the longest free extent, or
+    /// the room past the high-water mark.
+    pub fn largest_free(&self) -> u64 {
+        let hole = self.by_len.iter().next_back().map_or(0, |&(len, _)| len);
+        hole.max(self.capacity.saturating_sub(self.end))
+    }
+
     /// Free pages below the high-water mark (holes).
     pub fn hole_pages(&self) -> u64 {
         self.by_start.values().sum()
@@ -117,6 +124,20 @@ impl ExtentAllocator {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn largest_free_is_the_longest_hole_or_the_room_past_the_end() {
+        let mut a = ExtentAllocator::new(100);
+        assert_eq!(a.largest_free(), 100);
+        let x = a.alloc(30).unwrap();
+        let _y = a.alloc(60).unwrap();
+        assert_eq!(a.largest_free(), 10);
+        a.free(x, 30);
+        assert_eq!(a.largest_free(), 30);
+        assert_eq!(a.alloc(31), None);
+        assert_eq!(a.alloc(30), Some(0));
+        assert_eq!(a.largest_free(), 10);
+    }
 
     #[test]
     fn bump_then_reuse_best_fit() {

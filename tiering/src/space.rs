@@ -133,6 +133,17 @@ impl Space {
         a.alloc(pages)
     }
 
+    /// The most pages [`take_pages`](Self::take_pages) would give one extent now (outside
+    /// compaction): the longest free run, less the reserve kept for compaction.
+    pub(crate) fn largest_run(&self) -> u64 {
+        let a = self.alloc.borrow();
+        let reserve = (a.capacity_pages() / 50).min(4096);
+        let room = a
+            .capacity_pages()
+            .saturating_sub(a.used_pages() + reserve);
+        a.largest_free().min(room)
+    }
+
     /// Gives back the pages a write took and failed to fill: nothing points at them.
     pub(crate) fn untake_pages(&self, start: u64, pages: u64) {
         self.alloc.borrow_mut().free(start, pages);
@@ -395,6 +406,13 @@ impl TierStore {
             .borrow()
             .get(ptr.page as usize)
             .map_or(1, |l| l.count().max(1))
+    }
+
+    /// Whether a value of `len` bytes under `key` would find an extent now: cheap (O(log n)),
+    /// so a caller can leave a large value in RAM without encoding or writing it. A batch's
+    /// own earlier items are not counted: its write may still answer `NoSpace`.
+    pub fn fits_extent(&self, key_len: usize, len: usize) -> bool {
+        self.space.largest_run() >= page::extent_pages(key_len, len)
     }
 
     /// (bytes live values take in the file, bytes allocated in the file, the file's size

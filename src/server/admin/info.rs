@@ -232,7 +232,9 @@ fn tiered_section(reports: &[ShardReport]) -> String {
     let (mut keys, mut external, mut offloaded, mut uploaded, mut dropped, mut compacted) =
         (0, 0, 0, 0, 0, 0);
     let (mut coll_out, mut coll_in, mut encodes, mut pinned) = (0, 0, 0, 0);
+    let mut no_space = 0;
     for r in reports {
+        no_space += r.stats.collections_no_space;
         encodes += r.stats.collection_encodes;
         pinned += r.pinned;
         coll_out += r.stats.offloaded_collections;
@@ -291,7 +293,8 @@ fn tiered_section(reports: &[ShardReport]) -> String {
          tiered_pending_reads:{}\r\ntiered_pending_writes:{}\r\ntiered_coalesced_reads:{}\r\n\
          tiered_offloaded:{offloaded}\r\ntiered_uploaded:{uploaded}\r\ntiered_compacted:{compacted}\r\n\
          tiered_collection_offloads:{coll_out}\r\ntiered_collection_loads:{coll_in}\r\n\
-         tiered_collection_encodes:{encodes}\r\ntiered_pinned_keys:{pinned}\r\n\
+         tiered_collection_encodes:{encodes}\r\ntiered_collection_no_space:{no_space}\r\n\
+         tiered_pinned_keys:{pinned}\r\n\
          tiered_read_errors:{}\r\ntiered_write_errors:{}\r\ntiered_unreadable_keys_dropped:{dropped}\r\ntiered_full_events:{}\r\n\
          tiered_read_latency_p50_us:{}\r\ntiered_read_latency_p99_us:{}\r\n\
          tiered_read_budget_waits:{}\r\n",
