@@ -293,3 +293,35 @@ fn a_big_collection_with_no_free_extent_stays_in_ram_counted() {
         .unwrap();
     assert_eq!(l, [elem("le", 1), elem("le", 2)]);
 }
+
+#[test]
+fn offloaded_big_collections_survive_save_and_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let start = |dir: &tempfile::TempDir| {
+        let d = dir.path().to_str().unwrap().to_string();
+        server(dir, &["--dir", &d, "--dbfilename", "big"])
+    };
+    {
+        let s = start(&dir);
+        let mut c = s.client();
+        fill_big(&mut c, "hash", "h");
+        fill_big(&mut c, "zset", "z");
+        let _: i64 = redis::cmd("EXPIRE")
+            .arg("z")
+            .arg(5000)
+            .query(&mut c)
+            .unwrap();
+        wait_info(&mut c, "tiered_disk_keys", |v| v == 2, "offloaded before SAVE");
+        let _: () = redis::cmd("SAVE").query(&mut c).unwrap();
+        assert_eq!(
+            info_u64(&mut c, "tiered", "tiered_unreadable_keys_dropped"),
+            0
+        );
+    }
+    let s = start(&dir);
+    let mut c = s.client();
+    let ttl: i64 = redis::cmd("TTL").arg("z").query(&mut c).unwrap();
+    assert!((4900..=5000).contains(&ttl), "TTL {ttl}");
+    assert_eq!(hgetall(&mut c, "h"), want_hash());
+    assert_eq!(zrange(&mut c, "z"), want_zset());
+}

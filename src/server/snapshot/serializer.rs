@@ -35,6 +35,9 @@ const STEP_BUCKETS: usize = 8;
 const ENCODED_IN_MEMORY: usize = 512 << 10;
 /// Offloaded values read at once by a serializer.
 const READS_IN_FLIGHT: usize = 64;
+/// Bytes of offloaded values read at once by a serializer (a group holds one value at least):
+/// a collection on SSD may take many MiB.
+const READ_BYTES_IN_FLIGHT: u64 = 8 << 20;
 /// Values at least this long are encoded in chunks, the file written between chunks.
 pub(super) const CHUNK: usize = 1 << 20;
 
@@ -182,7 +185,8 @@ async fn write_shard(core: &Rc<Core>, job: &ShardJob) -> Result<ShardOutput> {
             };
             // A bounded number of reads at a time: a write burst can capture thousands of
             // offloaded entries, and their values must not all come to RAM at once.
-            for group in reads.chunks(READS_IN_FLIGHT) {
+            for range in read_groups(reads.iter().map(|r| r.2.len as u64)) {
+                let group = &reads[range];
                 let values = futures::future::join_all(
                     group
                         .iter()
@@ -369,6 +373,25 @@ async fn put_large(
 }
 
 /// Encodes one typed value (a collection) as a Strata object record or an RDB object.
+/// Consecutive groups of reads of values `lens` long: at most [`READS_IN_FLIGHT`] values and
+/// [`READ_BYTES_IN_FLIGHT`] bytes each, or one value alone when it is longer.
+fn read_groups(lens: impl Iterator<Item = u64>) -> Vec<std::ops::Range<usize>> {
+    let mut groups = Vec::new();
+    let (mut start, mut end, mut bytes) = (0, 0, 0u64);
+    for (i, len) in lens.enumerate() {
+        if i > start && (i - start >= READS_IN_FLIGHT || bytes + len > READ_BYTES_IN_FLIGHT) {
+            groups.push(start..i);
+            (start, bytes) = (i, 0);
+        }
+        bytes += len;
+        end = i + 1;
+    }
+    if end > start {
+        groups.push(start..end);
+    }
+    groups
+}
+
 fn put_object(
     enc: &mut Encoder,
     out: &mut ShardOutput,
@@ -392,4 +415,20 @@ fn put_object(
         }
     }
     out.keys += 1;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn read_groups_are_bounded_by_count_and_bytes() {
+        assert!(read_groups(std::iter::empty()).is_empty());
+        let small = read_groups(std::iter::repeat_n(100, 130));
+        assert_eq!(small, [0..64, 64..128, 128..130]);
+        let mib = 1 << 20;
+        // A value over the byte bound is read alone; the others share up to the bound.
+        let big = read_groups([mib, 20 * mib, 3 * mib, 3 * mib, 3 * mib].into_iter());
+        assert_eq!(big, [0..1, 1..2, 2..4, 4..5]);
+    }
 }
