@@ -3,7 +3,11 @@
 waits for the offloader, then reads every element back and checks it, sampling the server's
 RSS all along. Prints one `key=value` line per figure (see tiering_collections.sh).
 
-Usage: tiering_collections.py PORT PID HASHES FIELDS LISTS ELEMS"""
+With BIG BIG_FIELDS (optional), also BIG hashes of BIG_FIELDS 100-byte fields (40,000 make a
+4 MiB blob: offloaded as one extent), read back after the others while another connection
+PINGs: the longest PING wait tells how long a big collection's load held the shard.
+
+Usage: tiering_collections.py PORT PID HASHES FIELDS LISTS ELEMS [BIG BIG_FIELDS]"""
 import socket
 import sys
 import threading
@@ -11,6 +15,7 @@ import time
 
 PORT, PID = int(sys.argv[1]), int(sys.argv[2])
 HASHES, FIELDS, LISTS, ELEMS = (int(a) for a in sys.argv[3:7])
+BIG, BIG_FIELDS = (int(a) for a in (sys.argv[7:9] if len(sys.argv) > 8 else (0, 0)))
 BATCH = 200
 
 
@@ -82,6 +87,77 @@ def lval(i, j):
     return b"e%07d-%02d-%06x" % (i, j, (i * 7 + j * 13) & 0xFFFFFF)
 
 
+def bval(i, j):
+    # Pseudo-random hex: the RDB codec's LZF would shrink repeated text.
+    x = ((i + 1) * 1000003 + j) * 0x9E3779B97F4A7C15 & 0xFFFFFFFFFFFFFFFF
+    out = b"b%d-%d-" % (i, j)
+    while len(out) < 100:
+        x ^= (x << 13) & 0xFFFFFFFFFFFFFFFF
+        x ^= x >> 7
+        x ^= (x << 17) & 0xFFFFFFFFFFFFFFFF
+        out += b"%016x" % x
+    return out[:100]
+
+
+def load_big(c):
+    errors = 0
+    for i in range(BIG):
+        for start in range(0, BIG_FIELDS, 1000):
+            cmd = ["HSET", b"big:%d" % i]
+            for j in range(start, min(BIG_FIELDS, start + 1000)):
+                cmd += [b"f%d" % j, bval(i, j)]
+            errors += sum(isinstance(r, Exception) for r in c.run([cmd]))
+    return errors
+
+
+class Pinger:
+    """PINGs on a connection of its own until stopped; the longest wait, in ms."""
+
+    def __init__(self):
+        self.worst = 0.0
+        self.done = False
+        self.th = threading.Thread(target=self.run, daemon=True)
+        self.th.start()
+
+    def run(self):
+        p = Conn(PORT)
+        while not self.done:
+            t = time.time()
+            p.run([["PING"]])
+            self.worst = max(self.worst, time.time() - t)
+            time.sleep(0.001)
+
+    def stop(self):
+        self.done = True
+        self.th.join()
+        return self.worst * 1000
+
+
+def check_big(c):
+    """HLEN of each big hash (a load from SSD and an O(1) command), then HGETALL of each,
+    checked, each phase with a Pinger: (wrong, missing, HLEN ms, longest PING wait during the
+    HLENs, HGETALL ms, longest PING wait during the HGETALLs)."""
+    ping = Pinger()
+    hlen_ms = []
+    for i in range(BIG):
+        t = time.time()
+        c.run([["HLEN", b"big:%d" % i]])
+        hlen_ms.append((time.time() - t) * 1000)
+    hlen_ping = ping.stop()
+    ping = Pinger()
+    wrong = missing = 0
+    all_ms = []
+    for i in range(BIG):
+        t = time.time()
+        r = c.run([["HGETALL", b"big:%d" % i]])[0]
+        all_ms.append((time.time() - t) * 1000)
+        if not r:
+            missing += 1
+        elif dict(zip(r[::2], r[1::2])) != {b"f%d" % j: bval(i, j) for j in range(BIG_FIELDS)}:
+            wrong += 1
+    return wrong, missing, sorted(hlen_ms), hlen_ping, sorted(all_ms), ping.stop()
+
+
 def info(c, field):
     text = c.run([["INFO", "tiered"]])[0].decode()
     for line in text.split("\r\n"):
@@ -108,6 +184,7 @@ def main():
         for i in range(start, min(LISTS, start + BATCH)):
             cmds.append(["RPUSH", b"l:%d" % i] + [lval(i, j) for j in range(ELEMS)])
         errors += sum(isinstance(r, Exception) for r in c.run(cmds))
+    errors += load_big(c)
     load_s = time.time() - t0
     # The offloader settles.
     time.sleep(5)
@@ -131,6 +208,20 @@ def main():
             elif r != [lval(i, j) for j in range(ELEMS)]:
                 wrong += 1
     verify_s = time.time() - t1
+    if BIG:
+        loads = info(c, "tiered_collection_loads")
+        bw, bm, hlen_ms, hlen_ping, all_ms, all_ping = check_big(c)
+        # The big hashes read from SSD (each counts a load).
+        big_loaded = info(c, "tiered_collection_loads") - loads
+        wrong += bw
+        missing += bm
+        print("big_hashes=%d big_fields=%d" % (BIG, BIG_FIELDS))
+        print("big_loads_from_ssd=%d" % big_loaded)
+        print("big_wrong=%d big_missing=%d" % (bw, bm))
+        print("big_hlen_ms_median=%.1f big_hlen_ms_max=%.1f ping_max_ms_during_hlens=%.1f"
+              % (hlen_ms[len(hlen_ms) // 2], hlen_ms[-1], hlen_ping))
+        print("big_hgetall_ms_median=%.1f big_hgetall_ms_max=%.1f ping_max_ms_during_hgetalls=%.1f"
+              % (all_ms[len(all_ms) // 2], all_ms[-1], all_ping))
     stop[0] = True
     time.sleep(0.1)
     print("load_errors=%d" % errors)

@@ -10,6 +10,8 @@
 #   MAXMEM        --maxmemory of the server                    (default 80mb)
 #   HASHES FIELDS hashes and fields per hash                   (default 200000 / 20)
 #   LISTS ELEMS   lists and elements per list                  (default 200000 / 50)
+#   BIG BIG_FIELDS  big hashes of 100-byte fields, read back last while another connection
+#                 PINGs (40000 fields: a 4 MiB blob, one extent)  (default 0 / 40000)
 #   STRATA_BIN    strata binary  (default <repo>/target/release/strata)
 #   SKIP_BUILD=1  do not run cargo build
 #   PORT          first port tried                             (default 17390)
@@ -31,6 +33,8 @@ HASHES="${HASHES:-200000}"
 FIELDS="${FIELDS:-20}"
 LISTS="${LISTS:-200000}"
 ELEMS="${ELEMS:-50}"
+BIG="${BIG:-0}"
+BIG_FIELDS="${BIG_FIELDS:-40000}"
 STRATA_BIN="${STRATA_BIN:-$ROOT/target/release/strata}"
 PORT="$(find_free_port "${PORT:-17390}")"
 read -r -a EXTRA <<<"${TIERED_FLAGS:-}"
@@ -62,7 +66,7 @@ wait_for_ping "$PORT" "$SERVER_PID" 20 || { tail -n 20 "$WORKDIR/strata.log" >&2
 
 log "Loading $HASHES hashes x $FIELDS fields + $LISTS lists x $ELEMS elements, maxmemory $MAXMEM..."
 OUT="$(python3 "$SCRIPT_DIR/tiering_collections.py" "$PORT" "$SERVER_PID" \
-    "$HASHES" "$FIELDS" "$LISTS" "$ELEMS")"
+    "$HASHES" "$FIELDS" "$LISTS" "$ELEMS" "$BIG" "$BIG_FIELDS")"
 printf '%s\n' "$OUT"
 get() { sed -n "s/^$1=//p" <<<"$OUT"; }
 PEAK="$(get peak_rss)"
