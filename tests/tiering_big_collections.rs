@@ -79,7 +79,12 @@ fn hgetall(c: &mut Connection, key: &str) -> HashMap<String, String> {
 }
 
 fn lrange(c: &mut Connection, key: &str) -> Vec<String> {
-    redis::cmd("LRANGE").arg(key).arg(0).arg(-1).query(c).unwrap()
+    redis::cmd("LRANGE")
+        .arg(key)
+        .arg(0)
+        .arg(-1)
+        .query(c)
+        .unwrap()
 }
 
 fn smembers(c: &mut Connection, key: &str) -> BTreeSet<String> {
@@ -124,7 +129,12 @@ fn four_mib_collections_of_each_type_go_to_ssd_as_extents_and_read_back_exactly(
     for (kind, key) in [("hash", "h"), ("list", "l"), ("set", "s"), ("zset", "z")] {
         fill_big(&mut c, kind, key);
     }
-    wait_info(&mut c, "tiered_disk_keys", |v| v == 4, "big collections offloaded");
+    wait_info(
+        &mut c,
+        "tiered_disk_keys",
+        |v| v == 4,
+        "big collections offloaded",
+    );
     // Each one is a single extent of at least 4 MB.
     let used = info_u64(&mut c, "tiered", "tiered_file_used");
     assert!(used >= 4 * 4_000_000, "tier file holds {used} bytes");
@@ -182,7 +192,12 @@ fn four_mib_collections_of_each_type_go_to_ssd_as_extents_and_read_back_exactly(
         .arg(elem("sm", 7))
         .query(&mut c)
         .unwrap();
-    wait_info(&mut c, "tiered_disk_keys", |v| v == 4, "written ones offloaded");
+    wait_info(
+        &mut c,
+        "tiered_disk_keys",
+        |v| v == 4,
+        "written ones offloaded",
+    );
     let mut h = want_hash();
     h.insert("added".into(), "after the offload".into());
     assert_eq!(hgetall(&mut c, "h"), h);
@@ -203,7 +218,12 @@ fn four_mib_collections_of_each_type_go_to_ssd_as_extents_and_read_back_exactly(
     );
 
     // DEL, an overwrite and an expiry free the extents without reading them.
-    wait_info(&mut c, "tiered_disk_keys", |v| v == 4, "offloaded before DEL");
+    wait_info(
+        &mut c,
+        "tiered_disk_keys",
+        |v| v == 4,
+        "offloaded before DEL",
+    );
     let reads = info_u64(&mut c, "tiered", "tiered_reads");
     let before = info_u64(&mut c, "tiered", "tiered_file_used");
     let gone: i64 = redis::cmd("DEL").arg("h").query(&mut c).unwrap();
@@ -219,11 +239,7 @@ fn four_mib_collections_of_each_type_go_to_ssd_as_extents_and_read_back_exactly(
         .arg("a string now")
         .query(&mut c)
         .unwrap();
-    let _: i64 = redis::cmd("PEXPIRE")
-        .arg("s")
-        .arg(1)
-        .query(&mut c)
-        .unwrap();
+    let _: i64 = redis::cmd("PEXPIRE").arg("s").arg(1).query(&mut c).unwrap();
     std::thread::sleep(Duration::from_millis(20));
     let exists: i64 = redis::cmd("EXISTS").arg("s").query(&mut c).unwrap();
     assert_eq!(exists, 0);
@@ -247,7 +263,11 @@ fn a_damaged_page_in_a_big_collections_extent_is_a_counted_miss() {
     // blob, past where the tier compression could look (off here anyway).
     flip_tier_file_bytes(&dir, 500..501, 1234);
     let got = hgetall(&mut c, "h");
-    assert!(got.is_empty(), "a damaged extent answered {} fields", got.len());
+    assert!(
+        got.is_empty(),
+        "a damaged extent answered {} fields",
+        got.len()
+    );
     assert_eq!(
         info_u64(&mut c, "tiered", "tiered_unreadable_keys_dropped"),
         1
@@ -284,7 +304,12 @@ fn a_big_collection_with_no_free_extent_stays_in_ram_counted() {
         .arg(elem("le", 2))
         .query(&mut c)
         .unwrap();
-    wait_info(&mut c, "tiered_disk_keys", |v| v == 1, "small list offloaded");
+    wait_info(
+        &mut c,
+        "tiered_disk_keys",
+        |v| v == 1,
+        "small list offloaded",
+    );
     let l: Vec<String> = redis::cmd("LRANGE")
         .arg("small")
         .arg(0)
@@ -311,7 +336,12 @@ fn offloaded_big_collections_survive_save_and_restart() {
             .arg(5000)
             .query(&mut c)
             .unwrap();
-        wait_info(&mut c, "tiered_disk_keys", |v| v == 2, "offloaded before SAVE");
+        wait_info(
+            &mut c,
+            "tiered_disk_keys",
+            |v| v == 2,
+            "offloaded before SAVE",
+        );
         let _: () = redis::cmd("SAVE").query(&mut c).unwrap();
         assert_eq!(
             info_u64(&mut c, "tiered", "tiered_unreadable_keys_dropped"),

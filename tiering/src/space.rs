@@ -138,9 +138,7 @@ impl Space {
     pub(crate) fn largest_run(&self) -> u64 {
         let a = self.alloc.borrow();
         let reserve = (a.capacity_pages() / 50).min(4096);
-        let room = a
-            .capacity_pages()
-            .saturating_sub(a.used_pages() + reserve);
+        let room = a.capacity_pages().saturating_sub(a.used_pages() + reserve);
         a.largest_free().min(room)
     }
 
