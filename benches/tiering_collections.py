@@ -8,6 +8,7 @@ With BIG BIG_FIELDS (optional), also BIG hashes of BIG_FIELDS 100-byte fields (4
 PINGs: the longest PING wait tells how long a big collection's load held the shard.
 
 Usage: tiering_collections.py PORT PID HASHES FIELDS LISTS ELEMS [BIG BIG_FIELDS]"""
+import multiprocessing
 import socket
 import sys
 import threading
@@ -111,26 +112,27 @@ def load_big(c):
 
 
 class Pinger:
-    """PINGs on a connection of its own until stopped; the longest wait, in ms."""
+    """PINGs on a connection of its own, from a process of its own (a thread would wait for
+    the GIL while the main thread parses a big reply), until stopped; the longest wait, ms."""
 
     def __init__(self):
-        self.worst = 0.0
-        self.done = False
-        self.th = threading.Thread(target=self.run, daemon=True)
-        self.th.start()
+        self.worst = multiprocessing.Value("d", 0.0)
+        self.done = multiprocessing.Value("b", 0)
+        self.proc = multiprocessing.Process(target=self.run, daemon=True)
+        self.proc.start()
 
     def run(self):
         p = Conn(PORT)
-        while not self.done:
+        while not self.done.value:
             t = time.time()
             p.run([["PING"]])
-            self.worst = max(self.worst, time.time() - t)
+            self.worst.value = max(self.worst.value, time.time() - t)
             time.sleep(0.001)
 
     def stop(self):
-        self.done = True
-        self.th.join()
-        return self.worst * 1000
+        self.done.value = 1
+        self.proc.join()
+        return self.worst.value * 1000
 
 
 def check_big(c):
@@ -186,6 +188,7 @@ def main():
         errors += sum(isinstance(r, Exception) for r in c.run(cmds))
     errors += load_big(c)
     load_s = time.time() - t0
+    phases = [("load", peak[0])]
     # The offloader settles.
     time.sleep(5)
     disk = info(c, "tiered_disk_keys")
@@ -208,9 +211,11 @@ def main():
             elif r != [lval(i, j) for j in range(ELEMS)]:
                 wrong += 1
     verify_s = time.time() - t1
+    phases.append(("settle_and_read_back", peak[0]))
     if BIG:
         loads = info(c, "tiered_collection_loads")
         bw, bm, hlen_ms, hlen_ping, all_ms, all_ping = check_big(c)
+        phases.append(("big_read_back", peak[0]))
         # The big hashes read from SSD (each counts a load).
         big_loaded = info(c, "tiered_collection_loads") - loads
         wrong += bw
@@ -235,6 +240,8 @@ def main():
     print("unreadable_dropped=%d" % info(c, "tiered_unreadable_keys_dropped"))
     print("tiered_bytes=%d" % info(c, "tiered_bytes"))
     print("peak_rss=%d" % peak[0])
+    # The running peak at the end of each phase: where it was reached.
+    print("peak_rss_by_phase=%s" % " ".join("%s:%d" % p for p in phases))
     print("rss_end=%d" % rss())
 
 

@@ -45,7 +45,7 @@ use crate::shard::{hash, Entry, ObjectType, Value};
 pub const MAX_COLLECTION_HEAP: usize = 64 << 20;
 
 /// Collections taking more RAM than this are large: one goes to SSD only when the tier file
-/// has a free extent for it (see [`pick`]), and its blob is encoded into a buffer of its own.
+/// has a free extent for it (see [`pick`]), and the batch's buffer grows to its size at once.
 const LARGE_COLLECTION_HEAP: usize = 1 << 20;
 
 /// Blobs at least this long stay in RAM: an offloaded collection's pointer keeps its encoding

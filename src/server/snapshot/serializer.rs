@@ -372,7 +372,6 @@ async fn put_large(
     Ok(())
 }
 
-/// Encodes one typed value (a collection) as a Strata object record or an RDB object.
 /// Consecutive groups of reads of values `lens` long: at most [`READS_IN_FLIGHT`] values and
 /// [`READ_BYTES_IN_FLIGHT`] bytes each, or one value alone when it is longer.
 fn read_groups(lens: impl Iterator<Item = u64>) -> Vec<std::ops::Range<usize>> {
@@ -392,6 +391,7 @@ fn read_groups(lens: impl Iterator<Item = u64>) -> Vec<std::ops::Range<usize>> {
     groups
 }
 
+/// Encodes one typed value (a collection) as a Strata object record or an RDB object.
 fn put_object(
     enc: &mut Encoder,
     out: &mut ShardOutput,
