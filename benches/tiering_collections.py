@@ -186,9 +186,11 @@ def main():
         for i in range(start, min(LISTS, start + BATCH)):
             cmds.append(["RPUSH", b"l:%d" % i] + [lval(i, j) for j in range(ELEMS)])
         errors += sum(isinstance(r, Exception) for r in c.run(cmds))
+    phases = [("load", peak[0])]
     errors += load_big(c)
     load_s = time.time() - t0
-    phases = [("load", peak[0])]
+    if BIG:
+        phases.append(("big_load", peak[0]))
     # The offloader settles.
     time.sleep(5)
     disk = info(c, "tiered_disk_keys")
