@@ -44,6 +44,10 @@
 #                   snapshot tiering hitratio pubsub"); rows left out say "not measured"
 #   MEMORY_KEYS     keys of the memory-per-key row             (default 1000000)
 #   STARTUP_TIMEOUT seconds a server may take to start         (default 20)
+#   BUSY_POLL=1     the closed-loop GET/SET rows run strata-bench --busy-poll: the client
+#                   never sleeps, so the server is not charged for waking it (Strata's cost
+#                   per request depends on that, redis-server's hardly; memtier and
+#                   redis-benchmark sleep between replies, and then read differently)
 #
 # Needs: redis-server, redis-cli and redis-benchmark (installed with apt-get when missing),
 # memcached (its row is skipped with a warning when missing), python3 (writes the report).
@@ -272,6 +276,8 @@ memtier() {
 }
 
 LOAD=(--connections "$CONNECTIONS" --keys "$KEYS" --value-size "$VALUE_SIZE" --key-width 12)
+POLL=()
+[[ "${BUSY_POLL:-0}" == 1 ]] && POLL=(--busy-poll)
 
 # Row 1: GET and SET, pipeline 1 and 30, closed loop, on a preloaded key space.
 throughput_row() {
@@ -282,12 +288,14 @@ throughput_row() {
     bench "preload-$name" run "${LOAD[@]}" --preload --ratio 0:1 --duration 0.1
     for pipe in "${PIPELINES[@]}"; do
         log "  GET, pipeline $pipe"
-        bench "get-p$pipe-$name" run "${LOAD[@]}" --ratio 0:1 --pipeline "$pipe" --duration "$DURATION"
+        bench "get-p$pipe-$name" run "${LOAD[@]}" "${POLL[@]}" --ratio 0:1 --pipeline "$pipe" \
+            --duration "$DURATION"
         n="$(python3 -c 'import json,sys; print(int(json.load(open(sys.argv[1]))["requests"]))' "$RESULTS/get-p$pipe-$name.json")"
         redis_benchmark "get-p$pipe-$name" get "$pipe" "$n"
         memtier "get-p$pipe-$name" 0:1 "$pipe"
         log "  SET, pipeline $pipe"
-        bench "set-p$pipe-$name" run "${LOAD[@]}" --ratio 1:0 --pipeline "$pipe" --duration "$DURATION"
+        bench "set-p$pipe-$name" run "${LOAD[@]}" "${POLL[@]}" --ratio 1:0 --pipeline "$pipe" \
+            --duration "$DURATION"
         n="$(python3 -c 'import json,sys; print(int(json.load(open(sys.argv[1]))["requests"]))' "$RESULTS/set-p$pipe-$name.json")"
         redis_benchmark "set-p$pipe-$name" set "$pipe" "$n"
         memtier "set-p$pipe-$name" 1:0 "$pipe"
