@@ -258,7 +258,7 @@ memtier() {
     local id="$1" ratio="$2" pipe="$3" out rps digits prefix low
     digits=${#KEYS}
     (( KEYS > 10 ** (digits - 1) )) || digits=$((digits - 1))   # digits of KEYS-1
-    (( digits <= 12 )) || { warn "memtier: $KEYS keys need more than 12 digits"; return 0; }
+    (( digits >= 1 && digits <= 12 )) || { warn "memtier: no key range for $KEYS keys"; return 0; }
     prefix="key:$(printf '%0*d' $((12 - digits)) 0)"
     [[ $digits == 12 ]] && prefix="key:"
     low=$((10 ** (digits - 1)))
