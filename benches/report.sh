@@ -44,6 +44,10 @@
 #                   snapshot tiering hitratio pubsub"); rows left out say "not measured"
 #   MEMORY_KEYS     keys of the memory-per-key row             (default 1000000)
 #   STARTUP_TIMEOUT seconds a server may take to start         (default 20)
+#   BUSY_POLL=1     the closed-loop GET/SET rows run strata-bench --busy-poll: the client
+#                   never sleeps, so the server is not charged for waking it (Strata's cost
+#                   per request depends on that, redis-server's hardly; memtier and
+#                   redis-benchmark sleep between replies, and then read differently)
 #
 # Needs: redis-server, redis-cli and redis-benchmark (installed with apt-get when missing),
 # memcached (its row is skipped with a warning when missing), python3 (writes the report).
@@ -244,30 +248,36 @@ redis_benchmark() {
 # --distinct-client-seed: by default every memtier connection draws the same key sequence, so
 # all of them hit the same keys at once and the server works from a hot CPU cache; strata-bench
 # gives each connection its own sequence, and so must memtier for the two to measure one load.
-# memtier cannot zero-pad key numbers (and starts them at 1), so before its first GET run on a
-# server strata-bench also sets the key space under memtier's names (key:0 .., unpadded).
+# Keys: memtier cannot zero-pad its numbers, so it asks for strata-bench's own names (key:
+# and 12 digits) through a prefix of zeros, over the keys that have all their digits: with
+# 1M keys, key:000000100000 .. key:000000999999, 90% of the preloaded space. Its unpadded
+# key:N names (10 bytes) would be a different load: Strata keeps keys up to 11 bytes in the
+# table and longer ones in a heap block, one more memory access per request.
 memtier() {
     [[ $HAVE_MEMTIER == 1 ]] || return 0
-    local id="$1" ratio="$2" pipe="$3" out rps
-    if [[ "$ratio" == 0:1 && "${MEMTIER_KEYS_ON:-}" != "$SERVER_NAME" ]]; then
-        bench "memtier-preload-$SERVER_NAME" run --connections "$CONNECTIONS" --keys "$KEYS" \
-            --value-size "$VALUE_SIZE" --preload --ratio 0:1 --duration 0.1
-        MEMTIER_KEYS_ON="$SERVER_NAME"
-    fi
+    local id="$1" ratio="$2" pipe="$3" out rps digits prefix low
+    digits=${#KEYS}
+    (( KEYS > 10 ** (digits - 1) )) || digits=$((digits - 1))   # digits of KEYS-1
+    (( digits >= 1 && digits <= 12 )) || { warn "memtier: no key range for $KEYS keys"; return 0; }
+    prefix="key:$(printf '%0*d' $((12 - digits)) 0)"
+    [[ $digits == 12 ]] && prefix="key:"
+    low=$((10 ** (digits - 1)))
     pin_prefix "$CLIENT_CPU"
     out="$("${PIN_CMD[@]}" memtier_benchmark -s 127.0.0.1 -p "$SERVER_PORT" --protocol=redis \
         -t 1 -c "$CONNECTIONS" --pipeline "$pipe" --ratio "$ratio" -d "$VALUE_SIZE" \
-        --key-prefix "key:" --key-minimum 1 --key-maximum "$((KEYS - 1))" \
+        --key-prefix "$prefix" --key-minimum "$low" --key-maximum "$((KEYS - 1))" \
         --distinct-client-seed --test-time "$DURATION" --hide-histogram 2>/dev/null || true)"
     rps="$(awk '/^Totals/ {print $2}' <<<"$out")"
     [[ -n "$rps" ]] || { warn "memtier_benchmark gave no figure for $id"; return 0; }
     printf '%s\t%s\n' "$rps" \
-        "memtier_benchmark -t 1 -c $CONNECTIONS --pipeline $pipe --ratio $ratio -d $VALUE_SIZE --key-prefix key: --key-minimum 1 --key-maximum $((KEYS - 1)) --distinct-client-seed --test-time $DURATION -p \$PORT" \
+        "memtier_benchmark -t 1 -c $CONNECTIONS --pipeline $pipe --ratio $ratio -d $VALUE_SIZE --key-prefix $prefix --key-minimum $low --key-maximum $((KEYS - 1)) --distinct-client-seed --test-time $DURATION -p \$PORT" \
         >"$RESULTS/$id.memtier"
     log "    memtier_benchmark: $rps ops/s"
 }
 
 LOAD=(--connections "$CONNECTIONS" --keys "$KEYS" --value-size "$VALUE_SIZE" --key-width 12)
+POLL=()
+[[ "${BUSY_POLL:-0}" == 1 ]] && POLL=(--busy-poll)
 
 # Row 1: GET and SET, pipeline 1 and 30, closed loop, on a preloaded key space.
 throughput_row() {
@@ -278,12 +288,14 @@ throughput_row() {
     bench "preload-$name" run "${LOAD[@]}" --preload --ratio 0:1 --duration 0.1
     for pipe in "${PIPELINES[@]}"; do
         log "  GET, pipeline $pipe"
-        bench "get-p$pipe-$name" run "${LOAD[@]}" --ratio 0:1 --pipeline "$pipe" --duration "$DURATION"
+        bench "get-p$pipe-$name" run "${LOAD[@]}" "${POLL[@]}" --ratio 0:1 --pipeline "$pipe" \
+            --duration "$DURATION"
         n="$(python3 -c 'import json,sys; print(int(json.load(open(sys.argv[1]))["requests"]))' "$RESULTS/get-p$pipe-$name.json")"
         redis_benchmark "get-p$pipe-$name" get "$pipe" "$n"
         memtier "get-p$pipe-$name" 0:1 "$pipe"
         log "  SET, pipeline $pipe"
-        bench "set-p$pipe-$name" run "${LOAD[@]}" --ratio 1:0 --pipeline "$pipe" --duration "$DURATION"
+        bench "set-p$pipe-$name" run "${LOAD[@]}" "${POLL[@]}" --ratio 1:0 --pipeline "$pipe" \
+            --duration "$DURATION"
         n="$(python3 -c 'import json,sys; print(int(json.load(open(sys.argv[1]))["requests"]))' "$RESULTS/set-p$pipe-$name.json")"
         redis_benchmark "set-p$pipe-$name" set "$pipe" "$n"
         memtier "set-p$pipe-$name" 1:0 "$pipe"

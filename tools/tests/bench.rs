@@ -278,6 +278,50 @@ fn closed_loop_after_preload_finds_every_key_without_errors() {
 }
 
 #[test]
+fn busy_poll_closed_loop_matches_every_reply_to_its_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(server) = redis(dir.path()) else {
+        return;
+    };
+    let json = dir.path().join("run.json");
+    let port = server.port.to_string();
+    let args = [
+        "run",
+        "--port",
+        &port,
+        "--preload",
+        "--keys",
+        "2000",
+        "--ratio",
+        "1:3",
+        "--duration",
+        "1",
+        "--connections",
+        "3",
+        "--pipeline",
+        "4",
+        "--busy-poll",
+        "--json",
+        json.to_str().unwrap(),
+    ];
+    let r = run_json(&args, &json);
+    assert_eq!(r["mode"], "closed");
+    assert_eq!(num(&r, "errors"), 0.0, "{r}");
+    assert_eq!(num(&r, "unanswered"), 0.0, "{r}");
+    assert!(num(&r, "gets") > 100.0 && num(&r, "sets") > 30.0, "{r}");
+    assert_eq!(
+        num(&r, "hits"),
+        num(&r, "gets"),
+        "every key was preloaded: {r}"
+    );
+    assert_eq!(
+        num(&r, "requests"),
+        num(&r, "gets") + num(&r, "sets"),
+        "{r}"
+    );
+}
+
+#[test]
 fn servers_split_the_keys_by_hash_slot_as_a_cluster_client_does() {
     let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
     let Some(mut first) = redis(dirs[0].path()) else {
@@ -574,6 +618,7 @@ fn help_lists_the_subcommands_and_the_flags_of_run() {
         "--duration",
         "--json",
         "--rate",
+        "--busy-poll",
         "Exit codes:",
     ] {
         assert!(help.contains(flag), "run --help lacks {flag}: {help}");

@@ -73,6 +73,9 @@ pub struct Plan {
     pub duration: Option<Duration>,
     /// Unanswered requests a connection may have before it waits (open loop).
     pub max_outstanding: usize,
+    /// Closed loop: poll without sleeping while replies are awaited. On one machine a
+    /// sleeping client is woken by the server's send, and the server pays for that wakeup.
+    pub busy_poll: bool,
 }
 
 /// What the main thread prints while a run goes.
@@ -482,7 +485,8 @@ impl Worker {
                 }
             }
             let now = self.clock.now_ns();
-            let timeout = if wake <= now + SPIN_NS {
+            let spin = self.plan.busy_poll && !open && busy;
+            let timeout = if spin || wake <= now + SPIN_NS {
                 Some(Timespec {
                     tv_sec: 0,
                     tv_nsec: 0,

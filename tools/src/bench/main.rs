@@ -178,6 +178,11 @@ struct Load {
     /// (the late requests still count from their due time).
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..))]
     max_outstanding: u32,
+    /// Closed loop: poll for replies without ever sleeping (the client's CPU reads 100%). A
+    /// client on the server's machine that sleeps between replies is woken by the server's
+    /// send, and that wakeup is charged to the server; this measures the server without it.
+    #[arg(long)]
+    busy_poll: bool,
     /// Seed of the key and value draws.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -386,6 +391,7 @@ impl Setup {
             rate: None,
             duration: None,
             max_outstanding: 64,
+            busy_poll: false,
         };
         let gens = (0..conns)
             .map(|c| Generator::preload(&self.work, &self.values, c, conns))
@@ -432,6 +438,7 @@ impl Setup {
             rate,
             duration: Some(Duration::from_secs_f64(l.duration)),
             max_outstanding: l.max_outstanding as usize,
+            busy_poll: l.busy_poll && rate.is_none(),
         };
         let conns = l.connections as usize;
         let gens = (0..conns)

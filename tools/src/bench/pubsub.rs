@@ -153,6 +153,7 @@ pub fn pubsub(args: PubsubArgs) -> Result<(), Failure> {
         rate: Some(args.rate),
         duration: Some(Duration::from_secs_f64(args.duration)),
         max_outstanding: 1000,
+        busy_poll: false,
     };
     let gens = (0..args.publishers as usize)
         .map(|c| Generator::publish(&work, c, args.channels, args.message_size as usize))
