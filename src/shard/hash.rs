@@ -373,6 +373,46 @@ impl Node {
         self.dead = 0;
     }
 
+    /// An empty node sized for `fields` records of `bytes` arena bytes, so that filling it
+    /// neither rehashes nor reallocates.
+    fn with_capacity(fields: usize, bytes: usize) -> Node {
+        let slots = (fields * 4).div_ceil(3).next_power_of_two().max(MIN_SLOTS);
+        Node {
+            slots: vec![0u32; slots].into_boxed_slice(),
+            arena: Vec::with_capacity(bytes),
+            ..Node::default()
+        }
+    }
+
+    /// Arena bytes of the live records.
+    fn live_bytes(&self) -> usize {
+        self.arena.len() - self.dead
+    }
+
+    /// The records split in two by their hash (`right` true: the second node), each node sized
+    /// for what it receives; every field hashed once.
+    fn split_by(&self, right: impl Fn(u64) -> bool) -> (Node, Node) {
+        let mut sides = Vec::with_capacity(self.len);
+        let (mut counts, mut bytes) = ([0usize; 2], [0usize; 2]);
+        for &s in self.slots.iter().filter(|&&s| s != 0) {
+            let r = self.record(s as usize - 1);
+            let h = field_hash(r.field.name);
+            let side = usize::from(right(h));
+            counts[side] += 1;
+            bytes[side] += r.size;
+            sides.push((h, side, r.field));
+        }
+        let mut out = [
+            Node::with_capacity(counts[0], bytes[0]),
+            Node::with_capacity(counts[1], bytes[1]),
+        ];
+        for (h, side, f) in sides {
+            out[side].insert_new(h, f.name, f.value, f.expire_at);
+        }
+        let [a, b] = out;
+        (a, b)
+    }
+
     fn fields(&self) -> impl Iterator<Item = (usize, Field<'_>)> {
         (0..self.slots.len()).filter_map(|i| self.at(i).map(|r| (i, r.field)))
     }
@@ -567,10 +607,14 @@ impl LargeHash {
         true
     }
 
-    /// Adds a field known to be absent (building from a listpack or an RDB value).
-    fn push_new(&mut self, name: &[u8], value: &[u8], expire_at: Option<u64>) {
+    /// Adds a field; false (nothing changed) when it is already there.
+    pub fn insert(&mut self, name: &[u8], value: &[u8], expire_at: Option<u64>) -> bool {
+        // One hash and one probe serve both the lookup and the insertion.
         let h = field_hash(name);
         let i = self.node_of(h);
+        if self.nodes[i].find(h, name).is_some() {
+            return false;
+        }
         self.edit(i, |node| node.insert_new(h, name, value, expire_at));
         self.len += 1;
         self.expiring += usize::from(expire_at.is_some());
@@ -578,14 +622,6 @@ impl LargeHash {
             self.min_expire = self.min_expire.min(at);
         }
         self.rebalance();
-    }
-
-    /// Adds a field; false (nothing changed) when it is already there.
-    pub fn insert(&mut self, name: &[u8], value: &[u8], expire_at: Option<u64>) -> bool {
-        if self.get(name).is_some() {
-            return false;
-        }
-        self.push_new(name, value, expire_at);
         true
     }
 
@@ -598,16 +634,7 @@ impl LargeHash {
         if self.len > n * NODE_FIELDS {
             let j = n - low;
             let mask = 2 * low - 1;
-            let (mut stay, mut go) = (Node::default(), Node::default());
-            for (_, f) in self.nodes[j].fields() {
-                let h = field_hash(f.name);
-                let to = if (h as usize) & mask == n {
-                    &mut go
-                } else {
-                    &mut stay
-                };
-                to.insert_new(h, f.name, f.value, f.expire_at);
-            }
+            let (stay, go) = self.nodes[j].split_by(|h| (h as usize) & mask == n);
             self.node_bytes = self.node_bytes + stay.heap() + go.heap() - self.nodes[j].heap();
             self.nodes[j] = Arc::new(stay);
             self.nodes.push(Arc::new(go));
@@ -615,9 +642,10 @@ impl LargeHash {
             let last = n - 1;
             let lower = 1usize << (usize::BITS - 1 - last.leading_zeros());
             let partner = last - lower;
-            let mut merged = Node::default();
-            for i in [partner, last] {
-                for (_, f) in self.nodes[i].fields() {
+            let (a, b) = (&self.nodes[partner], &self.nodes[last]);
+            let mut merged = Node::with_capacity(a.len + b.len, a.live_bytes() + b.live_bytes());
+            for node in [a, b] {
+                for (_, f) in node.fields() {
                     merged.insert_new(field_hash(f.name), f.name, f.value, f.expire_at);
                 }
             }
