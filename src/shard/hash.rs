@@ -157,6 +157,29 @@ impl Node {
         }
     }
 
+    /// Whether the record at `off` is the field `name`: the probe's test, which reads the
+    /// name only (no value, expiry or spill decoded) and compares lengths first.
+    fn name_is(&self, off: usize, name: &[u8]) -> bool {
+        let a = &self.arena;
+        let (head, n) = get_varint(a, off);
+        if head >> 2 != name.len() {
+            return false;
+        }
+        let mut at = off + n;
+        if head & HAS_EXPIRY != 0 {
+            at += 8;
+        }
+        if head & SPILLED != 0 {
+            let mut b = [0u8; 4];
+            b.copy_from_slice(&a[at..at + 4]);
+            let block = &self.spills[u32::from_le_bytes(b) as usize];
+            return &block[..name.len()] == name;
+        }
+        let (_, n) = get_varint(a, at);
+        at += n;
+        &a[at..at + name.len()] == name
+    }
+
     fn at(&self, slot: usize) -> Option<Record<'_>> {
         match self.slots.get(slot) {
             Some(&s) if s != 0 => Some(self.record(s as usize - 1)),
@@ -179,7 +202,7 @@ impl Node {
             if s == 0 {
                 return None;
             }
-            if self.record(s as usize - 1).field.name == name {
+            if self.name_is(s as usize - 1, name) {
                 return Some(i);
             }
             i = (i + 1) & mask;

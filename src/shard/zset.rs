@@ -455,6 +455,9 @@ impl Leaf {
 struct Inner {
     kids: Vec<Arc<Node>>,
     sizes: Vec<usize>,
+    /// The score of each kid's first member: a descent compares these and reads members only
+    /// on equal scores.
+    lows: Vec<f64>,
     total: usize,
 }
 
@@ -484,11 +487,17 @@ impl Node {
     /// The kid whose range holds (score, member): the last one whose first entry is not
     /// after it (the first kid when all are).
     fn kid_for(inner: &Inner, score: f64, member: &[u8]) -> usize {
-        let n = inner.kids.partition_point(|k| {
-            k.first()
-                .is_some_and(|(s, m)| cmp_entry(s, m, score, member) != Ordering::Greater)
-        });
+        let below = inner.lows.partition_point(|&l| l < score);
+        let equal = inner.lows[below..].partition_point(|&l| l <= score);
+        let n = below
+            + inner.kids[below..below + equal]
+                .partition_point(|k| k.first().is_some_and(|(_, m)| m <= member));
         n.saturating_sub(1)
+    }
+
+    /// The score of the first member (kids are never empty; an empty node sorts last).
+    fn low(&self) -> f64 {
+        self.first().map_or(f64::INFINITY, |(s, _)| s)
     }
 
     /// Inserts; returns the node split off to the right when this one overflowed.
@@ -503,9 +512,14 @@ impl Node {
                 let split = Arc::make_mut(&mut inner.kids[i]).insert(score, member);
                 inner.total += 1;
                 inner.sizes[i] += 1;
+                if score <= inner.lows[i] {
+                    // Only a new first member (of the first kid) moves a low.
+                    inner.lows[i] = inner.kids[i].low();
+                }
                 if let Some(right) = split {
                     let rn = right.len();
                     inner.sizes[i] -= rn;
+                    inner.lows.insert(i + 1, right.low());
                     inner.kids.insert(i + 1, Arc::new(right));
                     inner.sizes.insert(i + 1, rn);
                 }
@@ -513,9 +527,15 @@ impl Node {
                     let half = inner.kids.len() / 2;
                     let kids = inner.kids.split_off(half);
                     let sizes = inner.sizes.split_off(half);
+                    let lows = inner.lows.split_off(half);
                     let total: usize = sizes.iter().sum();
                     inner.total -= total;
-                    return Some(Node::Inner(Inner { kids, sizes, total }));
+                    return Some(Node::Inner(Inner {
+                        kids,
+                        sizes,
+                        lows,
+                        total,
+                    }));
                 }
                 None
             }
@@ -532,12 +552,7 @@ impl Node {
                 }
                 inner.total -= 1;
                 inner.sizes[i] -= 1;
-                if inner.sizes[i] == 0 {
-                    inner.kids.remove(i);
-                    inner.sizes.remove(i);
-                } else {
-                    inner.merge_around(i);
-                }
+                inner.after_removal(i);
                 true
             }
         }
@@ -557,12 +572,7 @@ impl Node {
                 let got = Arc::make_mut(&mut inner.kids[i]).pop_edge(last)?;
                 inner.total -= 1;
                 inner.sizes[i] -= 1;
-                if inner.sizes[i] == 0 {
-                    inner.kids.remove(i);
-                    inner.sizes.remove(i);
-                } else {
-                    inner.merge_around(i);
-                }
+                inner.after_removal(i);
                 Some(got)
             }
         }
@@ -674,6 +684,19 @@ impl Node {
 }
 
 impl Inner {
+    /// Kid `i` lost a member: it goes when empty, else its low is read again and it may
+    /// merge with a neighbour.
+    fn after_removal(&mut self, i: usize) {
+        if self.sizes[i] == 0 {
+            self.kids.remove(i);
+            self.sizes.remove(i);
+            self.lows.remove(i);
+        } else {
+            self.lows[i] = self.kids[i].low();
+            self.merge_around(i);
+        }
+    }
+
     /// Merges kid `i` with a neighbour when it has shrunk and the two fit in one.
     fn merge_around(&mut self, i: usize) {
         let small = match &*self.kids[i] {
@@ -696,6 +719,7 @@ impl Inner {
         }
         let right = self.kids.remove(left + 1);
         let rn = self.sizes.remove(left + 1);
+        self.lows.remove(left + 1);
         self.sizes[left] += rn;
         let right = Arc::try_unwrap(right).unwrap_or_else(|shared| (*shared).clone());
         match (Arc::make_mut(&mut self.kids[left]), right) {
@@ -706,6 +730,7 @@ impl Inner {
             (Node::Inner(a), Node::Inner(b)) => {
                 a.kids.extend(b.kids);
                 a.sizes.extend(b.sizes);
+                a.lows.extend(b.lows);
                 a.total += b.total;
             }
             // `fits` matched the two kinds.
@@ -927,6 +952,7 @@ impl LargeZSet {
             let left = std::mem::replace(&mut self.root, Arc::new(Node::Leaf(Leaf::default())));
             let (ln, rn) = (left.len(), right.len());
             self.root = Arc::new(Node::Inner(Inner {
+                lows: vec![left.low(), right.low()],
                 kids: vec![left, Arc::new(right)],
                 sizes: vec![ln, rn],
                 total: ln + rn,
@@ -1235,6 +1261,10 @@ impl LargeZSet {
                 }
                 Node::Inner(i) => {
                     assert_eq!(i.kids.len(), i.sizes.len());
+                    assert_eq!(i.kids.len(), i.lows.len());
+                    for (k, &low) in i.kids.iter().zip(&i.lows) {
+                        assert_eq!(k.low().to_bits(), low.to_bits());
+                    }
                     let mut t = 0;
                     for (k, &n) in i.kids.iter().zip(&i.sizes) {
                         assert_eq!(walk(k, out), n);
