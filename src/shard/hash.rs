@@ -157,6 +157,27 @@ impl Node {
         }
     }
 
+    /// The name, size and spill (as in [`Record`]) of the record at `off`: what moving a
+    /// record needs, without its value or expiry.
+    fn span(&self, off: usize) -> (&[u8], usize, Option<(usize, usize)>) {
+        let a = &self.arena;
+        let (head, n) = get_varint(a, off);
+        let flen = head >> 2;
+        let mut at = off + n;
+        if head & HAS_EXPIRY != 0 {
+            at += 8;
+        }
+        if head & SPILLED != 0 {
+            let mut b = [0u8; 4];
+            b.copy_from_slice(&a[at..at + 4]);
+            let idx = u32::from_le_bytes(b) as usize;
+            return (&self.spills[idx][..flen], at + 4 - off, Some((idx, at)));
+        }
+        let (vlen, n) = get_varint(a, at);
+        at += n;
+        (&a[at..at + flen], at + flen + vlen - off, None)
+    }
+
     /// Whether the record at `off` is the field `name`: the probe's test, which reads the
     /// name only (no value, expiry or spill decoded) and compares lengths first.
     fn name_is(&self, off: usize, name: &[u8]) -> bool {
@@ -377,14 +398,14 @@ impl Node {
             if s == 0 {
                 continue;
             }
-            let r = self.record(s as usize - 1);
             let off = s as usize - 1;
+            let (name, size, _) = self.span(off);
             let new = arena.len() as u32 + 1;
-            arena.extend_from_slice(&self.arena[off..off + r.size]);
+            arena.extend_from_slice(&self.arena[off..off + size]);
             let i = if same {
                 pos
             } else {
-                let mut i = ((field_hash(r.field.name) >> 32) as usize) & mask;
+                let mut i = ((field_hash(name) >> 32) as usize) & mask;
                 while self.slots[i] != 0 {
                     i = (i + 1) & mask;
                 }
@@ -418,22 +439,54 @@ impl Node {
         let mut sides = Vec::with_capacity(self.len);
         let (mut counts, mut bytes) = ([0usize; 2], [0usize; 2]);
         for &s in self.slots.iter().filter(|&&s| s != 0) {
-            let r = self.record(s as usize - 1);
-            let h = field_hash(r.field.name);
+            let off = s as usize - 1;
+            let (name, size, spill) = self.span(off);
+            let h = field_hash(name);
             let side = usize::from(right(h));
             counts[side] += 1;
-            bytes[side] += r.size;
-            sides.push((h, side, r.field));
+            bytes[side] += size;
+            sides.push((h, side, off, size, spill));
         }
         let mut out = [
             Node::with_capacity(counts[0], bytes[0]),
             Node::with_capacity(counts[1], bytes[1]),
         ];
-        for (h, side, f) in sides {
-            out[side].insert_new(h, f.name, f.value, f.expire_at);
+        for (h, side, off, size, spill) in sides {
+            out[side].copy_record(h, self, off, size, spill);
         }
         let [a, b] = out;
         (a, b)
+    }
+
+    /// Adds the record at `off` of `src` (a field absent here) as it is: its bytes copied,
+    /// its spilled block shared, nothing decoded and encoded again.
+    fn copy_record(
+        &mut self,
+        h: u64,
+        src: &Node,
+        off: usize,
+        size: usize,
+        spill: Option<(usize, usize)>,
+    ) {
+        let at = self.arena.len();
+        self.arena.extend_from_slice(&src.arena[off..off + size]);
+        if let Some((idx, stub)) = spill {
+            let block = src.spills[idx].clone();
+            self.spill_bytes += 16 + block.len();
+            let pos = at + (stub - off);
+            self.arena[pos..pos + 4].copy_from_slice(&(self.spills.len() as u32).to_le_bytes());
+            self.spills.push(block);
+        }
+        if (self.len + 1) * 4 > self.slots.len() * 3 {
+            self.rebuild((self.slots.len() * 2).max(MIN_SLOTS));
+        }
+        let mask = self.slots.len() - 1;
+        let mut i = self.home(h);
+        while self.slots[i] != 0 {
+            i = (i + 1) & mask;
+        }
+        self.slots[i] = at as u32 + 1;
+        self.len += 1;
     }
 
     fn fields(&self) -> impl Iterator<Item = (usize, Field<'_>)> {
