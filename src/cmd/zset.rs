@@ -226,16 +226,29 @@ impl ZEdit<'_> {
     /// Removes up to `count` members from the low end (or, `max`, the high end); returns them
     /// in the order taken (highest first for `max`).
     fn pop(&mut self, max: bool, count: usize) -> Entries {
-        if let Some(z) = self.large() {
-            return z.pop(max, count);
-        }
-        let n = self.view().len();
-        let take = count.min(n);
-        let mut v = if max {
-            self.remove_ranks(n - take, n)
-        } else {
-            self.remove_ranks(0, take)
+        let lp = match self {
+            ZEdit::Packed(lp) => lp,
+            other => return other.large().map_or_else(Vec::new, |z| z.pop(max, count)),
         };
+        // The listpack: one walk to the first rank taken, one cut of the entries taken.
+        let n = listpack::len(lp) / 2;
+        let take = count.min(n);
+        let lo = if max { n - take } else { 0 };
+        let mut cut = None;
+        let mut v = Vec::with_capacity(take);
+        {
+            let mut it = listpack::iter(lp).skip(2 * lo);
+            while v.len() < take {
+                let (Some((pos, m)), Some((_, s))) = (it.next(), it.next()) else {
+                    break;
+                };
+                cut.get_or_insert(pos);
+                v.push((m.to_vec(), zs::element_score(s)));
+            }
+        }
+        if let Some(pos) = cut {
+            listpack::delete(lp, pos, 2 * v.len());
+        }
         if max {
             v.reverse();
         }
