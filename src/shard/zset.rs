@@ -5,7 +5,8 @@
 //! ```text
 //! LargeZSet: tree   Arc<Node>           counted B+tree in (score, member) order
 //!              Leaf: bytes [record]*    record = score f64 LE | varint len | member
-//!              Inner: kids [Arc<Node>], sizes [usize]   (members under each kid)
+//!              Inner: kids [Arc<Node>], sizes [usize], lows [f64]   (members under each kid,
+//!                     the score of its first member)
 //!            index  [Arc<Chunk>; 2^bits]  member -> score, chunk = top bits of hash(member)
 //!              Chunk: hashes [u64] sorted, offs [u32], data [record]*
 //! ```
