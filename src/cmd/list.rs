@@ -36,11 +36,33 @@ pub fn parse_end(arg: &[u8]) -> Result<End, Reply> {
     }
 }
 
-fn bulk(e: Element<'_>) -> Reply {
-    match e {
-        Element::Int(v) => Reply::Bulk(Bytes::from(v.to_string())),
-        Element::Str(s) => Reply::Bulk(Bytes::copy_from_slice(s)),
-    }
+/// Bulk replies of elements that `visit` hands over: their bytes go into one buffer that
+/// every reply string shares (one allocation for the lot, not one per element).
+fn shared_bulks(n: usize, visit: impl FnOnce(&mut dyn FnMut(Element<'_>))) -> Reply {
+    use std::io::Write;
+    let mut buf = Vec::with_capacity(n * 16);
+    let mut ends = Vec::with_capacity(n);
+    visit(&mut |e| {
+        match e {
+            // Writing to a Vec cannot fail.
+            Element::Int(v) => {
+                let _ = write!(buf, "{v}");
+            }
+            Element::Str(s) => buf.extend_from_slice(s),
+        }
+        ends.push(buf.len());
+    });
+    let buf = Bytes::from(buf);
+    let mut from = 0;
+    Reply::Array(
+        ends.into_iter()
+            .map(|to| {
+                let b = buf.slice(from..to);
+                from = to;
+                Reply::Bulk(b)
+            })
+            .collect(),
+    )
 }
 
 fn fill(ctx: &Ctx) -> i32 {
@@ -314,14 +336,12 @@ pub fn lrange(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     };
     let r = read(ctx, &args[1], |ql| match clip(start, end, ql.len()) {
         None => Reply::Array(vec![]),
-        Some((s, e)) => {
-            let mut out = Vec::with_capacity(e + 1 - s);
+        Some((s, e)) => shared_bulks(e + 1 - s, |f| {
             ql.iter_from(s, true).visit(e + 1 - s, |_, el| {
-                out.push(bulk(el));
+                f(el);
                 true
-            });
-            Reply::Array(out)
-        }
+            })
+        }),
     });
     match r {
         Ok(Some(r)) => r,

@@ -223,6 +223,38 @@ impl ZEdit<'_> {
         }
     }
 
+    /// Removes up to `count` members from the low end (or, `max`, the high end); returns them
+    /// in the order taken (highest first for `max`).
+    fn pop(&mut self, max: bool, count: usize) -> Entries {
+        let lp = match self {
+            ZEdit::Packed(lp) => lp,
+            other => return other.large().map_or_else(Vec::new, |z| z.pop(max, count)),
+        };
+        // The listpack: one walk to the first rank taken, one cut of the entries taken.
+        let n = listpack::len(lp) / 2;
+        let take = count.min(n);
+        let lo = if max { n - take } else { 0 };
+        let mut cut = None;
+        let mut v = Vec::with_capacity(take);
+        {
+            let mut it = listpack::iter(lp).skip(2 * lo);
+            while v.len() < take {
+                let (Some((pos, m)), Some((_, s))) = (it.next(), it.next()) else {
+                    break;
+                };
+                cut.get_or_insert(pos);
+                v.push((m.to_vec(), zs::element_score(s)));
+            }
+        }
+        if let Some(pos) = cut {
+            listpack::delete(lp, pos, 2 * v.len());
+        }
+        if max {
+            v.reverse();
+        }
+        v
+    }
+
     /// Removes ranks `lo..hi`; returns what was removed, in order.
     fn remove_ranks(&mut self, lo: usize, hi: usize) -> Entries {
         let gone = self.view().range(lo, hi, false);
@@ -1009,19 +1041,7 @@ pub fn zremrangebylex(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
 /// Pops up to `count` members from the low (`max` false) or high end of the set at `key`.
 /// None when the key is missing.
 pub fn pop(ctx: &mut Ctx, key: &[u8], max: bool, count: usize) -> Result<Option<Entries>, Reply> {
-    let popped = modify(ctx, key, None, |z, _| {
-        let n = z.view().len();
-        let take = count.min(n);
-        let mut v = if max {
-            z.remove_ranks(n - take, n)
-        } else {
-            z.remove_ranks(0, take)
-        };
-        if max {
-            v.reverse();
-        }
-        Ok(v)
-    })?;
+    let popped = modify(ctx, key, None, |z, _| Ok(z.pop(max, count)))?;
     if popped.as_ref().is_some_and(|v| !v.is_empty()) {
         let event = if max { "zpopmax" } else { "zpopmin" };
         collection::notify_change(ctx, notify::ZSET, event, key);

@@ -157,6 +157,50 @@ impl Node {
         }
     }
 
+    /// The name, size and spill (as in [`Record`]) of the record at `off`: what moving a
+    /// record needs, without its value or expiry.
+    fn span(&self, off: usize) -> (&[u8], usize, Option<(usize, usize)>) {
+        let a = &self.arena;
+        let (head, n) = get_varint(a, off);
+        let flen = head >> 2;
+        let mut at = off + n;
+        if head & HAS_EXPIRY != 0 {
+            at += 8;
+        }
+        if head & SPILLED != 0 {
+            let mut b = [0u8; 4];
+            b.copy_from_slice(&a[at..at + 4]);
+            let idx = u32::from_le_bytes(b) as usize;
+            return (&self.spills[idx][..flen], at + 4 - off, Some((idx, at)));
+        }
+        let (vlen, n) = get_varint(a, at);
+        at += n;
+        (&a[at..at + flen], at + flen + vlen - off, None)
+    }
+
+    /// Whether the record at `off` is the field `name`: the probe's test, which reads the
+    /// name only (no value, expiry or spill decoded) and compares lengths first.
+    fn name_is(&self, off: usize, name: &[u8]) -> bool {
+        let a = &self.arena;
+        let (head, n) = get_varint(a, off);
+        if head >> 2 != name.len() {
+            return false;
+        }
+        let mut at = off + n;
+        if head & HAS_EXPIRY != 0 {
+            at += 8;
+        }
+        if head & SPILLED != 0 {
+            let mut b = [0u8; 4];
+            b.copy_from_slice(&a[at..at + 4]);
+            let block = &self.spills[u32::from_le_bytes(b) as usize];
+            return &block[..name.len()] == name;
+        }
+        let (_, n) = get_varint(a, at);
+        at += n;
+        &a[at..at + name.len()] == name
+    }
+
     fn at(&self, slot: usize) -> Option<Record<'_>> {
         match self.slots.get(slot) {
             Some(&s) if s != 0 => Some(self.record(s as usize - 1)),
@@ -179,7 +223,7 @@ impl Node {
             if s == 0 {
                 return None;
             }
-            if self.record(s as usize - 1).field.name == name {
+            if self.name_is(s as usize - 1, name) {
                 return Some(i);
             }
             i = (i + 1) & mask;
@@ -354,14 +398,14 @@ impl Node {
             if s == 0 {
                 continue;
             }
-            let r = self.record(s as usize - 1);
             let off = s as usize - 1;
+            let (name, size, _) = self.span(off);
             let new = arena.len() as u32 + 1;
-            arena.extend_from_slice(&self.arena[off..off + r.size]);
+            arena.extend_from_slice(&self.arena[off..off + size]);
             let i = if same {
                 pos
             } else {
-                let mut i = ((field_hash(r.field.name) >> 32) as usize) & mask;
+                let mut i = ((field_hash(name) >> 32) as usize) & mask;
                 while self.slots[i] != 0 {
                     i = (i + 1) & mask;
                 }
@@ -371,6 +415,78 @@ impl Node {
         }
         self.arena = arena;
         self.dead = 0;
+    }
+
+    /// An empty node sized for `fields` records of `bytes` arena bytes, so that filling it
+    /// neither rehashes nor reallocates.
+    fn with_capacity(fields: usize, bytes: usize) -> Node {
+        let slots = (fields * 4).div_ceil(3).next_power_of_two().max(MIN_SLOTS);
+        Node {
+            slots: vec![0u32; slots].into_boxed_slice(),
+            arena: Vec::with_capacity(bytes),
+            ..Node::default()
+        }
+    }
+
+    /// Arena bytes of the live records.
+    fn live_bytes(&self) -> usize {
+        self.arena.len() - self.dead
+    }
+
+    /// The records split in two by their hash (`right` true: the second node), each node sized
+    /// for what it receives; every field hashed once.
+    fn split_by(&self, right: impl Fn(u64) -> bool) -> (Node, Node) {
+        let mut sides = Vec::with_capacity(self.len);
+        let (mut counts, mut bytes) = ([0usize; 2], [0usize; 2]);
+        for &s in self.slots.iter().filter(|&&s| s != 0) {
+            let off = s as usize - 1;
+            let (name, size, spill) = self.span(off);
+            let h = field_hash(name);
+            let side = usize::from(right(h));
+            counts[side] += 1;
+            bytes[side] += size;
+            sides.push((h, side, off, size, spill));
+        }
+        let mut out = [
+            Node::with_capacity(counts[0], bytes[0]),
+            Node::with_capacity(counts[1], bytes[1]),
+        ];
+        for (h, side, off, size, spill) in sides {
+            out[side].copy_record(h, self, off, size, spill);
+        }
+        let [a, b] = out;
+        (a, b)
+    }
+
+    /// Adds the record at `off` of `src` (a field absent here) as it is: its bytes copied,
+    /// its spilled block shared, nothing decoded and encoded again.
+    fn copy_record(
+        &mut self,
+        h: u64,
+        src: &Node,
+        off: usize,
+        size: usize,
+        spill: Option<(usize, usize)>,
+    ) {
+        let at = self.arena.len();
+        self.arena.extend_from_slice(&src.arena[off..off + size]);
+        if let Some((idx, stub)) = spill {
+            let block = src.spills[idx].clone();
+            self.spill_bytes += 16 + block.len();
+            let pos = at + (stub - off);
+            self.arena[pos..pos + 4].copy_from_slice(&(self.spills.len() as u32).to_le_bytes());
+            self.spills.push(block);
+        }
+        if (self.len + 1) * 4 > self.slots.len() * 3 {
+            self.rebuild((self.slots.len() * 2).max(MIN_SLOTS));
+        }
+        let mask = self.slots.len() - 1;
+        let mut i = self.home(h);
+        while self.slots[i] != 0 {
+            i = (i + 1) & mask;
+        }
+        self.slots[i] = at as u32 + 1;
+        self.len += 1;
     }
 
     fn fields(&self) -> impl Iterator<Item = (usize, Field<'_>)> {
@@ -567,10 +683,14 @@ impl LargeHash {
         true
     }
 
-    /// Adds a field known to be absent (building from a listpack or an RDB value).
-    fn push_new(&mut self, name: &[u8], value: &[u8], expire_at: Option<u64>) {
+    /// Adds a field; false (nothing changed) when it is already there.
+    pub fn insert(&mut self, name: &[u8], value: &[u8], expire_at: Option<u64>) -> bool {
+        // One hash and one probe serve both the lookup and the insertion.
         let h = field_hash(name);
         let i = self.node_of(h);
+        if self.nodes[i].find(h, name).is_some() {
+            return false;
+        }
         self.edit(i, |node| node.insert_new(h, name, value, expire_at));
         self.len += 1;
         self.expiring += usize::from(expire_at.is_some());
@@ -578,14 +698,6 @@ impl LargeHash {
             self.min_expire = self.min_expire.min(at);
         }
         self.rebalance();
-    }
-
-    /// Adds a field; false (nothing changed) when it is already there.
-    pub fn insert(&mut self, name: &[u8], value: &[u8], expire_at: Option<u64>) -> bool {
-        if self.get(name).is_some() {
-            return false;
-        }
-        self.push_new(name, value, expire_at);
         true
     }
 
@@ -598,16 +710,7 @@ impl LargeHash {
         if self.len > n * NODE_FIELDS {
             let j = n - low;
             let mask = 2 * low - 1;
-            let (mut stay, mut go) = (Node::default(), Node::default());
-            for (_, f) in self.nodes[j].fields() {
-                let h = field_hash(f.name);
-                let to = if (h as usize) & mask == n {
-                    &mut go
-                } else {
-                    &mut stay
-                };
-                to.insert_new(h, f.name, f.value, f.expire_at);
-            }
+            let (stay, go) = self.nodes[j].split_by(|h| (h as usize) & mask == n);
             self.node_bytes = self.node_bytes + stay.heap() + go.heap() - self.nodes[j].heap();
             self.nodes[j] = Arc::new(stay);
             self.nodes.push(Arc::new(go));
@@ -615,9 +718,10 @@ impl LargeHash {
             let last = n - 1;
             let lower = 1usize << (usize::BITS - 1 - last.leading_zeros());
             let partner = last - lower;
-            let mut merged = Node::default();
-            for i in [partner, last] {
-                for (_, f) in self.nodes[i].fields() {
+            let (a, b) = (&self.nodes[partner], &self.nodes[last]);
+            let mut merged = Node::with_capacity(a.len + b.len, a.live_bytes() + b.live_bytes());
+            for node in [a, b] {
+                for (_, f) in node.fields() {
                     merged.insert_new(field_hash(f.name), f.name, f.value, f.expire_at);
                 }
             }

@@ -5,7 +5,8 @@
 //! ```text
 //! LargeZSet: tree   Arc<Node>           counted B+tree in (score, member) order
 //!              Leaf: bytes [record]*    record = score f64 LE | varint len | member
-//!              Inner: kids [Arc<Node>], sizes [usize]   (members under each kid)
+//!              Inner: kids [Arc<Node>], sizes [usize], lows [f64]   (members under each kid,
+//!                     the score of its first member)
 //!            index  [Arc<Chunk>; 2^bits]  member -> score, chunk = top bits of hash(member)
 //!              Chunk: hashes [u64] sorted, offs [u32], data [record]*
 //! ```
@@ -87,6 +88,15 @@ pub fn lp_score_text(d: f64) -> String {
 /// C's `strtod` over the whole text: (value, whether it overflowed or underflowed to zero).
 /// Leading white space is skipped as strtod does; None when the text is not all a number.
 pub fn strtod(b: &[u8]) -> Option<(f64, bool)> {
+    // Plain integers of up to 15 digits (what most scores are) convert exactly: no text
+    // copy, no float parsing.
+    let digits = b.strip_prefix(b"-").unwrap_or(b);
+    if !digits.is_empty() && digits.len() <= 15 && digits.iter().all(u8::is_ascii_digit) {
+        let v = digits
+            .iter()
+            .fold(0i64, |acc, &c| acc * 10 + i64::from(c - b'0')) as f64;
+        return Some((if digits.len() < b.len() { -v } else { v }, false));
+    }
     let s = std::str::from_utf8(b).ok()?;
     let t = s.trim_start_matches([' ', '\t', '\n', '\x0b', '\x0c', '\r']);
     if t.is_empty() {
@@ -334,14 +344,26 @@ impl Leaf {
     }
 
     fn insert(&mut self, score: f64, member: &[u8]) {
-        let at = self
-            .records()
-            .find(|&(_, s, m)| cmp_entry(s, m, score, member) == Ordering::Greater)
-            .map_or(self.data.len(), |(o, _, _)| o);
-        let mut rec = Vec::with_capacity(record_size(member));
-        put_record(&mut rec, score, member);
-        grow_for(&mut self.data, rec.len());
-        self.data.splice(at..at, rec);
+        let at = self.after(score, member);
+        // Written in place: the tail moves up once, no record is built on the side.
+        let size = record_size(member);
+        grow_for(&mut self.data, size);
+        let old = self.data.len();
+        self.data.resize(old + size, 0);
+        self.data.copy_within(at..old, at + size);
+        let mut w = at;
+        for b in score.to_le_bytes() {
+            self.data[w] = b;
+            w += 1;
+        }
+        let mut n = member.len();
+        while n >= 0x80 {
+            self.data[w] = n as u8 | 0x80;
+            n >>= 7;
+            w += 1;
+        }
+        self.data[w] = n as u8;
+        self.data[w + 1..at + size].copy_from_slice(member);
         self.len += 1;
     }
 
@@ -361,6 +383,54 @@ impl Leaf {
             }
             None => false,
         }
+    }
+
+    /// The offset of the first record after (score, member). The hot loop of an insert: it
+    /// reads a score and a one-byte length inline and compares members only on equal scores.
+    fn after(&self, score: f64, member: &[u8]) -> usize {
+        let d = &self.data[..];
+        let mut at = 0;
+        while let Some(head) = d.get(at..at + 9) {
+            let mut sb = [0u8; 8];
+            sb.copy_from_slice(&head[..8]);
+            let s = f64::from_le_bytes(sb);
+            if s > score {
+                break;
+            }
+            let (m, next) = if head[8] < 0x80 {
+                let start = at + 9;
+                let end = start + usize::from(head[8]);
+                (&d[start..end], end)
+            } else {
+                let (_, m, next) = read_record(d, at);
+                (m, next)
+            };
+            if s == score && m > member {
+                break;
+            }
+            at = next;
+        }
+        at
+    }
+
+    /// Takes out the first (or, `last`, the last) record.
+    fn pop_edge(&mut self, last: bool) -> Option<(f64, Vec<u8>)> {
+        if self.len == 0 {
+            return None;
+        }
+        let at = if last {
+            self.records().last().map_or(0, |(o, _, _)| o)
+        } else {
+            0
+        };
+        let (score, member, end) = read_record(&self.data, at);
+        let member = member.to_vec();
+        self.data.drain(at..end);
+        self.len -= 1;
+        if self.data.capacity() > 2 * self.data.len() + 64 {
+            self.data.shrink_to(self.data.len() + self.data.len() / 8);
+        }
+        Some((score, member))
     }
 
     fn full(&self) -> bool {
@@ -386,6 +456,9 @@ impl Leaf {
 struct Inner {
     kids: Vec<Arc<Node>>,
     sizes: Vec<usize>,
+    /// The score of each kid's first member: a descent compares these and reads members only
+    /// on equal scores.
+    lows: Vec<f64>,
     total: usize,
 }
 
@@ -415,11 +488,17 @@ impl Node {
     /// The kid whose range holds (score, member): the last one whose first entry is not
     /// after it (the first kid when all are).
     fn kid_for(inner: &Inner, score: f64, member: &[u8]) -> usize {
-        let n = inner.kids.partition_point(|k| {
-            k.first()
-                .is_some_and(|(s, m)| cmp_entry(s, m, score, member) != Ordering::Greater)
-        });
+        let below = inner.lows.partition_point(|&l| l < score);
+        let equal = inner.lows[below..].partition_point(|&l| l <= score);
+        let n = below
+            + inner.kids[below..below + equal]
+                .partition_point(|k| k.first().is_some_and(|(_, m)| m <= member));
         n.saturating_sub(1)
+    }
+
+    /// The score of the first member (kids are never empty; an empty node sorts last).
+    fn low(&self) -> f64 {
+        self.first().map_or(f64::INFINITY, |(s, _)| s)
     }
 
     /// Inserts; returns the node split off to the right when this one overflowed.
@@ -434,9 +513,14 @@ impl Node {
                 let split = Arc::make_mut(&mut inner.kids[i]).insert(score, member);
                 inner.total += 1;
                 inner.sizes[i] += 1;
+                if score <= inner.lows[i] {
+                    // Only a new first member (of the first kid) moves a low.
+                    inner.lows[i] = inner.kids[i].low();
+                }
                 if let Some(right) = split {
                     let rn = right.len();
                     inner.sizes[i] -= rn;
+                    inner.lows.insert(i + 1, right.low());
                     inner.kids.insert(i + 1, Arc::new(right));
                     inner.sizes.insert(i + 1, rn);
                 }
@@ -444,9 +528,15 @@ impl Node {
                     let half = inner.kids.len() / 2;
                     let kids = inner.kids.split_off(half);
                     let sizes = inner.sizes.split_off(half);
+                    let lows = inner.lows.split_off(half);
                     let total: usize = sizes.iter().sum();
                     inner.total -= total;
-                    return Some(Node::Inner(Inner { kids, sizes, total }));
+                    return Some(Node::Inner(Inner {
+                        kids,
+                        sizes,
+                        lows,
+                        total,
+                    }));
                 }
                 None
             }
@@ -463,13 +553,28 @@ impl Node {
                 }
                 inner.total -= 1;
                 inner.sizes[i] -= 1;
-                if inner.sizes[i] == 0 {
-                    inner.kids.remove(i);
-                    inner.sizes.remove(i);
-                } else {
-                    inner.merge_around(i);
-                }
+                inner.after_removal(i);
                 true
+            }
+        }
+    }
+
+    /// Takes out the lowest (or, `last`, the highest) member: the edge path only, with no
+    /// search by score and member.
+    fn pop_edge(&mut self, last: bool) -> Option<(f64, Vec<u8>)> {
+        match self {
+            Node::Leaf(l) => l.pop_edge(last),
+            Node::Inner(inner) => {
+                let i = if last {
+                    inner.kids.len().checked_sub(1)?
+                } else {
+                    0
+                };
+                let got = Arc::make_mut(&mut inner.kids[i]).pop_edge(last)?;
+                inner.total -= 1;
+                inner.sizes[i] -= 1;
+                inner.after_removal(i);
+                Some(got)
             }
         }
     }
@@ -580,6 +685,19 @@ impl Node {
 }
 
 impl Inner {
+    /// Kid `i` lost a member: it goes when empty, else its low is read again and it may
+    /// merge with a neighbour.
+    fn after_removal(&mut self, i: usize) {
+        if self.sizes[i] == 0 {
+            self.kids.remove(i);
+            self.sizes.remove(i);
+            self.lows.remove(i);
+        } else {
+            self.lows[i] = self.kids[i].low();
+            self.merge_around(i);
+        }
+    }
+
     /// Merges kid `i` with a neighbour when it has shrunk and the two fit in one.
     fn merge_around(&mut self, i: usize) {
         let small = match &*self.kids[i] {
@@ -602,6 +720,7 @@ impl Inner {
         }
         let right = self.kids.remove(left + 1);
         let rn = self.sizes.remove(left + 1);
+        self.lows.remove(left + 1);
         self.sizes[left] += rn;
         let right = Arc::try_unwrap(right).unwrap_or_else(|shared| (*shared).clone());
         match (Arc::make_mut(&mut self.kids[left]), right) {
@@ -612,6 +731,7 @@ impl Inner {
             (Node::Inner(a), Node::Inner(b)) => {
                 a.kids.extend(b.kids);
                 a.sizes.extend(b.sizes);
+                a.lows.extend(b.lows);
                 a.total += b.total;
             }
             // `fits` matched the two kinds.
@@ -833,6 +953,7 @@ impl LargeZSet {
             let left = std::mem::replace(&mut self.root, Arc::new(Node::Leaf(Leaf::default())));
             let (ln, rn) = (left.len(), right.len());
             self.root = Arc::new(Node::Inner(Inner {
+                lows: vec![left.low(), right.low()],
                 kids: vec![left, Arc::new(right)],
                 sizes: vec![ln, rn],
                 total: ln + rn,
@@ -846,7 +967,29 @@ impl LargeZSet {
         let score = self.index.chunks[c].score(slot);
         Arc::make_mut(&mut self.index.chunks[c]).remove(slot);
         Arc::make_mut(&mut self.root).remove(score, member);
-        // A root left with one child gives way to it.
+        self.collapse_root();
+        Some(score)
+    }
+
+    /// Removes and returns up to `count` members from the low end (or, `max`, the high end),
+    /// in the order taken.
+    pub fn pop(&mut self, max: bool, count: usize) -> Vec<(Vec<u8>, f64)> {
+        let mut out = Vec::with_capacity(count.min(self.len()));
+        while out.len() < count {
+            let Some((score, member)) = Arc::make_mut(&mut self.root).pop_edge(max) else {
+                break;
+            };
+            if let Some((c, slot, _)) = self.index.find(&member) {
+                Arc::make_mut(&mut self.index.chunks[c]).remove(slot);
+            }
+            out.push((member, score));
+        }
+        self.collapse_root();
+        out
+    }
+
+    /// A root left with one child gives way to it.
+    fn collapse_root(&mut self) {
         loop {
             let only = match &*self.root {
                 Node::Inner(i) if i.kids.len() == 1 => i.kids[0].clone(),
@@ -855,7 +998,6 @@ impl LargeZSet {
             };
             self.root = only;
         }
-        Some(score)
     }
 
     /// The 0-based rank of `member` in ascending order.
@@ -1120,6 +1262,10 @@ impl LargeZSet {
                 }
                 Node::Inner(i) => {
                     assert_eq!(i.kids.len(), i.sizes.len());
+                    assert_eq!(i.kids.len(), i.lows.len());
+                    for (k, &low) in i.kids.iter().zip(&i.lows) {
+                        assert_eq!(k.low().to_bits(), low.to_bits());
+                    }
                     let mut t = 0;
                     for (k, &n) in i.kids.iter().zip(&i.sizes) {
                         assert_eq!(walk(k, out), n);
@@ -1188,6 +1334,23 @@ mod tests {
         assert_eq!(strtod(b" 2"), Some((2.0, false)));
         assert_eq!(strtod(b""), Some((0.0, false)));
         assert_eq!(strtod(b" "), None);
+        // The integer shortcut agrees with the general parse, -0 keeping its sign.
+        for t in [
+            "0",
+            "-0",
+            "7",
+            "-12",
+            "007",
+            "123456789012345",
+            "-999999999999999",
+        ] {
+            let want: f64 = t.parse().unwrap_or(f64::NAN);
+            let got = parse_score(t.as_bytes());
+            assert_eq!(got.map(f64::to_bits), Some(want.to_bits()), "{t}");
+        }
+        assert_eq!(parse_score(b"9007199254740993"), Some(9007199254740992.0));
+        assert_eq!(parse_score(b"-"), None);
+        assert_eq!(parse_score(b"--1"), None);
     }
 
     #[test]
@@ -1266,6 +1429,55 @@ mod tests {
         }
         assert!(z.is_empty());
         assert_eq!(z.root.nodes(), 1);
+    }
+
+    #[test]
+    fn pops_take_the_edges_and_keep_tree_and_index_in_step() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+        let mut z = LargeZSet::new();
+        let mut model: Vec<(f64, Vec<u8>)> = Vec::new();
+        for i in 0..20_000 {
+            let m = format!("m{i}").into_bytes();
+            let s = f64::from(rng.gen_range(0..500));
+            z.insert(&m, s);
+            model.push((s, m));
+        }
+        model.sort_by(|a, b| cmp_entry(a.0, &a.1, b.0, &b.1));
+        let snapshot = z.capture();
+        let mut round = 0;
+        while !model.is_empty() {
+            let count = rng.gen_range(1..300);
+            let max = rng.gen_bool(0.5);
+            let got = z.pop(max, count);
+            let take = count.min(model.len());
+            let want: Vec<(Vec<u8>, f64)> = if max {
+                model
+                    .drain(model.len() - take..)
+                    .rev()
+                    .map(|(s, m)| (m, s))
+                    .collect()
+            } else {
+                model.drain(..take).map(|(s, m)| (m, s)).collect()
+            };
+            assert_eq!(got, want);
+            for (m, _) in &got {
+                assert_eq!(z.score(m), None);
+            }
+            assert_eq!(z.len(), model.len());
+            round += 1;
+            if round % 10 == 0 {
+                z.check();
+            }
+        }
+        z.check();
+        assert!(z.pop(false, 5).is_empty());
+        assert_eq!(z.root.nodes(), 1);
+        // The capture taken before kept every member.
+        let kept = snapshot
+            .as_any()
+            .downcast_ref::<LargeZSet>()
+            .map(LargeZSet::len);
+        assert_eq!(kept, Some(20_000));
     }
 
     #[test]
