@@ -198,16 +198,17 @@ fn err(text: &str) -> Cmd {
     }
 }
 
-fn owned(tokens: &[&[u8]]) -> Vec<Bytes> {
-    tokens.iter().map(|t| Bytes::copy_from_slice(t)).collect()
+/// The tokens as slices of `src`, the read buffer they were cut from (no copy).
+fn shared(src: &Bytes, tokens: &[&[u8]]) -> Vec<Bytes> {
+    tokens.iter().map(|t| src.slice_ref(t)).collect()
 }
 
-/// mg, md, ma and me: `list` is the line's tokens, `n` memcached's token count.
-pub fn parse(name: &[u8], list: &[&[u8]], n: usize) -> Cmd {
+/// mg, md, ma and me: `list` is the line's tokens, cut from `src`, `n` memcached's token count.
+pub fn parse(src: &Bytes, name: &[u8], list: &[&[u8]], n: usize) -> Cmd {
     if n < 3 {
         return err("ERROR");
     }
-    let mut key = Bytes::copy_from_slice(list[1]);
+    let mut key = src.slice_ref(list[1]);
     if name == b"me" {
         if key.len() > KEY_MAX {
             return err(BAD_FORMAT);
@@ -253,7 +254,7 @@ pub fn parse(name: &[u8], list: &[&[u8]], n: usize) -> Cmd {
     }
     let req = MetaReq {
         key,
-        tokens: owned(tokens),
+        tokens: shared(src, tokens),
         f,
     };
     Cmd::Meta(match name {
@@ -274,11 +275,11 @@ pub enum SetLine {
 }
 
 /// The `ms <key> <datalen> <flags>*` line.
-pub fn parse_set_line(list: &[&[u8]], n: usize) -> SetLine {
+pub fn parse_set_line(src: &Bytes, list: &[&[u8]], n: usize) -> SetLine {
     if n < 3 {
         return SetLine::Error("ERROR".into());
     }
-    let mut key = Bytes::copy_from_slice(list[1]);
+    let mut key = src.slice_ref(list[1]);
     if key.len() > KEY_MAX || n == 3 {
         return SetLine::Error(BAD_FORMAT.into());
     }
@@ -303,7 +304,7 @@ pub fn parse_set_line(list: &[&[u8]], n: usize) -> SetLine {
     SetLine::Ok(
         MetaReq {
             key,
-            tokens: owned(tokens),
+            tokens: shared(src, tokens),
             f,
         },
         vlen,
