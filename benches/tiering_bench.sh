@@ -24,8 +24,9 @@
 # bounds) / maxmemory over the tiered server's fill and loads (target <= 1.05), and every
 # wrong value, missing key or tier read error seen. Beside the hot ratios: each server's CPU
 # per GET, the tiered run's disk reads per GET and what one costs the core, and (with the
-# disk's p50 at queue depths 1, 8 and 32) the state of the disk: the hot ratio is the CPU-per-GET ratio times the ratio of the cores' busy shares, and
-# on a virtual disk both move with the hour.
+# disk's p50 at queue depths 1, 8 and 32) the state of the disk: the hot ratio is the
+# CPU-per-GET ratio times the ratio of the cores' busy shares, and on a virtual disk both move
+# with the hour.
 #
 # Environment (all optional):
 #   MAXMEM         --maxmemory of the tiered server               (default 128mb)
