@@ -21,9 +21,10 @@
 # budget for Strata. memcached's -m counts only its slab pages (items with their ~50 B
 # headers, rounded up to the slab class's chunk size); its hash table, connection buffers and
 # the process itself come on top. Strata's --maxmemory counts every byte its allocator hands
-# out (index, keys, values, buffers), and in cache mode it evicts so that its whole RSS stays
-# within a few percent of M. So memcached ends the run holding more memory than Strata; the
-# report prints both RSS figures and the items each held, so the gap can be seen.
+# out (index, keys, values, buffers), and in cache mode it evicts so that the RSS it owns
+# (anonymous memory: not its binary's file pages) stays within a few percent of M. So memcached
+# ends the run holding more memory than Strata; the report prints both RSS figures (VmRSS, file
+# pages included) and the items each held, so the gap can be seen.
 # The hit ratio is hits / GETs over the requests after the warm-up (the first WARMUP
 # requests: half the trace by default). Printed at the end: one row per trace, the
 # strata-ram / max(redis) ratio, and the targets (strata-ram >= the best Redis policy on

@@ -6,17 +6,18 @@
 # only: the kernel's share of a read or write (the same for both at one syscall per batch)
 # is not in them.
 #
-# For each protocol (text, binary), op (GET over keys set before, SET) and pipeline depth
-# (1, 30): the counters are zeroed, REQUESTS requests are sent, the counters are dumped, and
-# the total is divided by REQUESTS. Printed at the end: Ir per request of both and the ratio
-# strata / memcached.
+# For each protocol (text, binary; meta when CASES names it), op (GET over keys set before,
+# SET) and pipeline depth (1, 30): the counters are zeroed, REQUESTS requests are sent, the
+# counters are dumped, and the total is divided by REQUESTS. Printed at the end: Ir per
+# request of both and the ratio strata / memcached.
 #
 # Environment (all optional):
 #   REQUESTS     requests per case                    (default 3000)
 #   KEYS         keys (GETs cycle over them)          (default 1000)
 #   VALUE_SIZE   value bytes                          (default 256)
 #   CASES        default "text:get:1 text:get:30 text:set:1 text:set:30 binary:get:1
-#                binary:get:30 binary:set:1 binary:set:30"
+#                binary:get:30 binary:set:1 binary:set:30"; meta:get:P and meta:set:P send
+#                meta commands (`mg <key> v f t`, `ms <key> <len> T0`)
 #   SERVERS      default "memcached strata"
 #   STRATA_BIN   default <target>/release/strata, <target> = $CARGO_TARGET_DIR or <repo>/target
 #   PORT         first port tried (default 21411)

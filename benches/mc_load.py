@@ -2,7 +2,7 @@
 """A fixed number of memcached requests, for instruction counts (benches/mc_instructions.sh).
 
 mc_load.py PORT PROTO OP PIPELINE REQUESTS [KEYS] [VALUE_SIZE]
-  PROTO text|binary, OP get|set|fill. Sends REQUESTS requests in batches of PIPELINE (each
+  PROTO text|binary|meta, OP get|set|fill (meta: `mg <key> v f t` and `ms <key> <len> T0`). Sends REQUESTS requests in batches of PIPELINE (each
   batch written at once, then all its replies read) over one connection, keys key:<i % KEYS>
   (zero-padded to 8 digits), values VALUE_SIZE bytes of 'x'. `fill` sets every key once
   (text). Exits 1 when a reply is not the expected one (a GET miss included).
@@ -50,6 +50,10 @@ def main():
 
     def request(i):
         k = key(i)
+        if proto == "meta":
+            if op == "get":
+                return b"mg " + k + b" v f t\r\n"
+            return b"ms " + k + b" %d T0\r\n" % vsize + value + b"\r\n"
         if proto == "text":
             if op == "get":
                 return b"get " + k + b"\r\n"
@@ -62,6 +66,16 @@ def main():
 
     def reply():
         nonlocal buf
+        if proto == "meta":
+            line = take_line()
+            if op == "get":
+                if not line.startswith(b"VA %d " % vsize):
+                    sys.exit("unexpected reply %r" % line)
+                need(vsize + 2)
+                del buf[: vsize + 2]
+            elif line != b"HD":
+                sys.exit("unexpected reply %r" % line)
+            return
         if proto == "text":
             line = take_line()
             if op == "get":

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Compare Strata's memcached port against memcached (`memcached -t 1`), one core each.
 #
-# Each server runs alone, pinned to one CPU (taskset); strata-bench (closed loop) runs on
-# another. For each protocol (memcache = text, memcache-binary), pipeline depth (1, 30) and
+# Each server runs alone, pinned to one CPU (taskset); the load generator (strata-bench, closed
+# loop, or memtier_benchmark) runs on another. With ROUNDS > 1 the two servers take turns
+# (memcached, strata, memcached, ...), so load from elsewhere on the machine falls on both, and
+# the table shows each figure's median over the rounds. For each protocol (memcache = text, memcache-binary), pipeline depth (1, 30) and
 # workload (SET only, then GET only over the keys just set) it reports the achieved ops/s and
 # the server's CPU time per op (utime+stime from /proc/PID/stat), and the ratios
 # strata/memcached of both.
@@ -14,6 +16,11 @@
 #   KEYS         key space                            (default 100000)
 #   PROTOCOLS    default "memcache memcache-binary"
 #   PIPELINES    default "1 30"
+#   ROUNDS       turns of each server                 (default 1)
+#   LOADGEN      strata-bench or memtier              (default strata-bench; memtier runs
+#                memtier_benchmark -t 1 with --distinct-client-seed, random keys)
+#   MEMTIER_BIN  default memtier_benchmark
+#   PORT         first port tried                     (default 21311)
 #   SERVER_CPU / CLIENT_CPU   CPUs (default: the first two allowed)
 #   STRATA_BIN   strata binary   (default: <repo>/target/release/strata)
 #   BENCH_BIN    strata-bench    (default: <repo>/target/release/strata-bench)
@@ -34,6 +41,10 @@ VALUE_SIZE="${VALUE_SIZE:-256}"
 KEYS="${KEYS:-100000}"
 read -r -a PROTOCOLS <<<"${PROTOCOLS:-memcache memcache-binary}"
 read -r -a PIPES <<<"${PIPELINES:-1 30}"
+ROUNDS="${ROUNDS:-1}"
+LOADGEN="${LOADGEN:-strata-bench}"
+MEMTIER_BIN="${MEMTIER_BIN:-memtier_benchmark}"
+FIRST_PORT="${PORT:-21311}"
 STRATA_BIN="${STRATA_BIN:-$ROOT/target/release/strata}"
 BENCH_BIN="${BENCH_BIN:-$ROOT/target/release/strata-bench}"
 
@@ -43,7 +54,11 @@ if [[ "${SKIP_BUILD:-0}" != 1 ]]; then
     (cd "$ROOT" && cargo build --release --bin strata --bin strata-bench) || die "cargo build failed"
 fi
 [[ -x "$STRATA_BIN" ]] || die "strata binary not found at $STRATA_BIN"
-[[ -x "$BENCH_BIN" ]] || die "strata-bench not found at $BENCH_BIN"
+case "$LOADGEN" in
+    strata-bench) [[ -x "$BENCH_BIN" ]] || die "strata-bench not found at $BENCH_BIN" ;;
+    memtier) command -v "$MEMTIER_BIN" >/dev/null || die "$MEMTIER_BIN not found" ;;
+    *) die "LOADGEN must be strata-bench or memtier, not '$LOADGEN'" ;;
+esac
 
 PIN=1
 choose_cpus
@@ -53,11 +68,11 @@ trap 'stop_pid "$SERVER_PID" 5 || true; rm -rf "$WORKDIR"' EXIT
 
 # Starts server $1 (strata|memcached) on a free port; sets SERVER_PID and PORT.
 start_server() {
-    PORT="$(find_free_port 21311)"
+    PORT="$(find_free_port "$FIRST_PORT")"
     pin_prefix "$SERVER_CPU"
     if [[ "$1" == strata ]]; then
         local resp
-        resp="$(find_free_port 26390)"
+        resp="$(find_free_port $((PORT + 1)))"
         "${PIN_CMD[@]}" "$STRATA_BIN" --port "$resp" --memcached_port "$PORT" \
             --proactor_threads 1 --dbfilename "" --log_level warn &
     else
@@ -81,22 +96,38 @@ run_one() {
     hz="$(getconf CLK_TCK)"
     t0="$(server_cpu_ticks)"
     pin_prefix "$CLIENT_CPU"
-    "${PIN_CMD[@]}" "$BENCH_BIN" run --port "$PORT" --protocol "$proto" -c "$CONNECTIONS" \
-        -P "$pipe" --ratio "$ratio" --keys "$KEYS" --value-size "$VALUE_SIZE" \
-        -d "$DURATION" -q --json "$json" >/dev/null
+    if [[ "$LOADGEN" == memtier ]]; then
+        local mproto=memcache_text
+        [[ "$proto" == memcache-binary ]] && mproto=memcache_binary
+        "${PIN_CMD[@]}" "$MEMTIER_BIN" -s 127.0.0.1 -p "$PORT" --protocol="$mproto" -t 1 \
+            -c "$CONNECTIONS" --pipeline="$pipe" --ratio="$ratio" --key-minimum=1 \
+            --key-maximum="$KEYS" --key-pattern=R:R --distinct-client-seed \
+            --data-size="$VALUE_SIZE" --test-time="$DURATION" --hide-histogram \
+            --json-out-file="$json" >/dev/null 2>&1
+    else
+        "${PIN_CMD[@]}" "$BENCH_BIN" run --port "$PORT" --protocol "$proto" -c "$CONNECTIONS" \
+            -P "$pipe" --ratio "$ratio" --keys "$KEYS" --value-size "$VALUE_SIZE" \
+            -d "$DURATION" -q --json "$json" >/dev/null
+    fi
     t1="$(server_cpu_ticks)"
-    python3 - "$json" "$t0" "$t1" "$hz" <<'PY'
+    python3 - "$json" "$t0" "$t1" "$hz" "$LOADGEN" "$DURATION" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
 ticks = int(sys.argv[3]) - int(sys.argv[2])
-ops = r["requests"]
-rate = r["achieved_rate"]
+if sys.argv[5] == "memtier":
+    t = r["ALL STATS"]["Totals"]
+    rate = t["Ops/sec"]
+    ops = rate * float(sys.argv[6])
+else:
+    ops = r["requests"]
+    rate = r["achieved_rate"]
 us = ticks / int(sys.argv[4]) * 1e6 / ops if ops else 0
 print(f"{rate:.0f} {us:.3f}")
 PY
 }
 
 RESULTS="$WORKDIR/results"
+for ((round = 1; round <= ROUNDS; round++)); do
 for server in memcached strata; do
     start_server "$server"
     for proto in "${PROTOCOLS[@]}"; do
@@ -106,19 +137,29 @@ for server in memcached strata; do
                 [[ "$op" == GET ]] && ratio="0:1"
                 read -r rate us < <(run_one "$proto" "$pipe" "$ratio")
                 echo "$server $proto $pipe $op $rate $us" >>"$RESULTS"
-                log "$server $proto P$pipe $op: $rate ops/s, $us us CPU/op"
+                log "round $round: $server $proto P$pipe $op: $rate ops/s, $us us CPU/op"
             done
         done
     done
     stop_pid "$SERVER_PID" 5 || true
     SERVER_PID=""
 done
+done
 
 echo
+(( ROUNDS == 1 )) || log "medians over $ROUNDS rounds, load from $LOADGEN"
 printf '%-16s %4s %4s %12s %12s %8s %10s %10s %8s\n' protocol P op memcached strata "ops x" "mc us/op" "st us/op" "cpu x"
 awk '
-    { key = $2 " " $3 " " $4; rate[$1, key] = $5; us[$1, key] = $6; if (!(key in seen)) { seen[key] = 1; order[n++] = key } }
+    # The median of a list of numbers, given as "a b c".
+    function median(list,    v, m, i, j, t) {
+        m = split(list, v, " ")
+        for (i = 2; i <= m; i++) for (j = i; j > 1 && v[j - 1] + 0 > v[j] + 0; j--) { t = v[j]; v[j] = v[j - 1]; v[j - 1] = t }
+        return m % 2 ? v[(m + 1) / 2] : (v[m / 2] + v[m / 2 + 1]) / 2
+    }
+    { key = $2 " " $3 " " $4; rates[$1, key] = rates[$1, key] " " $5; uss[$1, key] = uss[$1, key] " " $6; if (!(key in seen)) { seen[key] = 1; order[n++] = key } }
     END {
+        for (k in rates) rate[k] = median(rates[k])
+        for (k in uss) us[k] = median(uss[k])
         for (i = 0; i < n; i++) {
             k = order[i]; split(k, f, " ")
             mr = rate["memcached", k]; sr = rate["strata", k]; mu = us["memcached", k]; su = us["strata", k]

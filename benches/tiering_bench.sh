@@ -20,12 +20,13 @@
 # 24 + key length), hot tiered / hot all-RAM ops/s (target >= 0.8) for two client shapes
 # (CONNS x PIPELINE and WIDE_CONNS x WIDE_PIPELINE: with deep pipelines the all-in-RAM server
 # spends least per GET, one recv and one send per PIPELINE GETs, so the kernel's fixed cost
-# of each disk read weighs most there), max RSS / maxmemory over the tiered server's fill and
-# loads (target <= 1.05), and every wrong value, missing key or tier read error seen. Beside
-# the hot ratios: each server's CPU per GET, the tiered run's disk reads per GET and what one
-# costs the core, and (with the disk's p50 at queue depths 1, 8 and 32) the state of the
-# disk: the hot ratio is the CPU-per-GET ratio times the ratio of the cores' busy shares, and
-# on a virtual disk both move with the hour.
+# of each disk read weighs most there), max owned RSS (RssAnon + RssShmem: what maxmemory
+# bounds) / maxmemory over the tiered server's fill and loads (target <= 1.05), and every
+# wrong value, missing key or tier read error seen. Beside the hot ratios: each server's CPU
+# per GET, the tiered run's disk reads per GET and what one costs the core, and (with the
+# disk's p50 at queue depths 1, 8 and 32) the state of the disk: the hot ratio is the
+# CPU-per-GET ratio times the ratio of the cores' busy shares, and on a virtual disk both move
+# with the hour.
 #
 # Environment (all optional):
 #   MAXMEM         --maxmemory of the tiered server               (default 128mb)
@@ -255,7 +256,8 @@ start_server() {  # name, then strata flags; the port is PORTS[name]
     return 0
 }
 
-# Max VmRSS (kB) of the server, sampled every 100 ms into $WORKDIR/rss.max.
+# Max owned RSS (kB: RssAnon + RssShmem, what maxmemory bounds; not the binary's file pages)
+# of the server, sampled every 100 ms into $WORKDIR/rss.max.
 start_sampler() {
     echo 0 >"$WORKDIR/rss.max"
     (
@@ -263,7 +265,7 @@ start_sampler() {
         while kill -0 "$SERVER_PID" 2>/dev/null; do
             v=0
             while read -r k val _; do
-                if [[ "$k" == VmRSS: ]]; then v="$val"; break; fi
+                if [[ "$k" == RssAnon: || "$k" == RssShmem: ]]; then v=$((v + val)); fi
             done <"/proc/$SERVER_PID/status" 2>/dev/null || true
             if (( v > max )); then max="$v"; echo "$max" >"$WORKDIR/rss.max"; fi
             sleep 0.1

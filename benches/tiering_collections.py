@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Loads HASHES hashes of FIELDS fields and LISTS lists of ELEMS elements into a tiered Strata,
 waits for the offloader, then reads every element back and checks it, sampling the server's
-RSS all along. Prints one `key=value` line per figure (see tiering_collections.sh).
+owned RSS (RssAnon + RssShmem, what maxmemory bounds) all along. Prints one `key=value` line
+per figure (see tiering_collections.sh).
 
 With BIG BIG_FIELDS (optional), also BIG hashes of BIG_FIELDS 100-byte fields (40,000 make a
 4 MiB blob: offloaded as one extent), read back after the others while another connection
@@ -60,11 +61,14 @@ class Conn:
 
 
 def rss():
+    """The server's owned RSS (RssAnon + RssShmem: what maxmemory bounds, not the binary's
+    file pages)."""
+    total = 0
     with open("/proc/%d/status" % PID) as f:
         for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    return 0
+            if line.startswith(("RssAnon:", "RssShmem:")):
+                total += int(line.split()[1]) * 1024
+    return total
 
 
 peak = [0]

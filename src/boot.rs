@@ -78,7 +78,7 @@ pub fn run(flags: &Flags) -> Result<()> {
         .map_err(|e| io_error(format!("cannot create the cores' eventfds: {e}")))?;
     let global = Arc::new(Global::new(settings.clone(), senders, bells));
     global.rss_overhead.store(
-        crate::memory::rss_bytes().saturating_sub(crate::memory::used_memory()),
+        crate::memory::owned_rss_bytes().saturating_sub(crate::memory::used_memory()),
         std::sync::atomic::Ordering::Relaxed,
     );
     install_exit_handler(global.clone())?;

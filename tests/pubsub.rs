@@ -368,7 +368,7 @@ fn slow_subscriber_dropped_at_output_limit() {
         &confirm("subscribe", "firehose", 1),
     );
     let mut publ = s.raw();
-    let rss_before = proc_status_kb(pid, "VmRSS").unwrap() * 1024;
+    let rss_before = owned_rss(pid).unwrap();
     let sampler = rss_sampler(pid);
     let payload = vec![b'x'; 64 * 1024];
     // 64 MiB published in all, far past the 1 MiB limit.

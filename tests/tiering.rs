@@ -42,10 +42,8 @@ fn check_with(
 #[test]
 fn dataset_four_times_ram_reads_back_exactly_with_rss_bounded() {
     let dir = tempfile::tempdir().unwrap();
-    // 64 MB, not less: an idle debug server already holds about 17 MB of the binary's file
-    // pages, which at 48 MB were a third of the bound.
-    let max: u64 = 64 << 20;
-    let s = tiered_server(&dir, "64mb", "2");
+    let max: u64 = 48 << 20;
+    let s = tiered_server(&dir, "48mb", "2");
     let mut c = s.client();
     let rss = rss_sampler(s.pid());
     let n = (4 * max / 1024) as usize;
@@ -441,10 +439,8 @@ fn text(i: usize, ver: usize, len: usize) -> Vec<u8> {
 #[test]
 fn compressed_values_read_back_exactly_and_take_less_disk() {
     let dir = tempfile::tempdir().unwrap();
-    // 64 MB: at 48 MB the debug binary's own code pages (file RSS, which grows as the run
-    // touches more code) took the peak past the bound, as in the cache-mode save test.
-    let max: u64 = 64 << 20;
-    let s = tiered_server_with(&dir, "64mb", "2", &["--tiered_compression", "zstd"]);
+    let max: u64 = 48 << 20;
+    let s = tiered_server_with(&dir, "48mb", "2", &["--tiered_compression", "zstd"]);
     let mut c = s.client();
     let rss = rss_sampler(s.pid());
     // 3x RAM of text, then values no codec shrinks, then large text values (extents).

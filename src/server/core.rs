@@ -89,8 +89,9 @@ pub struct Global {
     pub persist: super::snapshot::PersistLock,
     /// Set once core 0 serves clients (start-up load done): a signal then saves before exiting.
     pub serving: AtomicBool,
-    /// RSS beyond what the allocator counts (code, stacks, allocator slack), refreshed each
-    /// second: cache mode's eviction goal leaves room for it so RSS stays near maxmemory.
+    /// Owned RSS (`memory::owned_rss_bytes`) beyond what the allocator counts (stacks, rings,
+    /// allocator slack), refreshed each second: the limits leave room for it so that owned RSS
+    /// stays near maxmemory.
     pub rss_overhead: AtomicU64,
 }
 

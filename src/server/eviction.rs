@@ -16,9 +16,10 @@ use super::core::Core;
 use crate::shard::evict::{Candidates, Evicted};
 use crate::shard::Shard;
 
-/// Maxmemory less what RSS holds beyond the allocator's count (the binary, stacks, allocator
-/// slack; at most a third of maxmemory, so a small maxmemory still leaves room to work): what
-/// used memory may reach for RSS itself to stay near maxmemory. Store mode refuses writes
+/// Maxmemory less what the process's own RSS holds beyond the allocator's count (stacks, rings,
+/// allocator slack; not the binary's file pages; at most a third of maxmemory, so a small
+/// maxmemory still leaves room to work): what used memory may reach for that RSS to stay near
+/// maxmemory. Store mode refuses writes
 /// past it (`connection::route`).
 pub fn rss_limit(global: &super::Global, max: u64) -> u64 {
     let overhead = global

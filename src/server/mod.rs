@@ -172,10 +172,10 @@ async fn background(core: Rc<Core>) {
     }
 }
 
-/// Ten times a second notes how far RSS runs past what is allocated, and hands freed heap
-/// memory back to the OS when that is a lot, or when RSS nears maxmemory (glibc keeps freed
-/// blocks otherwise, e.g. after values moved to SSD): once a second at most, ten times a
-/// second near the bound.
+/// Ten times a second notes how far the process's own RSS (`memory::owned_rss_bytes`: not the
+/// binary's file pages) runs past what is allocated, and hands freed heap memory back to the OS
+/// when that is a lot, or when RSS nears maxmemory (glibc keeps freed blocks otherwise, e.g.
+/// after values moved to SSD): once a second at most, ten times a second near the bound.
 fn trim_heap(
     global: &Global,
     used: u64,
@@ -185,7 +185,7 @@ fn trim_heap(
         return;
     }
     *measured = std::time::Instant::now();
-    let mut rss = crate::memory::rss_bytes();
+    let mut rss = crate::memory::owned_rss_bytes();
     let max = global.settings.maxmemory();
     let near_bound = max > 0 && rss > max / 100 * 90 && rss > used + (4 << 20);
     let every = if near_bound {
@@ -200,7 +200,7 @@ fn trim_heap(
         unsafe {
             libc::malloc_trim(0);
         }
-        rss = crate::memory::rss_bytes();
+        rss = crate::memory::owned_rss_bytes();
     }
     // Measured after any trim: what RSS keeps beyond the count even when freed memory went
     // back, which is what the limits derived from it must leave room for. Peaks fade slowly

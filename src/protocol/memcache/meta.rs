@@ -198,16 +198,17 @@ fn err(text: &str) -> Cmd {
     }
 }
 
-fn owned(tokens: &[&[u8]]) -> Vec<Bytes> {
-    tokens.iter().map(|t| Bytes::copy_from_slice(t)).collect()
+/// The tokens as slices of `src`, the read buffer they were cut from (no copy).
+fn shared(src: &Bytes, tokens: &[&[u8]]) -> Vec<Bytes> {
+    tokens.iter().map(|t| src.slice_ref(t)).collect()
 }
 
-/// mg, md, ma and me: `list` is the line's tokens, `n` memcached's token count.
-pub fn parse(name: &[u8], list: &[&[u8]], n: usize) -> Cmd {
+/// mg, md, ma and me: `list` is the line's tokens, cut from `src`, `n` memcached's token count.
+pub fn parse(src: &Bytes, name: &[u8], list: &[&[u8]], n: usize) -> Cmd {
     if n < 3 {
         return err("ERROR");
     }
-    let mut key = Bytes::copy_from_slice(list[1]);
+    let mut key = src.slice_ref(list[1]);
     if name == b"me" {
         if key.len() > KEY_MAX {
             return err(BAD_FORMAT);
@@ -253,7 +254,7 @@ pub fn parse(name: &[u8], list: &[&[u8]], n: usize) -> Cmd {
     }
     let req = MetaReq {
         key,
-        tokens: owned(tokens),
+        tokens: shared(src, tokens),
         f,
     };
     Cmd::Meta(match name {
@@ -274,11 +275,11 @@ pub enum SetLine {
 }
 
 /// The `ms <key> <datalen> <flags>*` line.
-pub fn parse_set_line(list: &[&[u8]], n: usize) -> SetLine {
+pub fn parse_set_line(src: &Bytes, list: &[&[u8]], n: usize) -> SetLine {
     if n < 3 {
         return SetLine::Error("ERROR".into());
     }
-    let mut key = Bytes::copy_from_slice(list[1]);
+    let mut key = src.slice_ref(list[1]);
     if key.len() > KEY_MAX || n == 3 {
         return SetLine::Error(BAD_FORMAT.into());
     }
@@ -303,17 +304,71 @@ pub fn parse_set_line(list: &[&[u8]], n: usize) -> SetLine {
     SetLine::Ok(
         MetaReq {
             key,
-            tokens: owned(tokens),
+            tokens: shared(src, tokens),
             f,
         },
         vlen,
     )
 }
 
-fn push_num(out: &mut Vec<u8>, flag: u8, n: impl std::fmt::Display) {
+/// A number of a reply: its sign and magnitude.
+trait Decimal {
+    fn parts(self) -> (bool, u64);
+}
+
+impl Decimal for u64 {
+    fn parts(self) -> (bool, u64) {
+        (false, self)
+    }
+}
+
+impl Decimal for usize {
+    fn parts(self) -> (bool, u64) {
+        (false, self as u64)
+    }
+}
+
+impl Decimal for u32 {
+    fn parts(self) -> (bool, u64) {
+        (false, u64::from(self))
+    }
+}
+
+impl Decimal for u8 {
+    fn parts(self) -> (bool, u64) {
+        (false, u64::from(self))
+    }
+}
+
+impl Decimal for i64 {
+    fn parts(self) -> (bool, u64) {
+        (self < 0, self.unsigned_abs())
+    }
+}
+
+/// Appends `n` in decimal without allocating (a flag or length per reply).
+fn push_dec(out: &mut Vec<u8>, n: impl Decimal) {
+    let (negative, mut v) = n.parts();
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    if negative {
+        out.push(b'-');
+    }
+    out.extend_from_slice(&digits[i..]);
+}
+
+fn push_num(out: &mut Vec<u8>, flag: u8, n: impl Decimal) {
     out.push(b' ');
     out.push(flag);
-    out.extend_from_slice(n.to_string().as_bytes());
+    push_dec(out, n);
 }
 
 fn push_key(out: &mut Vec<u8>, req: &MetaReq, binary: bool) {
@@ -358,7 +413,7 @@ pub fn encode_get(req: &MetaReq, item: Option<&ItemView>, out: &mut Vec<u8>) {
     };
     if req.f.value {
         out.extend_from_slice(b"VA ");
-        out.extend_from_slice(it.len.to_string().as_bytes());
+        push_dec(out, it.len);
     } else {
         out.extend_from_slice(b"HD");
     }
@@ -435,7 +490,7 @@ pub fn encode_arith(req: &MetaReq, status: MetaStatus, item: Option<&ItemView>, 
     match (status, item) {
         (MetaStatus::Ok, Some(_)) if req.f.value => {
             out.extend_from_slice(b"VA ");
-            out.extend_from_slice(value.len().to_string().as_bytes());
+            push_dec(out, value.len());
         }
         _ => out.extend_from_slice(status_word(status)),
     }
@@ -476,4 +531,24 @@ pub fn encode_debug(req: &MetaReq, item: Option<&ItemView>, out: &mut Vec<u8>) {
         )
         .as_bytes(),
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_written_as_display_writes_them() {
+        let mut out = Vec::new();
+        push_dec(&mut out, 0u64);
+        push_num(&mut out, b't', -1i64);
+        push_num(&mut out, b'c', u64::MAX);
+        push_num(&mut out, b't', i64::MIN);
+        push_num(&mut out, b'f', u32::MAX);
+        push_num(&mut out, b'h', 1u8);
+        assert_eq!(
+            out,
+            format!("0 t-1 c{} t{} f{} h1", u64::MAX, i64::MIN, u32::MAX).into_bytes()
+        );
+    }
 }

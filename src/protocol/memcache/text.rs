@@ -361,7 +361,7 @@ impl TextParser {
             }
             b"stats" => Cmd::Stats(t.list[1..].iter().map(|s| src.slice_ref(s)).collect()),
             b"mn" => Cmd::MetaNoop,
-            b"mg" | b"md" | b"ma" | b"me" => meta::parse(name, &t.list, n),
+            b"mg" | b"md" | b"ma" | b"me" => meta::parse(src, name, &t.list, n),
             b"ms" => return self.meta_set(src, &t, used),
             _ if name.len() == 2 && name[0] == b'm' => reply("ERROR", false),
             _ => {
@@ -468,7 +468,7 @@ impl TextParser {
 
     fn meta_set(&mut self, src: &Bytes, t: &Tokens, used: usize) -> Parsed {
         let buf: &[u8] = src;
-        match meta::parse_set_line(&t.list, t.n()) {
+        match meta::parse_set_line(src, &t.list, t.n()) {
             meta::SetLine::Error(text) => Parsed::Cmd(reply(&text, false), used),
             meta::SetLine::Refuse(text, vlen) => self.refuse(&text, false, buf, used, vlen),
             meta::SetLine::Ok(req, vlen) => {
