@@ -113,6 +113,7 @@ pub fn caller(session: &Session) -> Caller {
     Caller {
         id: session.id,
         track,
+        script: super::txn::in_script(),
     }
 }
 
