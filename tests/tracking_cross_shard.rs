@@ -310,3 +310,78 @@ fn noloop_covers_writes_across_shards() {
         .collect();
     assert!(diffs.is_empty(), "{}", diffs.join("\n"));
 }
+
+/// Everything a pipeline of `cmds` (sent in one write) got back, up to the PONG sent after it.
+fn pipelined(raw: &mut Raw, cmds: &[&[&str]]) -> String {
+    let mut req = Vec::new();
+    for c in cmds {
+        req.extend_from_slice(format!("*{}\r\n", c.len()).as_bytes());
+        for a in *c {
+            req.extend_from_slice(format!("${}\r\n{a}\r\n", a.len()).as_bytes());
+        }
+    }
+    req.extend_from_slice(b"PING\r\n");
+    raw.send(&req);
+    let mut got = String::new();
+    loop {
+        let r = String::from_utf8_lossy(&raw.reply()).into_owned();
+        if r == "+PONG\r\n" {
+            return got;
+        }
+        got.push_str(&r);
+    }
+}
+
+/// A client's own writes in a pipeline: each invalidation comes right after the reply of the
+/// write that caused it (RESP3, and redirected to itself), keys on one shard and on both.
+fn run_own_writes(port: u16, ka: &str, kb: &str) -> Vec<String> {
+    let mut me = Raw::connect(port);
+    let _ = me.call(&[b"HELLO", b"3"]);
+    let id = text(&mut me, &["CLIENT", "ID"]);
+    let id = id.trim_start_matches(':').trim_end().to_string();
+    let mut seen = Vec::new();
+    for on in [
+        vec!["CLIENT", "TRACKING", "ON"],
+        vec!["CLIENT", "TRACKING", "ON", "REDIRECT", id.as_str()],
+    ] {
+        seen.push(text(&mut me, &on));
+        let same = format!("{ka}x");
+        for (k1, k2) in [(ka, kb), (ka, same.as_str())] {
+            seen.push(pipelined(&mut me, &[&["GET", k1], &["GET", k2]]));
+            seen.push(pipelined(
+                &mut me,
+                &[
+                    &["SET", k1, "1"],
+                    &["SET", k2, "2"],
+                    &["INCR", k1],
+                    &["GET", k1],
+                ],
+            ));
+            seen.push(pipelined(
+                &mut me,
+                &[&["DEL", k1], &["APPEND", k2, "x"], &["DEL", k2]],
+            ));
+        }
+        seen.push(text(&mut me, &["CLIENT", "TRACKING", "OFF"]));
+    }
+    seen
+}
+
+#[test]
+fn own_write_invalidations_follow_each_reply_in_a_pipeline() {
+    let s = server();
+    let (ka, kb) = keys_on_different_shards("own", 2);
+    let strata = run_own_writes(s.port, &ka, &kb);
+    let dir = tempfile::tempdir().unwrap();
+    let Some(real) = RedisServer::start(dir.path(), "dump.rdb", &[]) else {
+        return;
+    };
+    let want = run_own_writes(real.port, &ka, &kb);
+    let diffs: Vec<String> = strata
+        .iter()
+        .zip(&want)
+        .filter(|(a, b)| a != b)
+        .map(|(a, b)| format!("strata: {a:?}\n redis: {b:?}"))
+        .collect();
+    assert!(diffs.is_empty(), "{}", diffs.join("\n"));
+}

@@ -285,7 +285,7 @@ pub async fn dispatch(core: &Rc<Core>, session: &mut Session, reqs: Vec<Request>
                 replies[i] = Some(if tiered {
                     exec::run_keyed(core, db, spec, f, &req.args, now, 0, Some(&pre), caller).await
                 } else {
-                    exec::call(
+                    exec::call_own(
                         &mut core.shard.borrow_mut(),
                         db,
                         now,
@@ -454,7 +454,7 @@ async fn flush_groups(
                 batch
                     .into_iter()
                     .map(|(_, spec, f, args, caller)| {
-                        exec::call(shard, db, now, spec, f, &args, caller)
+                        exec::call_own(shard, db, now, spec, f, &args, caller)
                     })
                     .collect::<Vec<Reply>>()
             })

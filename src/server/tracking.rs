@@ -185,6 +185,41 @@ pub fn flushed(global: &Global) {
     }
 }
 
+thread_local! {
+    /// While a command of its own runs on this core's shard: its client, and the invalidations
+    /// it has to get after the command's reply (see [`own_pushes`]).
+    static OWN: RefCell<Option<(u64, Vec<Reply>)>> = const { RefCell::new(None) };
+}
+
+/// Runs `f`, a command of client `id`'s own, and returns the invalidation pushes `id` gets for
+/// keys it changed itself, to go right after the command's reply.
+pub fn own_pushes<R>(id: u64, f: impl FnOnce() -> R) -> (R, Vec<Reply>) {
+    let prev = OWN.with(|o| o.borrow_mut().replace((id, Vec::new())));
+    let r = f();
+    let own = OWN.with(|o| std::mem::replace(&mut *o.borrow_mut(), prev));
+    (r, own.map(|(_, v)| v).unwrap_or_default())
+}
+
+/// Keeps `payload` for the command of client `c` running now when `c` is that client and gets
+/// its invalidations on its own connection (RESP3, without a redirect or redirected to
+/// itself); false otherwise.
+fn keep_own(c: &ClientInfo, payload: &Reply) -> bool {
+    let redirect = c.redirect.load(Ordering::Relaxed);
+    if (redirect != 0 && redirect != c.id) || c.resp.load(Ordering::Relaxed) != 3 {
+        return false;
+    }
+    OWN.with(|o| match &mut *o.borrow_mut() {
+        Some((id, pushes)) if *id == c.id => {
+            pushes.push(Reply::Push(vec![
+                Reply::bulk_str("invalidate"),
+                payload.clone(),
+            ]));
+            true
+        }
+        _ => false,
+    })
+}
+
 /// Each core's outlet for what its shard reports (installed in `Shard::watches.tracking`).
 pub struct CoreSink {
     global: Arc<Global>,
@@ -258,6 +293,9 @@ impl Invalidations for CoreSink {
             let f = c.tracking.load(Ordering::Relaxed);
             // Off since, or switched to BCAST (which does not hear of keys read before).
             if f & ON == 0 || f & BCAST != 0 || (f & NOLOOP != 0 && id == writer) {
+                continue;
+            }
+            if id == writer && keep_own(&c, &payload) {
                 continue;
             }
             send(&self.global, &c, payload.clone());
