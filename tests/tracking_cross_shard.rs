@@ -333,7 +333,8 @@ fn pipelined(raw: &mut Raw, cmds: &[&[&str]]) -> String {
 }
 
 /// A client's own writes in a pipeline: each invalidation comes right after the reply of the
-/// write that caused it (RESP3, and redirected to itself), keys on one shard and on both.
+/// write that caused it (RESP3, and redirected to itself), keys on one shard and on both, of
+/// plain writes, EXEC, a script, MSET and DEL.
 fn run_own_writes(port: u16, ka: &str, kb: &str) -> Vec<String> {
     let mut me = Raw::connect(port);
     let _ = me.call(&[b"HELLO", b"3"]);
@@ -361,6 +362,24 @@ fn run_own_writes(port: u16, ka: &str, kb: &str) -> Vec<String> {
                 &mut me,
                 &[&["DEL", k1], &["APPEND", k2, "x"], &["DEL", k2]],
             ));
+            // Commands that span shards: after their reply, in the order they changed the keys.
+            let script = "redis.call('SET', KEYS[1], 1) redis.call('SET', KEYS[2], 2)";
+            let spans: &[&[&[&str]]] = &[
+                &[
+                    &["MULTI"],
+                    &["SET", k1, "1"],
+                    &["SET", k2, "2"],
+                    &["EXEC"],
+                    &["GET", k1],
+                ],
+                &[&["EVAL", script, "2", k1, k2], &["GET", k1]],
+                &[&["MSET", k1, "1", k2, "2"], &["GET", k1]],
+                &[&["DEL", k2, k1], &["GET", k1]],
+            ];
+            for span in spans {
+                seen.push(pipelined(&mut me, &[&["GET", k1], &["GET", k2]]));
+                seen.push(pipelined(&mut me, span));
+            }
         }
         seen.push(text(&mut me, &["CLIENT", "TRACKING", "OFF"]));
     }

@@ -307,7 +307,12 @@ pub async fn dispatch(core: &Rc<Core>, session: &mut Session, reqs: Vec<Request>
             Route::Barrier(spec) => {
                 flush_groups(core, session.db, &mut groups, &mut replies).await;
                 let before = session.resp3;
-                replies[i] = Some(run_barrier(core, session, spec, req.args).await);
+                let client = session.client.clone();
+                let split = matches!(spec.exec, Exec::Split(..));
+                let keys = (split && client.tracking.load(Ordering::Relaxed) != 0)
+                    .then(|| req.args.clone());
+                let run = run_barrier(core, session, spec, req.args);
+                replies[i] = Some(tracking::with_own_pushes(&client, keys, run).await);
                 if session.resp3 != before {
                     switches.push((i, session.resp3));
                 }

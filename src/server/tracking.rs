@@ -208,16 +208,61 @@ fn keep_own(c: &ClientInfo, payload: &Reply) -> bool {
     if (redirect != 0 && redirect != c.id) || c.resp.load(Ordering::Relaxed) != 3 {
         return false;
     }
-    OWN.with(|o| match &mut *o.borrow_mut() {
+    let push = || Reply::Push(vec![Reply::bulk_str("invalidate"), payload.clone()]);
+    let kept = OWN.with(|o| match &mut *o.borrow_mut() {
         Some((id, pushes)) if *id == c.id => {
-            pushes.push(Reply::Push(vec![
-                Reply::bulk_str("invalidate"),
-                payload.clone(),
-            ]));
+            pushes.push(push());
             true
         }
         _ => false,
-    })
+    });
+    kept || c
+        .own_pushes
+        .lock()
+        .ok()
+        .and_then(|mut p| p.as_mut().map(|v| v.push(push())))
+        .is_some()
+}
+
+/// Runs `fut`, a command of `c`'s that may run on several cores (EXEC, a script, a cross-shard
+/// command), and puts after its reply the invalidations of keys `c` tracks and it changed, as
+/// Redis sends them after the command; in the order of `keys` when given (the parts of a
+/// split command run at once on their shards, Redis changes the keys in argument order).
+pub async fn with_own_pushes(
+    c: &ClientInfo,
+    keys: Option<Vec<Bytes>>,
+    fut: impl std::future::Future<Output = Reply>,
+) -> Reply {
+    if c.tracking.load(Ordering::Relaxed) & ON == 0 {
+        return fut.await;
+    }
+    if let Ok(mut p) = c.own_pushes.lock() {
+        *p = Some(Vec::new());
+    }
+    let reply = fut.await;
+    let own = c.own_pushes.lock().ok().and_then(|mut p| p.take());
+    match own {
+        Some(mut own) if !own.is_empty() => {
+            if let Some(keys) = keys {
+                let at = |p: &Reply| match p {
+                    Reply::Push(v) => match v.get(1) {
+                        Some(Reply::Array(k)) => match k.first() {
+                            Some(Reply::Bulk(k)) => keys.iter().position(|a| a == k),
+                            _ => None,
+                        },
+                        _ => None,
+                    },
+                    _ => None,
+                };
+                own.sort_by_key(at);
+            }
+            let mut all = Vec::with_capacity(1 + own.len());
+            all.push(reply);
+            all.extend(own);
+            Reply::Many(all)
+        }
+        _ => reply,
+    }
 }
 
 /// Each core's outlet for what its shard reports (installed in `Shard::watches.tracking`).
