@@ -334,7 +334,7 @@ fn pipelined(raw: &mut Raw, cmds: &[&[&str]]) -> String {
 
 /// A client's own writes in a pipeline: each invalidation comes right after the reply of the
 /// write that caused it (RESP3, and redirected to itself), keys on one shard and on both, of
-/// plain writes, EXEC, a script, MSET and DEL.
+/// plain writes, EXEC, a script, MSET, DEL and FLUSHDB/FLUSHALL (a null invalidation).
 fn run_own_writes(port: u16, ka: &str, kb: &str) -> Vec<String> {
     let mut me = Raw::connect(port);
     let _ = me.call(&[b"HELLO", b"3"]);
@@ -375,6 +375,7 @@ fn run_own_writes(port: u16, ka: &str, kb: &str) -> Vec<String> {
                 &[&["EVAL", script, "2", k1, k2], &["GET", k1]],
                 &[&["MSET", k1, "1", k2, "2"], &["GET", k1]],
                 &[&["DEL", k2, k1], &["GET", k1]],
+                &[&["SET", k1, "1"], &["FLUSHDB"], &["GET", k1], &["FLUSHALL"]],
             ];
             for span in spans {
                 seen.push(pipelined(&mut me, &[&["GET", k1], &["GET", k2]]));

@@ -168,8 +168,8 @@ fn deliver(global: &Global, target: &ClientInfo, payload: Reply, redirected: boo
 }
 
 /// FLUSHDB / FLUSHALL ran (the shards dropped their tables): every tracking client gets a null
-/// invalidation.
-pub fn flushed(global: &Global) {
+/// invalidation; the flushing client `writer` after its reply, as Redis.
+pub fn flushed(global: &Global, writer: u64) {
     if global.tracking.clients() == 0 {
         return;
     }
@@ -181,6 +181,9 @@ pub fn flushed(global: &Global) {
         true
     });
     for c in tracking {
+        if c.id == writer && keep_own(&c, &Reply::Nil) {
+            continue;
+        }
         send(global, &c, Reply::Nil);
     }
 }
