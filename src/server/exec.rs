@@ -267,7 +267,8 @@ pub fn call_own(
     args: &[Bytes],
     caller: Caller,
 ) -> Reply {
-    if caller == Caller::NONE {
+    // No key tracked on this shard: no invalidation to gather.
+    if caller == Caller::NONE || shard.watches.tracking.is_empty() {
         return call(shard, db, now, spec, f, args, caller);
     }
     let (reply, own) =
