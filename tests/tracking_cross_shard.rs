@@ -200,3 +200,208 @@ fn reads_across_shards_in_exec_are_remembered_and_in_scripts_the_declared_keys()
     };
     assert_eq!(strata, run_exec_and_script(real.port, &ka, &kb));
 }
+
+/// Sends `args` and then PING, and returns everything that came back up to the PONG: the
+/// reply, and any invalidation pushed meanwhile.
+fn then_pong(raw: &mut Raw, args: &[&str]) -> String {
+    all_then_pong(raw, &[args])
+}
+
+/// Sends each of `cmds` and then PING (after an EXEC), and returns everything that came back
+/// up to the PONG.
+fn all_then_pong(raw: &mut Raw, cmds: &[&[&str]]) -> String {
+    let mut got = String::new();
+    for args in cmds {
+        let a: Vec<&[u8]> = args.iter().map(|s| s.as_bytes()).collect();
+        got.push_str(&String::from_utf8_lossy(&raw.call(&a)));
+    }
+    raw.send(b"PING\r\n");
+    loop {
+        let r = String::from_utf8_lossy(&raw.reply()).into_owned();
+        if r == "+PONG\r\n" {
+            return got;
+        }
+        got.push_str(&r);
+    }
+}
+
+/// `got` with its invalidation pushes taken out, and the keys they named in sorted order:
+/// BCAST's message per shard for a change of keys on two shards (Redis sends one) is another
+/// matter than whom they go to.
+fn keys_told(got: &str) -> String {
+    let lines: Vec<&str> = got.split("\r\n").collect();
+    let (mut rest, mut keys) = (Vec::new(), Vec::new());
+    let mut i = 0;
+    while i < lines.len() {
+        if lines[i] == ">2" && lines.get(i + 2) == Some(&"invalidate") {
+            let n: usize = lines[i + 3][1..].parse().unwrap_or(0);
+            for j in 0..n {
+                keys.push(lines[i + 5 + 2 * j]);
+            }
+            i += 4 + 2 * n;
+        } else {
+            rest.push(lines[i]);
+            i += 1;
+        }
+    }
+    keys.sort_unstable();
+    format!("{} told {keys:?}", rest.join("|"))
+}
+
+/// A NOLOOP client (default mode, then BCAST) writes keys on both shards with MSET, DEL,
+/// SMOVE, a script and MULTI/EXEC: it hears nothing of its own writes (but, in BCAST, of its
+/// script's, as in Redis), and another tracking client hears of each key.
+fn run_noloop(port: u16, ka: &str, kb: &str) -> Vec<String> {
+    let (mut me, mut other) = (Raw::connect(port), Raw::connect(port));
+    for c in [&mut me, &mut other] {
+        let _ = c.call(&[b"HELLO", b"3"]);
+    }
+    let script = "redis.call('SET', KEYS[1], 1) redis.call('SET', KEYS[2], 2)";
+    let writes: &[&[&[&str]]] = &[
+        &[&["MSET", ka, "1", kb, "2"]],
+        &[&["DEL", ka, kb]],
+        &[&["SMOVE", ka, kb, "m"]],
+        &[&["EVAL", script, "2", ka, kb]],
+        &[&["MULTI"], &["SET", ka, "3"], &["SET", kb, "4"], &["EXEC"]],
+    ];
+    let mut seen = Vec::new();
+    for mode in [
+        &["CLIENT", "TRACKING", "ON", "NOLOOP"][..],
+        &["CLIENT", "TRACKING", "ON", "BCAST", "NOLOOP"],
+    ] {
+        seen.push(then_pong(&mut me, mode));
+        seen.push(then_pong(&mut other, &["CLIENT", "TRACKING", "ON"]));
+        for w in writes {
+            if w[0][0] == "SMOVE" {
+                then_pong(&mut me, &["DEL", ka, kb]);
+                then_pong(&mut me, &["SADD", ka, "m"]);
+            }
+            // Both read the keys (remembered in default mode).
+            for c in [&mut me, &mut other] {
+                for k in [ka, kb] {
+                    then_pong(c, &["TYPE", k]);
+                }
+            }
+            seen.push(format!("{w:?}: {}", keys_told(&all_then_pong(&mut me, w))));
+            let told = keys_told(&then_pong(&mut other, &["ECHO", "x"]));
+            seen.push(format!("other: {told}"));
+        }
+        seen.push(then_pong(&mut me, &["CLIENT", "TRACKING", "OFF"]));
+        seen.push(then_pong(&mut other, &["CLIENT", "TRACKING", "OFF"]));
+    }
+    seen
+}
+
+#[test]
+fn noloop_covers_writes_across_shards() {
+    let s = server();
+    let (ka, kb) = keys_on_different_shards("nl", 2);
+    let strata = run_noloop(s.port, &ka, &kb);
+    let dir = tempfile::tempdir().unwrap();
+    let Some(real) = RedisServer::start(dir.path(), "dump.rdb", &[]) else {
+        return;
+    };
+    let want = run_noloop(real.port, &ka, &kb);
+    let diffs: Vec<String> = strata
+        .iter()
+        .zip(&want)
+        .filter(|(a, b)| a != b)
+        .map(|(a, b)| format!("strata: {a}\n redis: {b}"))
+        .collect();
+    assert!(diffs.is_empty(), "{}", diffs.join("\n"));
+}
+
+/// Everything a pipeline of `cmds` (sent in one write) got back, up to the PONG sent after it.
+fn pipelined(raw: &mut Raw, cmds: &[&[&str]]) -> String {
+    let mut req = Vec::new();
+    for c in cmds {
+        req.extend_from_slice(format!("*{}\r\n", c.len()).as_bytes());
+        for a in *c {
+            req.extend_from_slice(format!("${}\r\n{a}\r\n", a.len()).as_bytes());
+        }
+    }
+    req.extend_from_slice(b"PING\r\n");
+    raw.send(&req);
+    let mut got = String::new();
+    loop {
+        let r = String::from_utf8_lossy(&raw.reply()).into_owned();
+        if r == "+PONG\r\n" {
+            return got;
+        }
+        got.push_str(&r);
+    }
+}
+
+/// A client's own writes in a pipeline: each invalidation comes right after the reply of the
+/// write that caused it (RESP3, and redirected to itself), keys on one shard and on both, of
+/// plain writes, EXEC, a script, MSET, DEL and FLUSHDB/FLUSHALL (a null invalidation).
+fn run_own_writes(port: u16, ka: &str, kb: &str) -> Vec<String> {
+    let mut me = Raw::connect(port);
+    let _ = me.call(&[b"HELLO", b"3"]);
+    let id = text(&mut me, &["CLIENT", "ID"]);
+    let id = id.trim_start_matches(':').trim_end().to_string();
+    let mut seen = Vec::new();
+    for on in [
+        vec!["CLIENT", "TRACKING", "ON"],
+        vec!["CLIENT", "TRACKING", "ON", "REDIRECT", id.as_str()],
+    ] {
+        seen.push(text(&mut me, &on));
+        let same = format!("{ka}x");
+        for (k1, k2) in [(ka, kb), (ka, same.as_str())] {
+            seen.push(pipelined(&mut me, &[&["GET", k1], &["GET", k2]]));
+            seen.push(pipelined(
+                &mut me,
+                &[
+                    &["SET", k1, "1"],
+                    &["SET", k2, "2"],
+                    &["INCR", k1],
+                    &["GET", k1],
+                ],
+            ));
+            seen.push(pipelined(
+                &mut me,
+                &[&["DEL", k1], &["APPEND", k2, "x"], &["DEL", k2]],
+            ));
+            // Commands that span shards: after their reply, in the order they changed the keys.
+            let script = "redis.call('SET', KEYS[1], 1) redis.call('SET', KEYS[2], 2)";
+            let spans: &[&[&[&str]]] = &[
+                &[
+                    &["MULTI"],
+                    &["SET", k1, "1"],
+                    &["SET", k2, "2"],
+                    &["EXEC"],
+                    &["GET", k1],
+                ],
+                &[&["EVAL", script, "2", k1, k2], &["GET", k1]],
+                &[&["MSET", k1, "1", k2, "2"], &["GET", k1]],
+                &[&["DEL", k2, k1], &["GET", k1]],
+                &[&["SET", k1, "1"], &["FLUSHDB"], &["GET", k1], &["FLUSHALL"]],
+            ];
+            for span in spans {
+                seen.push(pipelined(&mut me, &[&["GET", k1], &["GET", k2]]));
+                seen.push(pipelined(&mut me, span));
+            }
+        }
+        seen.push(text(&mut me, &["CLIENT", "TRACKING", "OFF"]));
+    }
+    seen
+}
+
+#[test]
+fn own_write_invalidations_follow_each_reply_in_a_pipeline() {
+    let s = server();
+    let (ka, kb) = keys_on_different_shards("own", 2);
+    let strata = run_own_writes(s.port, &ka, &kb);
+    let dir = tempfile::tempdir().unwrap();
+    let Some(real) = RedisServer::start(dir.path(), "dump.rdb", &[]) else {
+        return;
+    };
+    let want = run_own_writes(real.port, &ka, &kb);
+    let diffs: Vec<String> = strata
+        .iter()
+        .zip(&want)
+        .filter(|(a, b)| a != b)
+        .map(|(a, b)| format!("strata: {a:?}\n redis: {b:?}"))
+        .collect();
+    assert!(diffs.is_empty(), "{}", diffs.join("\n"));
+}

@@ -693,7 +693,11 @@ fn serve_key(core: &Rc<Core>, db: usize, key: &Bytes) {
 /// type).
 fn pop_for(core: &Core, db: usize, key: &Bytes, op: &Op, id: u64) -> Reply {
     let mut shard = core.shard.borrow_mut();
-    shard.watches.tracking.caller = crate::shard::tracking::Caller { id, track: false };
+    shard.watches.tracking.caller = crate::shard::tracking::Caller {
+        id,
+        track: false,
+        script: false,
+    };
     let r = pop_with(&mut shard, db, key, op);
     if !matches!(r, Reply::NilArray | Reply::Nil | Reply::Error(_)) {
         // Popped in place: the keys changed for WATCH and CLIENT TRACKING, as a command's

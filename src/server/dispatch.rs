@@ -285,7 +285,7 @@ pub async fn dispatch(core: &Rc<Core>, session: &mut Session, reqs: Vec<Request>
                 replies[i] = Some(if tiered {
                     exec::run_keyed(core, db, spec, f, &req.args, now, 0, Some(&pre), caller).await
                 } else {
-                    exec::call(
+                    exec::call_own(
                         &mut core.shard.borrow_mut(),
                         db,
                         now,
@@ -307,7 +307,12 @@ pub async fn dispatch(core: &Rc<Core>, session: &mut Session, reqs: Vec<Request>
             Route::Barrier(spec) => {
                 flush_groups(core, session.db, &mut groups, &mut replies).await;
                 let before = session.resp3;
-                replies[i] = Some(run_barrier(core, session, spec, req.args).await);
+                let client = session.client.clone();
+                let split = matches!(spec.exec, Exec::Split(..));
+                let keys = (split && client.tracking.load(Ordering::Relaxed) != 0)
+                    .then(|| req.args.clone());
+                let run = run_barrier(core, session, spec, req.args);
+                replies[i] = Some(tracking::with_own_pushes(&client, keys, run).await);
                 if session.resp3 != before {
                     switches.push((i, session.resp3));
                 }
@@ -454,7 +459,7 @@ async fn flush_groups(
                 batch
                     .into_iter()
                     .map(|(_, spec, f, args, caller)| {
-                        exec::call(shard, db, now, spec, f, &args, caller)
+                        exec::call_own(shard, db, now, spec, f, &args, caller)
                     })
                     .collect::<Vec<Reply>>()
             })

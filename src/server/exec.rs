@@ -145,7 +145,11 @@ pub async fn run_keyed(
             }
         };
         if wanted.is_empty() {
-            return call(&mut core.shard.borrow_mut(), db, now, spec, f, args, caller);
+            let shard = &mut core.shard.borrow_mut();
+            if tx == 0 {
+                return call_own(shard, db, now, spec, f, args, caller);
+            }
+            return call(shard, db, now, spec, f, args, caller);
         }
         let Some(tier) = core.shard.borrow().tier.clone() else {
             return crate::cmd::args::err("ERR tiered storage is not available");
@@ -212,7 +216,11 @@ pub async fn run_keyed(
             restore_collections(&mut shard, db, colls, true, false);
             continue;
         }
-        let reply = call(&mut shard, db, now, spec, f, args, caller);
+        let reply = if tx == 0 {
+            call_own(&mut shard, db, now, spec, f, args, caller)
+        } else {
+            call(&mut shard, db, now, spec, f, args, caller)
+        };
         let upload = upload_allowed(core);
         restore_pointers(&mut shard, db, installed, upload);
         restore_collections(&mut shard, db, colls, readonly, upload);
@@ -244,6 +252,34 @@ pub fn call(
     shard.watches.tracking.caller = Caller::NONE;
     remember_read(shard, spec, args, caller);
     reply
+}
+
+/// [`call`] for a command of its own (not one of EXEC's or a script's): the invalidations of
+/// keys its client tracks and it changed come right after its reply, as Redis sends them after
+/// the command (`trackingHandlePendingKeyInvalidations`), not after the whole pipeline.
+#[inline]
+pub fn call_own(
+    shard: &mut Shard,
+    db: usize,
+    now: u64,
+    spec: &'static Spec,
+    f: ShardFn,
+    args: &[Bytes],
+    caller: Caller,
+) -> Reply {
+    // No key tracked on this shard: no invalidation to gather.
+    if caller == Caller::NONE || shard.watches.tracking.is_empty() {
+        return call(shard, db, now, spec, f, args, caller);
+    }
+    let (reply, own) =
+        super::tracking::own_pushes(caller.id, || call(shard, db, now, spec, f, args, caller));
+    if own.is_empty() {
+        return reply;
+    }
+    let mut all = Vec::with_capacity(1 + own.len());
+    all.push(reply);
+    all.extend(own);
+    Reply::Many(all)
 }
 
 /// Remembers the keys of read-only command `spec` for a tracking `caller`.

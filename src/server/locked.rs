@@ -166,6 +166,7 @@ impl Locked {
             Some((shard, f)) => {
                 let mut caller = super::tracking::caller(session);
                 caller.track &= self.track_reads;
+                caller.script |= !self.track_reads;
                 self.keyed(core, session.db, shard, spec, f, args, caller)
                     .await
             }

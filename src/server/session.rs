@@ -87,6 +87,9 @@ pub struct ClientInfo {
     pub tracking: AtomicU32,
     /// CLIENT TRACKING's REDIRECT target (0 = none).
     pub redirect: AtomicU64,
+    /// While a command that spans cores runs (EXEC, a script, a cross-shard command): the
+    /// invalidations its own writes cause it, to go after its reply (`server::tracking`).
+    pub own_pushes: Mutex<Option<Vec<Reply>>>,
 }
 
 impl ClientInfo {
@@ -312,6 +315,7 @@ impl Session {
             unblock: 0.into(),
             mailbox: tx,
             pending: AtomicUsize::new(0),
+            own_pushes: Mutex::new(None),
             subscriptions: Default::default(),
             tracking: 0.into(),
             redirect: 0.into(),

@@ -113,6 +113,7 @@ pub fn caller(session: &Session) -> Caller {
     Caller {
         id: session.id,
         track,
+        script: super::txn::in_script(),
     }
 }
 
@@ -167,8 +168,8 @@ fn deliver(global: &Global, target: &ClientInfo, payload: Reply, redirected: boo
 }
 
 /// FLUSHDB / FLUSHALL ran (the shards dropped their tables): every tracking client gets a null
-/// invalidation.
-pub fn flushed(global: &Global) {
+/// invalidation; the flushing client `writer` after its reply, as Redis.
+pub fn flushed(global: &Global, writer: u64) {
     if global.tracking.clients() == 0 {
         return;
     }
@@ -180,7 +181,90 @@ pub fn flushed(global: &Global) {
         true
     });
     for c in tracking {
+        if c.id == writer && keep_own(&c, &Reply::Nil) {
+            continue;
+        }
         send(global, &c, Reply::Nil);
+    }
+}
+
+thread_local! {
+    /// While a command of its own runs on this core's shard: its client, and the invalidations
+    /// it has to get after the command's reply (see [`own_pushes`]).
+    static OWN: RefCell<Option<(u64, Vec<Reply>)>> = const { RefCell::new(None) };
+}
+
+/// Runs `f`, a command of client `id`'s own, and returns the invalidation pushes `id` gets for
+/// keys it changed itself, to go right after the command's reply.
+pub fn own_pushes<R>(id: u64, f: impl FnOnce() -> R) -> (R, Vec<Reply>) {
+    let prev = OWN.with(|o| o.borrow_mut().replace((id, Vec::new())));
+    let r = f();
+    let own = OWN.with(|o| std::mem::replace(&mut *o.borrow_mut(), prev));
+    (r, own.map(|(_, v)| v).unwrap_or_default())
+}
+
+/// Keeps `payload` for the command of client `c` running now when `c` is that client and gets
+/// its invalidations on its own connection (RESP3, without a redirect or redirected to
+/// itself); false otherwise.
+fn keep_own(c: &ClientInfo, payload: &Reply) -> bool {
+    let redirect = c.redirect.load(Ordering::Relaxed);
+    if (redirect != 0 && redirect != c.id) || c.resp.load(Ordering::Relaxed) != 3 {
+        return false;
+    }
+    let push = || Reply::Push(vec![Reply::bulk_str("invalidate"), payload.clone()]);
+    let kept = OWN.with(|o| match &mut *o.borrow_mut() {
+        Some((id, pushes)) if *id == c.id => {
+            pushes.push(push());
+            true
+        }
+        _ => false,
+    });
+    kept || c
+        .own_pushes
+        .lock()
+        .ok()
+        .and_then(|mut p| p.as_mut().map(|v| v.push(push())))
+        .is_some()
+}
+
+/// Runs `fut`, a command of `c`'s that may run on several cores (EXEC, a script, a cross-shard
+/// command), and puts after its reply the invalidations of keys `c` tracks and it changed, as
+/// Redis sends them after the command; in the order of `keys` when given (the parts of a
+/// split command run at once on their shards, Redis changes the keys in argument order).
+pub async fn with_own_pushes(
+    c: &ClientInfo,
+    keys: Option<Vec<Bytes>>,
+    fut: impl std::future::Future<Output = Reply>,
+) -> Reply {
+    if c.tracking.load(Ordering::Relaxed) & ON == 0 {
+        return fut.await;
+    }
+    if let Ok(mut p) = c.own_pushes.lock() {
+        *p = Some(Vec::new());
+    }
+    let reply = fut.await;
+    let own = c.own_pushes.lock().ok().and_then(|mut p| p.take());
+    match own {
+        Some(mut own) if !own.is_empty() => {
+            if let Some(keys) = keys {
+                let at = |p: &Reply| match p {
+                    Reply::Push(v) => match v.get(1) {
+                        Some(Reply::Array(k)) => match k.first() {
+                            Some(Reply::Bulk(k)) => keys.iter().position(|a| a == k),
+                            _ => None,
+                        },
+                        _ => None,
+                    },
+                    _ => None,
+                };
+                own.sort_by_key(at);
+            }
+            let mut all = Vec::with_capacity(1 + own.len());
+            all.push(reply);
+            all.extend(own);
+            Reply::Many(all)
+        }
+        _ => reply,
     }
 }
 
@@ -257,6 +341,9 @@ impl Invalidations for CoreSink {
             let f = c.tracking.load(Ordering::Relaxed);
             // Off since, or switched to BCAST (which does not hear of keys read before).
             if f & ON == 0 || f & BCAST != 0 || (f & NOLOOP != 0 && id == writer) {
+                continue;
+            }
+            if id == writer && keep_own(&c, &payload) {
                 continue;
             }
             send(&self.global, &c, payload.clone());

@@ -51,6 +51,9 @@ pub(super) struct Ambient {
     reads: Option<Reads>,
     /// Reads are not remembered for tracking clients here (a script's commands).
     untracked: bool,
+    /// The client whose command this is (id 0: none): what its transactions change on any
+    /// shard is that client's change (CLIENT TRACKING NOLOOP).
+    writer: Caller,
 }
 
 /// Keys that tracking client `id` reads (CLIENT TRACKING, default mode; any db, as Redis).
@@ -66,6 +69,11 @@ thread_local! {
 
 fn ambient() -> Ambient {
     AMBIENT.with(|a| a.borrow().clone())
+}
+
+/// Whether the running task runs a script's commands (their reads are not remembered).
+pub(super) fn in_script() -> bool {
+    AMBIENT.with(|a| a.borrow().untracked)
 }
 
 /// The transaction id under which the running task holds `shard`, if it does.
@@ -93,6 +101,7 @@ impl<'a, T> Scoped<'a, T> {
             held: Some((txn.id, txn.held.clone())),
             reads: None,
             untracked: false,
+            writer: txn.writer,
         };
         Scoped { fut, ambient }
     }
@@ -125,36 +134,84 @@ impl<T> Future for Scoped<'_, T> {
     }
 }
 
-/// Runs a cross-shard read-only command (`spec`, `args`) for `caller` so that, when the
-/// caller tracks keys, the transaction it takes remembers them on their shards while it holds
-/// them: no write falls between the read and the remembering, as when one shard runs a
-/// command (`exec::call`).
+/// Runs a cross-shard command (`spec`, `args`) for `caller`: what its transaction changes is
+/// the caller's change on every shard (NOLOOP), and, when the caller tracks keys and the
+/// command reads, the transaction remembers them on their shards while it holds them: no
+/// write falls between the read and the remembering, as when one shard runs a command
+/// (`exec::call`).
 pub(super) async fn reading<'a>(
     caller: Caller,
     spec: &'static Spec,
     args: &[Bytes],
     fut: futures::future::LocalBoxFuture<'a, Reply>,
 ) -> Reply {
-    if !caller.track || !spec.has(super::table::READONLY) || ambient().untracked {
+    let mut ambient = ambient();
+    let reads = caller.track && spec.has(super::table::READONLY) && !ambient.untracked;
+    let writer = Caller {
+        track: false,
+        ..caller
+    };
+    if caller.id == 0 || (!reads && ambient.writer == writer) {
         return fut.await;
     }
-    let keys: Rc<[Bytes]> = spec
-        .keys_of(args)
-        .into_iter()
-        .map(|i| args[i].clone())
-        .collect();
-    let mut ambient = ambient();
-    ambient.reads = Some(Reads {
-        id: caller.id,
-        keys,
-    });
+    ambient.writer = writer;
+    if reads {
+        let keys: Rc<[Bytes]> = spec
+            .keys_of(args)
+            .into_iter()
+            .map(|i| args[i].clone())
+            .collect();
+        ambient.reads = Some(Reads {
+            id: caller.id,
+            keys,
+        });
+    }
     Scoped { fut, ambient }.await
+}
+
+/// Runs `f` with `writer` as the shard's current client when none is set, so that the changes
+/// it makes are that client's (0: leaves it as it is).
+fn as_writer<R>(core: &Core, writer: Caller, f: impl FnOnce() -> R) -> R {
+    let set = writer.id != 0
+        && core.shard.try_borrow_mut().is_ok_and(|mut sh| {
+            let c = &mut sh.watches.tracking.caller;
+            let none = *c == Caller::NONE;
+            if none {
+                *c = writer;
+            }
+            none
+        });
+    let r = f();
+    if set {
+        if let Ok(mut sh) = core.shard.try_borrow_mut() {
+            sh.watches.tracking.caller = Caller::NONE;
+        }
+    }
+    r
+}
+
+/// A future polled with its transaction's client as the shard's writer (`as_writer`).
+struct AsWriter<R> {
+    core: Rc<Core>,
+    writer: Caller,
+    fut: futures::future::LocalBoxFuture<'static, R>,
+}
+
+impl<R> Future for AsWriter<R> {
+    type Output = R;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<R> {
+        let this = self.get_mut();
+        let (core, writer, fut) = (&this.core, this.writer, &mut this.fut);
+        as_writer(core, writer, || fut.as_mut().poll(cx))
+    }
 }
 
 /// A held set of shard locks; dropping it unlocks them.
 pub struct Txn {
     core: Rc<Core>,
     id: u64,
+    /// The client whose command took it (id 0: none), its jobs' writer.
+    writer: Caller,
     /// The shards this value locked (and unlocks when dropped).
     shards: Vec<usize>,
     /// Every shard it may use: its own and those of the transaction it runs inside.
@@ -190,6 +247,7 @@ impl Txn {
         let mut txn = Txn {
             core: core.clone(),
             id,
+            writer: outer.writer,
             shards: Vec::new(),
             held: Rc::from(Vec::new()),
             queued: false,
@@ -251,12 +309,16 @@ impl Txn {
         F: FnOnce(&mut Shard) -> R + Send + 'static,
     {
         // A script drives this without this core's executor: its own shard runs inline.
+        let writer = self.writer;
         if shard == self.core.id && super::script::driving() {
-            return Some(f(&mut self.core.shard.borrow_mut()));
+            return Some(as_writer(&self.core, writer, || {
+                f(&mut self.core.shard.borrow_mut())
+            }));
         }
         let (tx, rx) = oneshot::channel();
         let job: Job = Box::new(move |core| {
-            let _ = tx.send(f(&mut core.shard.borrow_mut()));
+            let r = as_writer(core, writer, || f(&mut core.shard.borrow_mut()));
+            let _ = tx.send(r);
         });
         let _waiting = remote_wait();
         if !self.core.global.send(shard, Msg::RunTx(self.id, job)) {
@@ -271,6 +333,15 @@ impl Txn {
         shard: usize,
         work: AsyncWork<R>,
     ) -> Option<R> {
+        let writer = self.writer;
+        let work: AsyncWork<R> = if writer.id == 0 {
+            work
+        } else {
+            Box::new(move |core: Rc<Core>| {
+                let fut = work(core.clone());
+                Box::pin(AsWriter { core, writer, fut })
+            })
+        };
         if shard == self.core.id && super::script::driving() {
             return Some(work(self.core.clone()).await);
         }

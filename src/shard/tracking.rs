@@ -63,6 +63,9 @@ pub type Sink = Rc<dyn Invalidations>;
 pub struct Caller {
     pub id: u64,
     pub track: bool,
+    /// A script's command: BCAST counts its changes as the script's, not the client's (Redis
+    /// records the script's own client), so NOLOOP does not skip them there.
+    pub script: bool,
 }
 
 impl Caller {
@@ -70,6 +73,7 @@ impl Caller {
     pub const NONE: Caller = Caller {
         id: 0,
         track: false,
+        script: false,
     };
 }
 
@@ -118,15 +122,20 @@ impl Tracking {
     /// `key` changed, by the current caller.
     #[inline]
     pub fn touch(&mut self, key: &[u8]) {
-        let writer = self.caller.id;
-        self.touch_by(key, writer);
+        let c = self.caller;
+        self.touch_as(key, c.id, if c.script { 0 } else { c.id });
     }
 
     /// `key` changed, by client `writer` (0: nobody's command).
     pub fn touch_by(&mut self, key: &[u8], writer: u64) {
+        self.touch_as(key, writer, writer);
+    }
+
+    /// `key` changed, by client `writer` for default mode and `bcast_writer` for BCAST.
+    fn touch_as(&mut self, key: &[u8], writer: u64, bcast_writer: u64) {
         if BCAST_PREFIXES.load(Ordering::Relaxed) > 0 {
             if let Some(s) = &self.sink {
-                s.changed(key, writer);
+                s.changed(key, bcast_writer);
             }
         }
         if self.keys.is_empty() {
@@ -218,6 +227,7 @@ mod tests {
         t.caller = Caller {
             id: 9,
             track: false,
+            script: false,
         };
         t.touch(b"other");
         t.touch(b"k");

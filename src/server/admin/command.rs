@@ -2,26 +2,30 @@
 //!
 //! Never: describes a command any way but as the table declares it.
 
+use super::keyspec;
 use crate::cmd::args::*;
 use crate::cmd::help_reply;
 use crate::protocol::Reply;
-use crate::server::table::{self, Call, NumKeys, Spec, TABLE};
+use crate::server::table::{self, Call, Spec, TABLE};
 
+/// COMMAND INFO of one command: its key positions and key specs are Redis' (`keyspec`).
 fn command_info(s: &Spec) -> Reply {
+    let (first, last, step, _) = keyspec::legacy_range(s.name);
     Reply::Array(vec![
         Reply::bulk_str(s.name),
         Reply::Int(s.arity as i64),
-        Reply::Set(s.flag_names().into_iter().map(Reply::Status).collect()),
-        Reply::Int(s.first_key.max(0) as i64),
-        Reply::Int(if s.first_key > 0 {
-            s.last_key as i64
-        } else {
-            0
-        }),
-        Reply::Int(if s.first_key > 0 { s.step as i64 } else { 0 }),
+        Reply::Set(
+            keyspec::info_flags(s.name, &s.flag_names())
+                .into_iter()
+                .map(Reply::Status)
+                .collect(),
+        ),
+        Reply::Int(i64::from(first)),
+        Reply::Int(i64::from(last)),
+        Reply::Int(i64::from(step)),
         Reply::Set(vec![]),
         Reply::Set(vec![]),
-        Reply::Array(vec![]),
+        keyspec::specs_reply(s.name),
         Reply::Array(vec![]),
     ])
 }
@@ -84,8 +88,12 @@ pub fn command(Call { args, .. }: Call<'_>) -> Reply {
             }
             Reply::Array(names.into_iter().map(|s| Reply::bulk_str(s.name)).collect())
         }
-        "getkeys" if args.len() >= 4 => getkeys(&args[2..]),
+        "getkeys" if args.len() >= 4 => getkeys(&args[2..], false),
         "getkeys" => err("ERR wrong number of arguments for 'command|getkeys' command"),
+        "getkeysandflags" if args.len() >= 4 => getkeys(&args[2..], true),
+        "getkeysandflags" => {
+            err("ERR wrong number of arguments for 'command|getkeysandflags' command")
+        }
         "help" => help_reply(&[
             "COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
             "(no subcommand)",
@@ -100,6 +108,8 @@ pub fn command(Call { args, .. }: Call<'_>) -> Reply {
             "    Return documentation details about multiple commands.",
             "GETKEYS <full-command>",
             "    Return the keys from a full command.",
+            "GETKEYSANDFLAGS <full-command>",
+            "    Return the keys and the access flags from a full command.",
             "HELP",
             "    Print this help.",
         ]),
@@ -107,75 +117,39 @@ pub fn command(Call { args, .. }: Call<'_>) -> Reply {
     }
 }
 
-/// COMMAND GETKEYS: the keys of `cmd` (a full command) as Redis finds them, with its errors
-/// in its order: an unknown command, one without keys, a wrong count of arguments, then
-/// arguments that name no key.
-fn getkeys(cmd: &[bytes::Bytes]) -> Reply {
-    let Some(spec) = table::lookup(&cmd[0]) else {
+/// COMMAND GETKEYS and GETKEYSANDFLAGS: the keys of `cmd` (a full command) as Redis finds
+/// them (`keyspec`), with its errors in its order: an unknown command, one without keys, a
+/// wrong count of arguments, then arguments that name no key.
+fn getkeys(cmd: &[bytes::Bytes], with_flags: bool) -> Reply {
+    let found = table::lookup(&cmd[0]).and_then(|s| keyspec::resolve(s.name, s.arity, cmd));
+    let Some(found) = found else {
         return err("ERR Invalid command specified");
     };
-    if spec.first_key <= 0 && spec.numkeys.is_none() && !spec.has(table::MOVABLE_KEYS) {
+    if !keyspec::has_keys(&found.name) {
         return err("ERR The command has no key arguments");
     }
-    if !spec.arity_ok(cmd.len()) {
+    let argc = cmd.len() as i64;
+    let arity = i64::from(found.arity);
+    if (arity > 0 && arity != argc) || argc < -arity {
         return err("ERR Invalid number of arguments specified for command");
     }
-    let keys = match spec.numkeys {
-        Some(n) => match counted_keys(n, cmd) {
-            Some(k) => k,
-            None if n.mandatory => return err("ERR Invalid arguments specified for command"),
-            None => Vec::new(),
-        },
-        None => {
-            let k = spec.keys_of(cmd);
-            if k.is_empty() {
-                // A container's subcommand without keys (OBJECT HELP).
-                return err("ERR The command has no key arguments");
-            }
-            k
+    let keys = keyspec::keys_with_flags(&found.name, cmd);
+    if keys.is_empty() {
+        if keyspec::no_mandatory_keys(&found.name) {
+            return Reply::Array(vec![]);
         }
-    };
+        return err("ERR Invalid arguments specified for command");
+    }
     Reply::Array(
         keys.into_iter()
-            .map(|i| Reply::Bulk(cmd[i].clone()))
+            .map(|(i, flags)| {
+                let key = Reply::Bulk(cmd[i].clone());
+                if with_flags {
+                    Reply::Array(vec![key, keyspec::flags_reply(flags)])
+                } else {
+                    key
+                }
+            })
             .collect(),
     )
-}
-
-/// The keys after a count, as Redis' `keynum` key spec finds them (the destination first);
-/// where that spec fails, as its fallback (`genericGetKeys`: the count read as `atoi` does,
-/// the destination last); None when neither names a key.
-fn counted_keys(n: NumKeys, cmd: &[bytes::Bytes]) -> Option<Vec<usize>> {
-    let count = cmd.get(n.at)?;
-    let dst = n.store.then_some(1);
-    let first = n.at + 1;
-    if let Some(c) = parse_i64(count).filter(|&c| c >= 1) {
-        if (c as u64) <= (cmd.len() - first) as u64 {
-            return Some(dst.into_iter().chain(first..first + c as usize).collect());
-        }
-    }
-    let c = atoi(count);
-    if c < 1 || c > (cmd.len() - first) as i64 {
-        return None;
-    }
-    Some((first..first + c as usize).chain(dst).collect())
-}
-
-/// C's `atoi`: leading blanks, a sign, then digits up to the first other byte (0 if none).
-fn atoi(s: &[u8]) -> i64 {
-    let s = s.trim_ascii_start();
-    let (neg, digits) = match s.first() {
-        Some(b'-') => (true, &s[1..]),
-        Some(b'+') => (false, &s[1..]),
-        _ => (false, s),
-    };
-    let mut v: i64 = 0;
-    for &d in digits.iter().take_while(|d| d.is_ascii_digit()) {
-        v = v.saturating_mul(10).saturating_add(i64::from(d - b'0'));
-    }
-    if neg {
-        -v
-    } else {
-        v
-    }
 }

@@ -44,7 +44,7 @@ async fn flush(call: Call<'_>, all: bool) -> Reply {
         }
     })
     .await;
-    crate::server::tracking::flushed(&core.global);
+    crate::server::tracking::flushed(&core.global, session.id);
     Reply::Ok
 }
 

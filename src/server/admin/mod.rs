@@ -12,5 +12,7 @@ pub mod connection;
 pub mod debug;
 pub mod info;
 pub mod keyspace;
+pub mod keyspec;
+mod keyspecs;
 pub mod persist;
 pub mod pubsub;
