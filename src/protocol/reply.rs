@@ -252,21 +252,7 @@ fn bulk(out: &mut Vec<u8>, b: &[u8]) {
 
 /// Allocation-free integer formatting (the hot path writes many lengths).
 fn write_int(out: &mut Vec<u8>, n: i64) {
-    let mut scratch = [0u8; 20];
-    let mut v = n.unsigned_abs();
-    let mut i = scratch.len();
-    loop {
-        i -= 1;
-        scratch[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
-    }
-    if n < 0 {
-        out.push(b'-');
-    }
-    out.extend_from_slice(&scratch[i..]);
+    out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
 }
 
 #[cfg(test)]

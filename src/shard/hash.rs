@@ -178,27 +178,11 @@ impl Node {
         (&a[at..at + flen], at + flen + vlen - off, None)
     }
 
-    /// Whether the record at `off` is the field `name`: the probe's test, which reads the
-    /// name only (no value, expiry or spill decoded) and compares lengths first.
+    /// Whether the record at `off` is the field `name`: the probe's test, which compares
+    /// the name's length (in the record's head) before reading the name itself.
     fn name_is(&self, off: usize, name: &[u8]) -> bool {
-        let a = &self.arena;
-        let (head, n) = get_varint(a, off);
-        if head >> 2 != name.len() {
-            return false;
-        }
-        let mut at = off + n;
-        if head & HAS_EXPIRY != 0 {
-            at += 8;
-        }
-        if head & SPILLED != 0 {
-            let mut b = [0u8; 4];
-            b.copy_from_slice(&a[at..at + 4]);
-            let block = &self.spills[u32::from_le_bytes(b) as usize];
-            return &block[..name.len()] == name;
-        }
-        let (_, n) = get_varint(a, at);
-        at += n;
-        &a[at..at + name.len()] == name
+        let (head, _) = get_varint(&self.arena, off);
+        head >> 2 == name.len() && self.span(off).0 == name
     }
 
     fn at(&self, slot: usize) -> Option<Record<'_>> {

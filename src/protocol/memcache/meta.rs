@@ -311,61 +311,12 @@ pub fn parse_set_line(src: &Bytes, list: &[&[u8]], n: usize) -> SetLine {
     )
 }
 
-/// A number of a reply: its sign and magnitude.
-trait Decimal {
-    fn parts(self) -> (bool, u64);
-}
-
-impl Decimal for u64 {
-    fn parts(self) -> (bool, u64) {
-        (false, self)
-    }
-}
-
-impl Decimal for usize {
-    fn parts(self) -> (bool, u64) {
-        (false, self as u64)
-    }
-}
-
-impl Decimal for u32 {
-    fn parts(self) -> (bool, u64) {
-        (false, u64::from(self))
-    }
-}
-
-impl Decimal for u8 {
-    fn parts(self) -> (bool, u64) {
-        (false, u64::from(self))
-    }
-}
-
-impl Decimal for i64 {
-    fn parts(self) -> (bool, u64) {
-        (self < 0, self.unsigned_abs())
-    }
-}
-
 /// Appends `n` in decimal without allocating (a flag or length per reply).
-fn push_dec(out: &mut Vec<u8>, n: impl Decimal) {
-    let (negative, mut v) = n.parts();
-    let mut digits = [0u8; 20];
-    let mut i = digits.len();
-    loop {
-        i -= 1;
-        digits[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
-    }
-    if negative {
-        out.push(b'-');
-    }
-    out.extend_from_slice(&digits[i..]);
+fn push_dec(out: &mut Vec<u8>, n: impl itoa::Integer) {
+    out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
 }
 
-fn push_num(out: &mut Vec<u8>, flag: u8, n: impl Decimal) {
+fn push_num(out: &mut Vec<u8>, flag: u8, n: impl itoa::Integer) {
     out.push(b' ');
     out.push(flag);
     push_dec(out, n);
