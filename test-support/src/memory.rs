@@ -16,11 +16,6 @@ pub fn proc_status_kb(pid: u32, field: &str) -> Option<u64> {
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
-/// The highest RSS process `pid` has had (VmHWM), in bytes.
-pub fn peak_rss(pid: u32) -> u64 {
-    proc_status_kb(pid, "VmHWM").expect("VmHWM in /proc status") * 1024
-}
-
 /// The resident memory process `pid` owns (RssAnon + RssShmem: not its binary's file pages,
 /// which the kernel may drop and reread), what `--maxmemory` bounds, in bytes; None once the
 /// process is gone.

@@ -104,7 +104,8 @@ impl Server {
         }
     }
 
-    fn wait_ready(&mut self) {
+    /// Waits until a [`Server::spawn`]ed server answers PING.
+    pub fn wait_ready(&mut self) {
         let ready = self.poll_started("strata", |port| {
             let mut c = TcpStream::connect(("127.0.0.1", port)).ok()?;
             let _ = c.set_read_timeout(Some(Duration::from_secs(2)));
