@@ -178,12 +178,12 @@ pub(super) fn one_shard(
     }
 }
 
-fn route(core: &Core, session: &Session, req: &Request, oom: &mut Option<bool>) -> Route {
+fn route(core: &Core, session: &mut Session, req: &Request, oom: &mut Option<bool>) -> Route {
     let spec = match admit(session, req) {
         Ok(spec) => spec,
         Err(e) => return Route::Reply(e),
     };
-    if let Some(busy) = super::script::busy::busy_reply(&core.global.settings, spec, &req.args) {
+    if let Some(busy) = super::script::busy::busy_reply(core, session, spec, &req.args) {
         return Route::Reply(busy);
     }
     if spec.has(DENYOOM) && over_memory(core, oom) {
