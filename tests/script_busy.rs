@@ -346,6 +346,22 @@ fn states_transcript(port: u16) -> Vec<(&'static str, Vec<u8>)> {
     t.push(("m3: multi", m3.call(&[b"multi"])));
     t.push(("m3: shutdown", m3.call(&[b"shutdown", b"nosave"])));
     t.push(("m3: wrong arity", m3.call(&[b"get"])));
+    // Pipelined in one write: each answered in turn.
+    let mut piped = cmd(&[b"multi"]);
+    piped.extend(cmd(&[b"set", b"k", b"y"]));
+    piped.extend(cmd(&[b"exec"]));
+    piped.extend(cmd(&[b"unwatch"]));
+    piped.extend(cmd(&[b"get", b"k"]));
+    plain.send(&piped);
+    for what in [
+        "piped: multi",
+        "piped: set",
+        "piped: exec",
+        "piped: unwatch",
+        "piped: get",
+    ] {
+        t.push((what, plain.reply()));
+    }
     t.push(("plain: unwatch", plain.call(&[b"unwatch"])));
     t.push(("plain: exec", plain.call(&[b"exec"])));
     t.push(("plain: discard", plain.call(&[b"discard"])));
@@ -374,6 +390,9 @@ fn states_transcript(port: u16) -> Vec<(&'static str, Vec<u8>)> {
     t.push(("skip: ping", skip.call(&[b"ping"])));
     t.push(("noauth: get", noauth.call(&[b"get", b"k"])));
     t.push(("noauth: ping", noauth.call(&[b"ping"])));
+    t.push(("noauth: auth wrong", noauth.call(&[b"auth", b"no"])));
+    t.push(("noauth: auth", noauth.call(&[b"auth", b"pw"])));
+    t.push(("noauth: get after auth", noauth.call(&[b"get", b"k"])));
     t.push(("noauth: quit", noauth.call(&[b"quit"])));
 
     t.push(("script kill", other.call(&[b"script", b"kill"])));
@@ -419,4 +438,51 @@ fn busy_states_match_redis_on_one_core() {
 #[test]
 fn busy_states_match_redis_on_two_cores() {
     states_match_redis(2);
+}
+
+/// INFO's total_commands_processed after a busy period: what the busy script refused
+/// (-BUSY, unknown or malformed commands, a refused EXEC) is not counted, what it ran
+/// (MULTI, FUNCTION STATS, SCRIPT KILL) is, as in Redis.
+fn commands_processed(port: u16) -> String {
+    let mut admin = client(port);
+    rt(
+        &mut admin,
+        &["config", "set", "busy-reply-threshold", "100"],
+        "+OK\r\n",
+    );
+    let (mut runner, mut other) = (client(port), client(port));
+    rt(&mut admin, &["config", "resetstat"], "+OK\r\n");
+    send(&mut runner, &["eval", SPIN, "0"]);
+    thread::sleep(Duration::from_millis(500));
+    for args in [
+        &[&b"ping"[..]][..],
+        &[b"get", b"k"],
+        &[b"nosuch"],
+        &[b"get"],
+        &[b"multi"],
+        &[b"set", b"k", b"1"],
+        &[b"exec"],
+        &[b"function", b"stats"],
+        &[b"script", b"kill"],
+    ] {
+        other.call(args);
+    }
+    assert!(runner.reply().starts_with(b"-ERR Script killed"));
+    let info = String::from_utf8_lossy(&admin.call(&[b"info", b"stats"])).into_owned();
+    info.lines()
+        .find(|l| l.starts_with("total_commands_processed:"))
+        .unwrap_or("none")
+        .to_string()
+}
+
+#[test]
+fn busy_commands_counted_as_redis() {
+    let dir = tempfile::tempdir().unwrap();
+    let real = RedisServer::start(dir.path(), "dump.rdb", &[])
+        .expect("redis-server is needed for this comparison");
+    let want = commands_processed(real.port);
+    for threads in [1, 2] {
+        let s = server_with_threads(threads);
+        assert_eq!(commands_processed(s.port), want, "{threads} threads");
+    }
 }

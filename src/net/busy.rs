@@ -355,6 +355,8 @@ fn serve_one(fd: BorrowedFd<'_>, st: &mut State, answer: &dyn Fn(&mut View, &[By
             }
         }
         let _ = st.stash.split_to(used);
+        // AUTH lifts the limits on what follows it.
+        st.parser.set_unauthenticated(!st.view.authed);
         if st.view.quit {
             // Nothing after QUIT is read.
             st.stash.clear();

@@ -10,7 +10,7 @@
 
 use std::cell::RefCell;
 use std::rc::Rc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
 
@@ -168,6 +168,7 @@ pub fn apply(core: &Core, session: &mut Session, v: &View) {
         _ => {}
     }
     session.reply_mode = v.reply;
+    session.authed = v.authed;
     if v.quit {
         session.close_after_reply = true;
     }
@@ -175,8 +176,7 @@ pub fn apply(core: &Core, session: &mut Session, v: &View) {
 
 /// The reply Redis gives `args` (a whole request, name first) during a busy script, checked
 /// in processCommand's order, for a connection in state `v`; Wait for what needs more of the
-/// session than `v` (AUTH, HELLO, RESET, WATCH; in MULTI, the ALLOW_BUSY commands Redis
-/// queues).
+/// session than `v` (HELLO, RESET, WATCH; in MULTI, the ALLOW_BUSY commands Redis queues).
 pub fn answer(core: &Core, v: &mut View, args: &[Bytes]) -> Answer {
     let Some(spec) = args.first().and_then(|n| table::lookup(n)) else {
         return v.refuse(table::unknown_command(args));
@@ -203,6 +203,30 @@ pub fn answer(core: &Core, v: &mut View, args: &[Bytes]) -> Answer {
         return v.refuse(busy);
     }
     let in_multi = v.multi.is_some();
+    let answer = ran(core, v, spec, args, in_multi);
+    if let Answer::Reply(_) = answer {
+        // Run, not refused: counted as Redis' call() counts it.
+        RAN.fetch_add(1, Ordering::Relaxed);
+    }
+    answer
+}
+
+/// Commands the hooks of every core ran (not refused) since the last CONFIG RESETSTAT, for
+/// INFO's total_commands_processed.
+static RAN: AtomicU64 = AtomicU64::new(0);
+
+/// See [`RAN`].
+pub fn commands_ran() -> u64 {
+    RAN.load(Ordering::Relaxed)
+}
+
+/// CONFIG RESETSTAT.
+pub fn reset_stats() {
+    RAN.store(0, Ordering::Relaxed);
+}
+
+/// [`answer`] for an ALLOW_BUSY command.
+fn ran(core: &Core, v: &mut View, spec: &Spec, args: &[Bytes], in_multi: bool) -> Answer {
     match (spec.name, args.len()) {
         ("multi", _) if in_multi => Answer::Reply(err("ERR MULTI calls can not be nested")),
         ("multi", _) => {
@@ -222,6 +246,13 @@ pub fn answer(core: &Core, v: &mut View, args: &[Bytes]) -> Answer {
         }
         // Queued in MULTI (the connection queues it).
         _ if in_multi => Answer::Wait,
+        ("auth", _) => match crate::server::admin::connection::authenticate(core, args) {
+            Ok(()) => {
+                v.authed = true;
+                Answer::Reply(Reply::Ok)
+            }
+            Err(e) => Answer::Reply(e),
+        },
         ("unwatch", _) => {
             v.unwatch = true;
             Answer::Reply(Reply::Ok)
