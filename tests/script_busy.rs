@@ -1,8 +1,10 @@
 //! A script past `busy-reply-threshold` on one and two cores: every other client, on the
 //! script's own core too (`--proactor_threads 1` puts them all there), gets Redis' -BUSY;
 //! SCRIPT KILL and FUNCTION KILL from any client stop it; new connections are answered
-//! meanwhile; a pipelined client's commands all get their replies, in order. The error texts
-//! are compared byte for byte with a real redis-server when one is installed.
+//! meanwhile; a pipelined client's commands all get their replies, in order; connections in
+//! MULTI, RESP2 subscribe mode, CLIENT REPLY OFF/SKIP or not authenticated, and MULTI, EXEC,
+//! DISCARD, UNWATCH, AUTH, QUIT sent meanwhile, get Redis' answers; INFO counts what ran. The
+//! transcripts are compared byte for byte with a real redis-server.
 mod common;
 
 use std::thread;

@@ -1,12 +1,16 @@
 //! What a client gets while a script has run past `busy-reply-threshold` (Redis'
 //! `processCommand` during a timed-out script): -BUSY for every command but those Redis marks
-//! ALLOW_BUSY. Clients on other cores reach it through the dispatcher ([`busy_reply`]); the
-//! script's own core cannot run its connection tasks until the script ends, so the
-//! interpreter's hook calls the servicer the net layer installs here ([`install`]), which
-//! answers those connections' requests with [`answer`].
+//! ALLOW_BUSY, which run; inside MULTI a refusal makes EXEC abort, and a refused EXEC
+//! discards the transaction with -EXECABORT. Clients on other cores reach it through the
+//! dispatcher ([`busy_reply`]); the script's own core cannot run its connection tasks until
+//! the script ends, so the interpreter's hook calls the servicer the net layer installs here
+//! ([`install`]), which answers those connections' requests with [`answer`] by the session
+//! state each lent ([`View`]), and hands the changes back ([`apply`]).
 //!
-//! Never: runs a command that needs a connection's session or a shard from the hook; those
-//! wait for the script's end ([`Answer::Wait`]).
+//! Never: runs from the hook a command that needs more of a session than its [`View`], or a
+//! shard (HELLO, RESET, WATCH, and in MULTI the ALLOW_BUSY commands Redis queues): those and
+//! what follows them wait for the script's end ([`Answer::Wait`]). Memcached connections on
+//! the script's core wait too (memcached has no BUSY).
 
 use std::cell::RefCell;
 use std::rc::Rc;
