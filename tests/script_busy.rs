@@ -1,8 +1,10 @@
 //! A script past `busy-reply-threshold` on one and two cores: every other client, on the
 //! script's own core too (`--proactor_threads 1` puts them all there), gets Redis' -BUSY;
 //! SCRIPT KILL and FUNCTION KILL from any client stop it; new connections are answered
-//! meanwhile; a pipelined client's commands all get their replies, in order. The error texts
-//! are compared byte for byte with a real redis-server when one is installed.
+//! meanwhile; a pipelined client's commands all get their replies, in order; connections in
+//! MULTI, RESP2 subscribe mode, CLIENT REPLY OFF/SKIP or not authenticated, and MULTI, EXEC,
+//! DISCARD, UNWATCH, AUTH, QUIT sent meanwhile, get Redis' answers; INFO counts what ran. The
+//! transcripts are compared byte for byte with a real redis-server.
 mod common;
 
 use std::thread;
@@ -183,11 +185,11 @@ fn busy_script_replies_match_redis() {
 }
 
 /// A client that pipelines during the busy period: what the hook answers comes first, a
-/// command it leaves for the connection (UNWATCH) and everything after it run once the script
+/// command it leaves for the connection (WATCH) and everything after it run once the script
 /// ends, a request split across writes included; nothing is lost or reordered. On two cores
-/// the client may sit on the other core, whose dispatcher answers -BUSY to UNWATCH and to what
-/// it reads before the script ends: then each reply is -BUSY or the right one, and once the
-/// right ones start they go on to the end.
+/// the client may sit on the other core, whose dispatcher runs WATCH (as Redis, it is allowed)
+/// and answers -BUSY to what it reads before the script ends: then each reply is -BUSY or the
+/// right one, in order.
 fn pipeline_during_busy(threads: usize) {
     let s = server_with_threads(threads);
     let mut admin = client(s.port);
@@ -206,7 +208,7 @@ fn pipeline_during_busy(threads: usize) {
     for i in 0..N {
         req.extend(cmd(&[b"echo", format!("a{i}").as_bytes()]));
     }
-    req.extend(cmd(&[b"unwatch"]));
+    req.extend(cmd(&[b"watch", b"k"]));
     let mut want = vec!["+OK\r\n".to_string()];
     for i in 0..N {
         let b = format!("b{i}");
@@ -217,26 +219,30 @@ fn pipeline_during_busy(threads: usize) {
     want.push("$1\r\nv\r\n".into());
     req.extend(&last[..5]);
     piper.send(&req);
-    // Answered while the script still runs.
-    for i in 0..N {
-        assert_eq!(piper.reply(), BUSY_EVAL, "reply {i}");
+    // Answered while the script still runs (on another core, WATCH waits for the script's
+    // end, and with it the replies of its batch).
+    let read_busy = |piper: &mut Raw| {
+        for i in 0..N {
+            assert_eq!(piper.reply(), BUSY_EVAL, "reply {i}");
+        }
+    };
+    if threads == 1 {
+        read_busy(&mut piper);
     }
     thread::sleep(Duration::from_millis(200));
     piper.send(&last[5..]);
     rt(&mut other, &["script", "kill"], "+OK\r\n");
     assert!(runner.reply().starts_with(b"-ERR Script killed by user"));
+    if threads > 1 {
+        read_busy(&mut piper);
+    }
     let busy = String::from_utf8_lossy(BUSY_EVAL).into_owned();
-    let mut answered = false;
     for (i, w) in want.iter().enumerate() {
         let got = String::from_utf8_lossy(&piper.reply()).into_owned();
-        if threads > 1 && !answered && got == busy {
+        if threads > 1 && got == busy {
             continue;
         }
-        answered = true;
         assert_eq!(&got, w, "reply {i} after the busy ones");
-    }
-    if threads == 1 {
-        assert!(answered);
     }
     rt(&mut piper, &["ping"], "+PONG\r\n");
 }
@@ -288,5 +294,197 @@ fn shutdown_nosave(threads: usize) {
     while s.alive() {
         assert!(Instant::now() < deadline, "the server did not exit");
         thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Each connection state Redis answers differently during a busy script (connected before it
+/// starts, so with one thread they sit on the script's own core): MULTI before and during it,
+/// EXEC refused with -EXECABORT, DISCARD, UNWATCH, QUIT, RESP2 subscribe mode, CLIENT REPLY
+/// OFF and SKIP, a client not authenticated yet. (what, reply bytes), read in one order.
+fn states_transcript(port: u16) -> Vec<(&'static str, Vec<u8>)> {
+    let mut t = Vec::new();
+    let mut admin = client(port);
+    rt(
+        &mut admin,
+        &["config", "set", "busy-reply-threshold", "100"],
+        "+OK\r\n",
+    );
+    rt(&mut admin, &["set", "k", "v"], "+OK\r\n");
+    let (mut runner, mut other) = (client(port), client(port));
+    let mut multi = client(port);
+    rt(&mut multi, &["multi"], "+OK\r\n");
+    rt(&mut multi, &["incr", "n"], "+QUEUED\r\n");
+    let (mut m2, mut m3, mut plain, mut q) =
+        (client(port), client(port), client(port), client(port));
+    let mut sub = client(port);
+    t.push(("subscribe", sub.call(&[b"subscribe", b"c"])));
+    let mut off = client(port);
+    send(&mut off, &["client", "reply", "off"]);
+    let mut skip = client(port);
+    send(&mut skip, &["client", "reply", "skip"]);
+    rt(
+        &mut admin,
+        &["config", "set", "requirepass", "pw"],
+        "+OK\r\n",
+    );
+    let mut noauth = client(port);
+
+    send(&mut runner, &["eval", SPIN, "0"]);
+    t.push(("ping", wait_busy(&mut other)));
+    // Inside MULTI since before: refused, and EXEC aborts.
+    t.push(("multi: set", multi.call(&[b"set", b"k", b"x"])));
+    t.push(("multi: multi", multi.call(&[b"multi"])));
+    t.push(("multi: watch", multi.call(&[b"watch", b"k"])));
+    t.push(("multi: nosuch", multi.call(&[b"nosuch"])));
+    t.push(("multi: exec", multi.call(&[b"exec"])));
+    t.push(("multi: exec again", multi.call(&[b"exec"])));
+    // MULTI during the script.
+    t.push(("m2: multi", m2.call(&[b"multi"])));
+    t.push(("m2: get", m2.call(&[b"get", b"k"])));
+    t.push(("m2: discard", m2.call(&[b"discard"])));
+    t.push(("m2: discard again", m2.call(&[b"discard"])));
+    t.push(("m2: multi again", m2.call(&[b"multi"])));
+    t.push(("m2: ping", m2.call(&[b"ping"])));
+    t.push(("m3: multi", m3.call(&[b"multi"])));
+    t.push(("m3: shutdown", m3.call(&[b"shutdown", b"nosave"])));
+    t.push(("m3: wrong arity", m3.call(&[b"get"])));
+    // Pipelined in one write: each answered in turn.
+    let mut piped = cmd(&[b"multi"]);
+    piped.extend(cmd(&[b"set", b"k", b"y"]));
+    piped.extend(cmd(&[b"exec"]));
+    piped.extend(cmd(&[b"unwatch"]));
+    piped.extend(cmd(&[b"get", b"k"]));
+    plain.send(&piped);
+    for what in [
+        "piped: multi",
+        "piped: set",
+        "piped: exec",
+        "piped: unwatch",
+        "piped: get",
+    ] {
+        t.push((what, plain.reply()));
+    }
+    t.push(("plain: unwatch", plain.call(&[b"unwatch"])));
+    t.push(("plain: exec", plain.call(&[b"exec"])));
+    t.push(("plain: discard", plain.call(&[b"discard"])));
+    // Pipelined: QUIT answers and closes; what follows it is not run.
+    let mut quit = cmd(&[b"ping"]);
+    quit.extend(cmd(&[b"quit"]));
+    quit.extend(cmd(&[b"set", b"quit", b"1"]));
+    q.send(&quit);
+    let (bytes, open) = q.read_until_close(Duration::from_secs(5));
+    t.push(("quit", bytes));
+    t.push((
+        "quit closes",
+        if open.is_none() {
+            b"closed".to_vec()
+        } else {
+            b"open".to_vec()
+        },
+    ));
+    t.push(("sub: get", sub.call(&[b"get", b"k"])));
+    t.push(("sub: ping", sub.call(&[b"ping"])));
+    t.push(("sub: subscribe", sub.call(&[b"subscribe", b"d"])));
+    t.push(("sub: quit", sub.call(&[b"quit"])));
+    send(&mut off, &["get", "k"]);
+    send(&mut off, &["client", "reply", "on"]);
+    send(&mut skip, &["get", "k"]);
+    t.push(("skip: ping", skip.call(&[b"ping"])));
+    t.push(("noauth: get", noauth.call(&[b"get", b"k"])));
+    t.push(("noauth: ping", noauth.call(&[b"ping"])));
+    t.push(("noauth: auth wrong", noauth.call(&[b"auth", b"no"])));
+    t.push(("noauth: auth", noauth.call(&[b"auth", b"pw"])));
+    t.push(("noauth: get after auth", noauth.call(&[b"get", b"k"])));
+    t.push(("noauth: quit", noauth.call(&[b"quit"])));
+
+    t.push(("script kill", other.call(&[b"script", b"kill"])));
+    t.push(("eval's reply", runner.reply()));
+    t.push(("m2: exec after", m2.call(&[b"exec"])));
+    t.push(("m3: exec after", m3.call(&[b"exec"])));
+    t.push((
+        "off: client reply on",
+        off.call(&[b"client", b"reply", b"on"]),
+    ));
+    t.push(("off: ping", off.call(&[b"ping"])));
+    t.push(("plain: multi, exec", {
+        plain.call(&[b"multi"]);
+        plain.call(&[b"exec"])
+    }));
+    t.push(("get quit", admin.call(&[b"get", b"quit"])));
+    t.push(("get n", admin.call(&[b"get", b"n"])));
+    t.push(("get k", admin.call(&[b"get", b"k"])));
+    t
+}
+
+/// The states transcript on Strata with `threads` threads and on redis-server, byte for byte
+/// (fails when redis-server is missing and required, see `redis_server_binary`).
+fn states_match_redis(threads: usize) {
+    let dir = tempfile::tempdir().unwrap();
+    let real = RedisServer::start(dir.path(), "dump.rdb", &[])
+        .expect("redis-server is needed for this comparison");
+    let s = server_with_threads(threads);
+    let (ours, theirs) = (states_transcript(s.port), states_transcript(real.port));
+    let show = |t: &[(&str, Vec<u8>)]| -> Vec<String> {
+        t.iter()
+            .map(|(w, r)| format!("{w}: {}", String::from_utf8_lossy(r)))
+            .collect()
+    };
+    assert_eq!(show(&ours), show(&theirs));
+}
+
+#[test]
+fn busy_states_match_redis_on_one_core() {
+    states_match_redis(1);
+}
+
+#[test]
+fn busy_states_match_redis_on_two_cores() {
+    states_match_redis(2);
+}
+
+/// INFO's total_commands_processed after a busy period: what the busy script refused
+/// (-BUSY, unknown or malformed commands, a refused EXEC) is not counted, what it ran
+/// (MULTI, FUNCTION STATS, SCRIPT KILL) is, as in Redis.
+fn commands_processed(port: u16) -> String {
+    let mut admin = client(port);
+    rt(
+        &mut admin,
+        &["config", "set", "busy-reply-threshold", "100"],
+        "+OK\r\n",
+    );
+    let (mut runner, mut other) = (client(port), client(port));
+    rt(&mut admin, &["config", "resetstat"], "+OK\r\n");
+    send(&mut runner, &["eval", SPIN, "0"]);
+    thread::sleep(Duration::from_millis(500));
+    for args in [
+        &[&b"ping"[..]][..],
+        &[b"get", b"k"],
+        &[b"nosuch"],
+        &[b"get"],
+        &[b"multi"],
+        &[b"set", b"k", b"1"],
+        &[b"exec"],
+        &[b"function", b"stats"],
+        &[b"script", b"kill"],
+    ] {
+        other.call(args);
+    }
+    assert!(runner.reply().starts_with(b"-ERR Script killed"));
+    let info = String::from_utf8_lossy(&admin.call(&[b"info", b"stats"])).into_owned();
+    info.lines()
+        .find(|l| l.starts_with("total_commands_processed:"))
+        .unwrap_or("none")
+        .to_string()
+}
+
+#[test]
+fn busy_commands_counted_as_redis() {
+    let dir = tempfile::tempdir().unwrap();
+    let real = RedisServer::start(dir.path(), "dump.rdb", &[])
+        .expect("redis-server is needed for this comparison");
+    let want = commands_processed(real.port);
+    for threads in [1, 2] {
+        let s = server_with_threads(threads);
+        assert_eq!(commands_processed(s.port), want, "{threads} threads");
     }
 }

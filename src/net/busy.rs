@@ -5,10 +5,11 @@
 //! answers during a busy script (-BUSY, SCRIPT KILL, ...) and writes the replies, all
 //! without blocking.
 //!
-//! A connection takes part only while it waits for input with nothing half read, nothing
-//! unwritten and a plain session (authenticated, not in MULTI, replies on, not in RESP2
-//! subscribe mode): it *arms* its [`Port`]. From then until it wakes, the hook alone reads
-//! its socket. Bytes read but not answered (a partial request, or a request left for the
+//! A connection takes part only while it waits for input with nothing half read and nothing
+//! unwritten: it *arms* its [`Port`], lending it the session state the answers depend on
+//! (a [`View`]: authentication, MULTI, RESP2 subscribe mode, CLIENT REPLY). From then until
+//! it wakes, the hook alone reads its socket and updates that view; the connection applies
+//! the changes when it takes over. Bytes read but not answered (a partial request, or a request left for the
 //! connection, with all that follows it) stay in the port's stash, replies not yet written in
 //! its pending output; the connection takes both over before it reads again, so no byte is
 //! lost or reordered.
@@ -30,7 +31,8 @@ use futures::future::{select, Either};
 
 use super::socket::{recv_now, send_now, Socket};
 use crate::protocol::{Parsed, RequestParser};
-use crate::server::script::busy::{self, Answer};
+use crate::server::script::busy::{self, Answer, View};
+use crate::server::session::ReplyMode;
 
 /// Most bytes read ahead, and most replies held unwritten, per connection while a script is
 /// busy; past them the connection's socket is left alone until it reads again.
@@ -45,11 +47,11 @@ pub struct Port {
     st: RefCell<State>,
 }
 
-#[derive(Default)]
 struct State {
     /// The connection waits for input and leaves its socket to the hook.
     armed: bool,
-    resp3: bool,
+    /// The connection's session as the hook answers it (valid while armed).
+    view: View,
     /// Bytes read and not answered, from the first unanswered request on.
     stash: BytesMut,
     parser: RequestParser,
@@ -66,7 +68,7 @@ struct State {
 impl State {
     /// Something only the connection can finish: input to parse or output to write.
     fn for_conn(&self) -> bool {
-        !self.stash.is_empty() || !self.pending.is_empty()
+        !self.stash.is_empty() || !self.pending.is_empty() || self.view.quit
     }
 }
 
@@ -130,9 +132,10 @@ impl Drop for Registered {
     }
 }
 
-/// Registers a connection's socket with this core's busy servicing, armed when it starts
-/// plain. The caller keeps the socket open for as long as the returned guard lives.
-pub fn register(socket: &Socket, armed: bool) -> Registered {
+/// Registers a connection's socket with this core's busy servicing, armed with the session
+/// state it starts with. The caller keeps the socket open for as long as the returned guard
+/// lives.
+pub fn register(socket: &Socket, view: View) -> Registered {
     thread_local! {
         static INSTALLED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
     }
@@ -142,8 +145,14 @@ pub fn register(socket: &Socket, armed: bool) -> Registered {
     let port = Rc::new(Port {
         fd: socket.raw_fd(),
         st: RefCell::new(State {
-            armed,
-            ..State::default()
+            armed: true,
+            view,
+            stash: BytesMut::new(),
+            parser: unauthenticated(&view),
+            pending: Vec::new(),
+            left: false,
+            closed: false,
+            waker: None,
         }),
     });
     let id = NEXT_PORT.with(|n| n.replace(n.get() + 1));
@@ -151,23 +160,33 @@ pub fn register(socket: &Socket, armed: bool) -> Registered {
     Registered { id, port }
 }
 
+/// A parser with the limits for a client that is not authenticated yet when `view` says so.
+fn unauthenticated(view: &View) -> RequestParser {
+    let mut p = RequestParser::new();
+    p.set_unauthenticated(!view.authed);
+    p
+}
+
 impl Port {
-    /// Lends the socket to the hook until the connection wakes (see the module doc). The
-    /// caller has nothing buffered either way, and its session is plain.
-    pub fn arm(&self, resp3: bool) {
+    /// Lends the socket to the hook until the connection wakes (see the module doc), with its
+    /// session state `view`. The caller has nothing buffered either way.
+    pub fn arm(&self, view: View) {
         let mut st = self.st.borrow_mut();
         if !st.for_conn() && !st.closed {
             st.armed = true;
-            st.resp3 = resp3;
+            st.view = view;
+            st.parser = unauthenticated(&view);
         }
     }
 
     /// Takes the socket back: the replies the hook could not write go to `out` (before
     /// anything the connection adds), the bytes it read and did not answer to `inbuf`
-    /// (which the caller's parser starts on afresh).
-    pub fn take_over(&self, inbuf: &mut BytesMut, out: &mut Vec<u8>) {
+    /// (which the caller's parser starts on afresh). The session state as the hook left it
+    /// when the port was armed (for `busy::apply`).
+    pub fn take_over(&self, inbuf: &mut BytesMut, out: &mut Vec<u8>) -> Option<View> {
         let mut st = self.st.borrow_mut();
-        st.armed = false;
+        let view = std::mem::replace(&mut st.armed, false).then_some(st.view);
+        st.view.quit = false;
         if !st.pending.is_empty() {
             out.extend_from_slice(&st.pending);
             st.pending = Vec::new();
@@ -179,6 +198,7 @@ impl Port {
         st.parser = RequestParser::new();
         st.left = false;
         st.closed = false;
+        view
     }
 
     /// Resolves once the hook left something for the connection.
@@ -234,7 +254,7 @@ const MIN_PAUSE: Duration = Duration::from_millis(1);
 /// pass costs a syscall or two per connection, so passes are spaced by ten times what the last
 /// one took (at least [`MIN_PAUSE`]): with many connections the script still gets most of
 /// the core.
-fn serve_all(answer: &dyn Fn(&[Bytes]) -> Answer) {
+fn serve_all(answer: &dyn Fn(&mut View, &[Bytes]) -> Answer) {
     thread_local! {
         static NEXT_PASS: std::cell::Cell<Option<Instant>> = const { std::cell::Cell::new(None) };
     }
@@ -247,7 +267,7 @@ fn serve_all(answer: &dyn Fn(&[Bytes]) -> Answer) {
     NEXT_PASS.with(|n| n.set(Some(Instant::now() + (took * 10).max(MIN_PAUSE))));
 }
 
-fn serve_pass(answer: &dyn Fn(&[Bytes]) -> Answer) {
+fn serve_pass(answer: &dyn Fn(&mut View, &[Bytes]) -> Answer) {
     accept_new();
     let ports: Vec<Rc<Port>> = PORTS.with(|p| p.borrow().values().cloned().collect());
     for port in ports {
@@ -270,8 +290,15 @@ fn serve_pass(answer: &dyn Fn(&[Bytes]) -> Answer) {
     }
 }
 
-fn serve_one(fd: BorrowedFd<'_>, st: &mut State, answer: &dyn Fn(&[Bytes]) -> Answer) {
-    if !write_pending(fd, st) || st.left || st.pending.len() >= LIMIT {
+fn serve_one(fd: BorrowedFd<'_>, st: &mut State, answer: &dyn Fn(&mut View, &[Bytes]) -> Answer) {
+    if !write_pending(fd, st) {
+        return;
+    }
+    if st.view.quit {
+        hang_up(fd, st);
+        return;
+    }
+    if st.left || st.pending.len() >= LIMIT {
         return;
     }
     while st.stash.len() < LIMIT {
@@ -305,8 +332,22 @@ fn serve_one(fd: BorrowedFd<'_>, st: &mut State, answer: &dyn Fn(&[Bytes]) -> An
             }
         };
         if !args.is_empty() {
-            match answer(&args) {
-                Answer::Reply(r) => r.encode(st.resp3, &mut st.pending),
+            match answer(&mut st.view, &args) {
+                Answer::Reply(r) => {
+                    // CLIENT REPLY OFF / SKIP silence it (what the hook answers cannot change
+                    // the mode: CLIENT is refused).
+                    let silent = match st.view.reply {
+                        ReplyMode::On => false,
+                        ReplyMode::Off => true,
+                        ReplyMode::SkipNext => {
+                            st.view.reply = ReplyMode::On;
+                            true
+                        }
+                    };
+                    if !silent {
+                        r.encode(st.view.resp3, &mut st.pending);
+                    }
+                }
                 Answer::Wait => {
                     st.left = true;
                     break;
@@ -314,8 +355,27 @@ fn serve_one(fd: BorrowedFd<'_>, st: &mut State, answer: &dyn Fn(&[Bytes]) -> An
             }
         }
         let _ = st.stash.split_to(used);
+        // AUTH lifts the limits on what follows it.
+        st.parser.set_unauthenticated(!st.view.authed);
+        if st.view.quit {
+            // Nothing after QUIT is read.
+            st.stash.clear();
+            break;
+        }
     }
-    write_pending(fd, st);
+    if write_pending(fd, st) && st.view.quit {
+        hang_up(fd, st);
+    }
+}
+
+/// After QUIT's reply went out: the client sees the connection close now, as in Redis, not
+/// when the script ends (the connection closes the descriptor itself then).
+fn hang_up(fd: BorrowedFd<'_>, st: &State) {
+    if st.pending.is_empty() {
+        // SAFETY: plain syscall on a descriptor the connection keeps open (see serve_pass);
+        // shutdown does not release it.
+        unsafe { libc::shutdown(fd.as_raw_fd(), libc::SHUT_RDWR) };
+    }
 }
 
 /// Writes what it can of the pending replies; false when the socket failed (the connection's

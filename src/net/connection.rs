@@ -22,6 +22,7 @@ use super::socket::{accept_loop, Socket};
 use crate::protocol::{Parsed, Reply, RequestParser};
 use crate::runtime::{spawn, Poller};
 use crate::server::dispatch::{dispatch, Replies, Request};
+use crate::server::script::busy::{self as script_busy, View};
 use crate::server::session::{Delivery, ReplyMode, Session};
 use crate::server::table::BLOCKING;
 use crate::server::Core;
@@ -42,8 +43,7 @@ pub async fn accept(poller: Rc<Poller>, listener: std::net::TcpListener, core: R
     let p = poller.clone();
     let on_conn: Rc<dyn Fn(OwnedFd)> = Rc::new(move |fd| match Socket::new(fd, p.clone()) {
         Ok(sock) => {
-            // Plain from the start unless it must authenticate first.
-            let port = busy::register(&sock, core.global.settings.requirepass().is_empty());
+            let port = busy::register(&sock, busy_view(&core));
             let c = core.clone();
             spawn(async move {
                 serve(c, sock, port).await;
@@ -79,16 +79,22 @@ enum Woken {
 }
 
 /// Whether a busy script on this core may answer the connection's next requests from its hook
-/// (see `busy`): nothing is half read or unwritten, and no session state decides the replies.
-fn plain(session: &Session, inbuf: &BytesMut, parser: &RequestParser, out: &[u8]) -> bool {
-    inbuf.is_empty()
-        && !parser.in_progress()
-        && out.is_empty()
-        && session.authed
-        && !session.close_after_reply
-        && !session.multi.queuing()
-        && session.reply_mode == ReplyMode::On
-        && (session.resp3 || !session.subs.active())
+/// (see `busy`): nothing is half read or unwritten.
+fn idle(session: &Session, inbuf: &BytesMut, parser: &RequestParser, out: &[u8]) -> bool {
+    inbuf.is_empty() && !parser.in_progress() && out.is_empty() && !session.close_after_reply
+}
+
+/// What a new connection's session looks like to a busy script's hook before it exists.
+fn busy_view(core: &Core) -> View {
+    View {
+        authed: core.global.settings.requirepass().is_empty(),
+        resp3: false,
+        subscribed: false,
+        multi: None,
+        reply: ReplyMode::On,
+        unwatch: false,
+        quit: false,
+    }
 }
 
 async fn conn_loop(
@@ -101,8 +107,8 @@ async fn conn_loop(
     let mut out: Vec<u8> = Vec::with_capacity(16 * 1024);
     let mut parser = RequestParser::new();
     loop {
-        if plain(session, &inbuf, &parser, &out) {
-            port.arm(session.resp3);
+        if idle(session, &inbuf, &parser, &out) {
+            port.arm(View::of(session));
         }
         let woken = {
             let read = std::pin::pin!(busy::read(port, stream, &mut inbuf, READ_CHUNK));
@@ -115,8 +121,10 @@ async fn conn_loop(
         // What the hook answered goes out first; what it read and did not answer is parsed
         // before anything read later.
         let held = inbuf.len();
-        port.take_over(&mut inbuf, &mut out);
-        let from_hook = inbuf.len() > held;
+        if let Some(v) = port.take_over(&mut inbuf, &mut out) {
+            script_busy::apply(core, session, &v);
+        }
+        let from_hook = inbuf.len() > held || session.close_after_reply;
         match woken {
             Woken::Read(n) => {
                 if n? == Some(0) {

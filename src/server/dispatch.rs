@@ -178,12 +178,12 @@ pub(super) fn one_shard(
     }
 }
 
-fn route(core: &Core, session: &Session, req: &Request, oom: &mut Option<bool>) -> Route {
+fn route(core: &Core, session: &mut Session, req: &Request, oom: &mut Option<bool>) -> Route {
     let spec = match admit(session, req) {
         Ok(spec) => spec,
         Err(e) => return Route::Reply(e),
     };
-    if let Some(busy) = super::script::busy::busy_reply(&core.global.settings, spec, &req.args) {
+    if let Some(busy) = super::script::busy::busy_reply(core, session, spec, &req.args) {
         return Route::Reply(busy);
     }
     if spec.has(DENYOOM) && over_memory(core, oom) {
@@ -204,6 +204,8 @@ pub async fn dispatch(core: &Rc<Core>, session: &mut Session, reqs: Vec<Request>
         .last_cmd_ms
         .store(core.global.uptime_ms(), Ordering::Relaxed);
     core.shard.borrow_mut().stats.commands += n as u64;
+    // Refused before they run: not processed (Redis counts them in rejected_calls only).
+    let mut rejected = 0u64;
     let mut replies: Vec<Option<Reply>> = vec![None; n];
     let resp3_at_start = session.resp3;
     let mut switches = SmallVec::new();
@@ -265,6 +267,7 @@ pub async fn dispatch(core: &Rc<Core>, session: &mut Session, reqs: Vec<Request>
         if session.multi.queuing() {
             // Inside MULTI: queued (or refused) here, unless it is one that runs at once.
             if let Some(r) = multi::queue(core, session, &req, &mut oom) {
+                rejected += u64::from(r.is_error());
                 replies[i] = Some(r);
                 if skip || session.reply_mode == ReplyMode::Off {
                     silent.push(i);
@@ -274,7 +277,10 @@ pub async fn dispatch(core: &Rc<Core>, session: &mut Session, reqs: Vec<Request>
         }
         let spec_name = req.spec.map(|s| s.name);
         match route(core, session, &req, &mut oom) {
-            Route::Reply(r) => replies[i] = Some(r),
+            Route::Reply(r) => {
+                rejected += 1;
+                replies[i] = Some(r);
+            }
             Route::Keyed(s, spec, f) if s == core.id => {
                 if core.gate.is_locked() {
                     flush_groups(core, session.db, &mut groups, &mut replies).await;
@@ -328,6 +334,7 @@ pub async fn dispatch(core: &Rc<Core>, session: &mut Session, reqs: Vec<Request>
         }
     }
     flush_groups(core, session.db, &mut groups, &mut replies).await;
+    core.shard.borrow_mut().stats.commands -= rejected;
     core.flush_invalidations();
     for i in silent {
         if let Some(r) = replies.get_mut(i).and_then(Option::take) {

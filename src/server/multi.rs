@@ -68,6 +68,16 @@ impl MultiState {
         self.queue.is_some()
     }
 
+    /// Marks the transaction refused: its EXEC aborts (Redis' flagTransaction).
+    pub(crate) fn refuse(&mut self) {
+        self.refused = true;
+    }
+
+    /// Whether a command was refused since MULTI.
+    pub(crate) fn refused(&self) -> bool {
+        self.refused
+    }
+
     /// Unregisters every watched key: on this core's shard at once (`local`, when the caller
     /// is on its core), elsewhere by a message (those keep their order with later ones).
     pub fn forget_watches(&mut self, global: &Global, local: Option<&Core>) {
@@ -116,6 +126,13 @@ pub fn queue(
     let refusal = match dispatch::admit(session, req) {
         Ok(spec) if spec.has(NO_QUEUE) => return None,
         Ok(spec) if spec.has(NO_MULTI) => Err(err("ERR Command not allowed inside a transaction")),
+        // A busy script refuses it (and so the transaction) before it is queued.
+        Ok(spec) if super::script::busy::past_threshold(&core.global.settings) => {
+            match super::script::busy::busy_reply(core, session, spec, &req.args) {
+                Some(busy) => Err(busy),
+                None => Ok(spec),
+            }
+        }
         // Queueing could take memory without bound: refused when over, as Redis does.
         Ok(_) if dispatch::over_memory(core, oom) => Err(err(ERR_OOM)),
         other => other,
@@ -149,6 +166,13 @@ pub(crate) fn discard_state(core: &Core, session: &mut Session) {
     set_queued(session, -1);
     let global = core.global.clone();
     session.multi.forget_watches(&global, Some(core));
+}
+
+/// Enters MULTI (the session is not in it).
+pub(crate) fn begin(session: &mut Session) {
+    session.multi.queue = Some(Vec::new());
+    session.multi.refused = false;
+    set_queued(session, 0);
 }
 
 /// MULTI

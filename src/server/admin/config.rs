@@ -52,6 +52,7 @@ pub async fn config(Call { core, args, .. }: Call<'_>) -> Reply {
             })
             .await;
             core.global.total_connections.store(0, Ordering::Relaxed);
+            crate::server::script::busy::reset_stats();
             Reply::Ok
         }
         "rewrite" if args.len() == 2 => err("ERR The server is running without a config file"),

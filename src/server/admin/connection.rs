@@ -51,23 +51,28 @@ fn check_password(core: &Core, user: &[u8], pass: &[u8]) -> Result<(), Reply> {
 
 pub fn auth(call: Call<'_>) -> Reply {
     let (core, session, args) = call.parts();
-    let (user, pass): (&[u8], &[u8]) = match args.len() {
-        2 => {
-            if core.global.settings.requirepass().is_empty() {
-                return err("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?");
-            }
-            (b"default", &args[1])
-        }
-        3 => (&args[1], &args[2]),
-        _ => return err(ERR_SYNTAX),
-    };
-    match check_password(core, user, pass) {
+    match authenticate(core, &args) {
         Ok(()) => {
             session.authed = true;
             Reply::Ok
         }
         Err(e) => e,
     }
+}
+
+/// AUTH's check of its arguments (a busy script's hook answers AUTH with it too).
+pub(crate) fn authenticate(core: &Core, args: &[bytes::Bytes]) -> Result<(), Reply> {
+    let (user, pass): (&[u8], &[u8]) = match args.len() {
+        2 => {
+            if core.global.settings.requirepass().is_empty() {
+                return Err(err("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"));
+            }
+            (b"default", &args[1])
+        }
+        3 => (&args[1], &args[2]),
+        _ => return Err(err(ERR_SYNTAX)),
+    };
+    check_password(core, user, pass)
 }
 
 pub fn hello(call: Call<'_>) -> Reply {

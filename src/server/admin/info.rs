@@ -55,6 +55,8 @@ pub async fn info(Call { core, args, .. }: Call<'_>) -> Reply {
     // sampled its keys yet (estimate 0) must not pull the average down (right after a write
     // burst one shard's 1000 s keys read as ~500 s beside another's not yet sampled).
     let mut keys = vec![(0usize, 0usize, 0u128, 0usize); dbnum];
+    // What busy scripts' hooks ran for their cores' clients.
+    total.commands += crate::server::script::busy::commands_ran();
     for r in &reports {
         total.keyspace_hits += r.stats.keyspace_hits;
         total.keyspace_misses += r.stats.keyspace_misses;

@@ -1,25 +1,30 @@
 //! What a client gets while a script has run past `busy-reply-threshold` (Redis'
 //! `processCommand` during a timed-out script): -BUSY for every command but those Redis marks
-//! ALLOW_BUSY. Clients on other cores reach it through the dispatcher ([`busy_reply`]); the
-//! script's own core cannot run its connection tasks until the script ends, so the
-//! interpreter's hook calls the servicer the net layer installs here ([`install`]), which
-//! answers those connections' requests with [`answer`].
+//! ALLOW_BUSY, which run; inside MULTI a refusal makes EXEC abort, and a refused EXEC
+//! discards the transaction with -EXECABORT. Clients on other cores reach it through the
+//! dispatcher ([`busy_reply`]); the script's own core cannot run its connection tasks until
+//! the script ends, so the interpreter's hook calls the servicer the net layer installs here
+//! ([`install`]), which answers those connections' requests with [`answer`] by the session
+//! state each lent ([`View`]), and hands the changes back ([`apply`]).
 //!
-//! Never: runs a command that needs a connection's session or a shard from the hook; those
-//! wait for the script's end ([`Answer::Wait`]).
+//! Never: runs from the hook a command that needs more of a session than its [`View`], or a
+//! shard (HELLO, RESET, WATCH, and in MULTI the ALLOW_BUSY commands Redis queues): those and
+//! what follows them wait for the script's end ([`Answer::Wait`]). Memcached connections on
+//! the script's core wait too (memcached has no BUSY).
 
 use std::cell::RefCell;
 use std::rc::Rc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
 
 use super::{epoch_ms, kill, running, RUNNING_SINCE};
-use crate::cmd::args::{err, is};
+use crate::cmd::args::{err, is, ERR_NOAUTH};
 use crate::cmd::wrong_args;
 use crate::config::Settings;
 use crate::protocol::Reply;
-use crate::server::table::{self, Spec};
+use crate::server::session::{ReplyMode, Session};
+use crate::server::table::{self, Spec, NOAUTH, NO_MULTI, PUBSUB_OK};
 use crate::server::Core;
 
 const BUSY_EVAL: &str =
@@ -61,44 +66,201 @@ fn busy_error() -> Reply {
     err(if eval { BUSY_EVAL } else { BUSY_FUNCTION })
 }
 
-/// The -BUSY reply for `spec` while a script has run past the threshold; None otherwise
-/// (and for the commands still served then). For clients on the cores not running it.
-pub fn busy_reply(settings: &Settings, spec: &Spec, args: &[Bytes]) -> Option<Reply> {
-    if !past_threshold(settings) {
+/// The reply for `spec` while a script has run past the threshold; None otherwise (and for
+/// the commands Redis still runs then, ALLOW_BUSY: they run as usual). For clients on the
+/// cores not running it, after the checks Redis makes first (`dispatch::admit`). As Redis'
+/// rejectCommand: a refusal inside MULTI makes EXEC abort, and a refused EXEC discards the
+/// transaction with -EXECABORT.
+pub fn busy_reply(
+    core: &Core,
+    session: &mut Session,
+    spec: &Spec,
+    args: &[Bytes],
+) -> Option<Reply> {
+    if !past_threshold(&core.global.settings) {
         return None;
     }
-    // Of those Redis allows: AUTH, HELLO, SCRIPT/FUNCTION KILL, FUNCTION STATS, and SHUTDOWN
-    // NOSAVE (any other SHUTDOWN gets -BUSY, as in Redis: saving would wait for the script).
-    let served = allowed(spec, args)
-        && match spec.name {
-            "auth" | "hello" | "script" | "function" => true,
-            "shutdown" => shutdown_kind(args) == Shutdown::NoSave,
-            _ => false,
-        };
-    (!served).then(busy_error)
+    // SHUTDOWN NOSAVE only (saving would wait for the script: -BUSY, as in Redis).
+    let served =
+        allowed(spec, args) && (spec.name != "shutdown" || shutdown_kind(args) == Shutdown::NoSave);
+    if served {
+        return None;
+    }
+    let busy = busy_error();
+    if spec.name == "exec" {
+        crate::server::multi::discard_state(core, session);
+        return Some(exec_abort(&busy));
+    }
+    if session.multi.queuing() {
+        session.multi.refuse();
+    }
+    Some(busy)
+}
+
+/// EXEC's reply when it is refused with `why` (Redis' execCommandAbort).
+fn exec_abort(why: &Reply) -> Reply {
+    let text = match why {
+        Reply::Error(e) => e.as_str(),
+        _ => "",
+    };
+    Reply::Error(format!(
+        "EXECABORT Transaction discarded because of: {text}"
+    ))
 }
 
 /// What the script's own core does with a request that came while the script is busy.
 pub enum Answer {
-    /// Its reply, sent now.
+    /// Its reply, sent now (unless CLIENT REPLY silences it).
     Reply(Reply),
     /// Left to the connection, which runs it (and what follows it) once the script ends.
     Wait,
 }
 
-/// The reply Redis gives `args` (a whole request, name first) during a busy script, when it
-/// can be given without the connection's session.
-pub fn answer(core: &Core, args: &[Bytes]) -> Answer {
+/// The session state the hook answers a connection by, lent with its socket; the hook changes
+/// it as the commands it answers would, and [`apply`] hands the changes back.
+#[derive(Clone, Copy)]
+pub struct View {
+    pub authed: bool,
+    pub resp3: bool,
+    /// In RESP2 subscribe mode.
+    pub subscribed: bool,
+    /// In MULTI: Some(whether a command was refused since).
+    pub multi: Option<bool>,
+    pub reply: ReplyMode,
+    /// The watched keys are forgotten (UNWATCH, DISCARD, a refused EXEC).
+    pub unwatch: bool,
+    /// QUIT answered: the connection closes.
+    pub quit: bool,
+}
+
+impl View {
+    pub fn of(session: &Session) -> View {
+        View {
+            authed: session.authed,
+            resp3: session.resp3,
+            subscribed: session.subs.active() && !session.resp3,
+            multi: session.multi.queuing().then(|| session.multi.refused()),
+            reply: session.reply_mode,
+            unwatch: false,
+            quit: false,
+        }
+    }
+
+    /// Redis' flagTransaction: a refusal inside MULTI makes EXEC abort.
+    fn refuse(&mut self, reply: Reply) -> Answer {
+        if self.multi.is_some() {
+            self.multi = Some(true);
+        }
+        Answer::Reply(reply)
+    }
+}
+
+/// Gives `session` the changes the hook made to its view `v` (taken when it was lent).
+pub fn apply(core: &Core, session: &mut Session, v: &View) {
+    if v.unwatch {
+        crate::server::multi::discard_state(core, session);
+    }
+    match (session.multi.queuing(), v.multi) {
+        (true, None) => crate::server::multi::discard_state(core, session),
+        (false, Some(refused)) => {
+            crate::server::multi::begin(session);
+            if refused {
+                session.multi.refuse();
+            }
+        }
+        (true, Some(true)) => session.multi.refuse(),
+        _ => {}
+    }
+    session.reply_mode = v.reply;
+    session.authed = v.authed;
+    if v.quit {
+        session.close_after_reply = true;
+    }
+}
+
+/// The reply Redis gives `args` (a whole request, name first) during a busy script, checked
+/// in processCommand's order, for a connection in state `v`; Wait for what needs more of the
+/// session than `v` (HELLO, RESET, WATCH; in MULTI, the ALLOW_BUSY commands Redis queues).
+pub fn answer(core: &Core, v: &mut View, args: &[Bytes]) -> Answer {
     let Some(spec) = args.first().and_then(|n| table::lookup(n)) else {
-        return Answer::Reply(table::unknown_command(args));
+        return v.refuse(table::unknown_command(args));
     };
     if !spec.arity_ok(args.len()) {
-        return Answer::Reply(wrong_args(spec.name));
+        return v.refuse(wrong_args(spec.name));
+    }
+    if !v.authed && !spec.has(NOAUTH) {
+        return v.refuse(err(ERR_NOAUTH));
+    }
+    if v.multi.is_some() && spec.has(NO_MULTI) {
+        return v.refuse(err("ERR Command not allowed inside a transaction"));
+    }
+    if v.subscribed && !spec.has(PUBSUB_OK) {
+        return v.refuse(Reply::Error(format!("ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context", spec.name)));
     }
     if !allowed(spec, args) {
-        return Answer::Reply(busy_error());
+        let busy = busy_error();
+        if spec.name == "exec" {
+            v.multi = None;
+            v.unwatch = true;
+            return Answer::Reply(exec_abort(&busy));
+        }
+        return v.refuse(busy);
     }
+    let in_multi = v.multi.is_some();
+    let answer = ran(core, v, spec, args, in_multi);
+    if let Answer::Reply(_) = answer {
+        // Run, not refused: counted as Redis' call() counts it.
+        RAN.fetch_add(1, Ordering::Relaxed);
+    }
+    answer
+}
+
+/// Commands the hooks of every core ran (not refused) since the last CONFIG RESETSTAT, for
+/// INFO's total_commands_processed.
+static RAN: AtomicU64 = AtomicU64::new(0);
+
+/// See [`RAN`].
+pub fn commands_ran() -> u64 {
+    RAN.load(Ordering::Relaxed)
+}
+
+/// CONFIG RESETSTAT.
+pub fn reset_stats() {
+    RAN.store(0, Ordering::Relaxed);
+}
+
+/// [`answer`] for an ALLOW_BUSY command.
+fn ran(core: &Core, v: &mut View, spec: &Spec, args: &[Bytes], in_multi: bool) -> Answer {
     match (spec.name, args.len()) {
+        ("multi", _) if in_multi => Answer::Reply(err("ERR MULTI calls can not be nested")),
+        ("multi", _) => {
+            v.multi = Some(false);
+            Answer::Reply(Reply::Ok)
+        }
+        ("discard", _) if in_multi => {
+            v.multi = None;
+            v.unwatch = true;
+            Answer::Reply(Reply::Ok)
+        }
+        ("discard", _) => Answer::Reply(err("ERR DISCARD without MULTI")),
+        ("watch", _) if in_multi => Answer::Reply(err("ERR WATCH inside MULTI is not allowed")),
+        ("quit", _) => {
+            v.quit = true;
+            Answer::Reply(Reply::Ok)
+        }
+        // Queued in MULTI (the connection queues it).
+        _ if in_multi => Answer::Wait,
+        ("auth", _) => match crate::server::admin::connection::authenticate(core, args) {
+            Ok(()) => {
+                v.authed = true;
+                Answer::Reply(Reply::Ok)
+            }
+            Err(e) => Answer::Reply(e),
+        },
+        ("unwatch", _) => {
+            v.unwatch = true;
+            Answer::Reply(Reply::Ok)
+        }
         ("script", 2) => Answer::Reply(kill(true)),
         ("function", 2) if is(&args[1], "kill") => Answer::Reply(kill(false)),
         ("function", 2) => Answer::Reply(super::function::stats()),
@@ -149,7 +311,7 @@ fn shutdown(core: &Core, args: &[Bytes]) -> Answer {
 
 /// Serves this core's own connections from inside a busy script, given the answer for each
 /// request.
-pub type Servicer = Rc<dyn Fn(&dyn Fn(&[Bytes]) -> Answer)>;
+pub type Servicer = Rc<dyn Fn(&dyn Fn(&mut View, &[Bytes]) -> Answer)>;
 
 thread_local! {
     static SERVICER: RefCell<Option<Servicer>> = const { RefCell::new(None) };
@@ -165,6 +327,6 @@ pub fn install(s: Servicer) {
 pub fn serve_own_core(core: &Core) {
     let s = SERVICER.with(|c| c.borrow().clone());
     if let Some(s) = s {
-        s(&|args| answer(core, args));
+        s(&|v, args| answer(core, v, args));
     }
 }
