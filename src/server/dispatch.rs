@@ -363,9 +363,12 @@ fn prefetch_local(core: &Core, db: usize, reqs: &[Request]) {
     core.shard.borrow().prefetch(db, local);
 }
 
-/// With tiering, writes wait (up to 200 ms) while used memory is past 90% of maxmemory, for the
-/// offloader to make room: back-pressure instead of an OOM error for a burst the SSD can absorb,
-/// and headroom so that RSS (which also holds allocator slack) stays near maxmemory.
+/// With tiering, writes wait while used memory is past 90% of maxmemory, for the offloader to
+/// make room: back-pressure instead of an OOM error for a burst the SSD can absorb, and headroom
+/// so that RSS (which also holds allocator slack) stays near maxmemory. They wait as long as the
+/// offloader makes progress (used memory falls or this core moves values out), so a slow disk
+/// slows writers down rather than failing them; after [`ROOM_STALL_MS`] without progress, or
+/// [`ROOM_WAIT_MS`] in all, the write goes on and may meet OOM.
 async fn wait_for_room(core: &Core, reqs: &[Request]) {
     let maxmemory = core.global.settings.maxmemory();
     if maxmemory == 0 {
@@ -383,13 +386,31 @@ async fn wait_for_room(core: &Core, reqs: &[Request]) {
     if !writes || full {
         return;
     }
-    for _ in 0..200 {
+    let offloaded = || core.shard.borrow().stats.offloaded;
+    let (mut lowest, mut moved) = (crate::memory::used_memory(), offloaded());
+    let mut stalled = 0;
+    for _ in 0..ROOM_WAIT_MS {
         glommio::timer::sleep(std::time::Duration::from_millis(1)).await;
-        if crate::memory::used_memory() <= max {
+        let used = crate::memory::used_memory();
+        if used <= max {
             return;
+        }
+        let now_moved = offloaded();
+        if used < lowest || now_moved > moved {
+            (lowest, moved, stalled) = (lowest.min(used), now_moved, 0);
+        } else {
+            stalled += 1;
+            if stalled >= ROOM_STALL_MS {
+                return;
+            }
         }
     }
 }
+
+/// How long a write waits for room without the offloader making progress...
+const ROOM_STALL_MS: u32 = 200;
+/// ...and at most in all.
+const ROOM_WAIT_MS: u32 = 10_000;
 
 /// Holds a batch with writes while the running save has more copies of written buckets to
 /// write out than `limit` (`shard::snapshot_backlog_limit`): memory stays flat during a save.
