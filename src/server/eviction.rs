@@ -17,15 +17,16 @@ use crate::shard::evict::{Candidates, Evicted};
 use crate::shard::Shard;
 
 /// Maxmemory less what the process's own RSS holds beyond the allocator's count (stacks, rings,
-/// allocator slack; not the binary's file pages; at most a third of maxmemory, so a small
-/// maxmemory still leaves room to work): what used memory may reach for that RSS to stay near
-/// maxmemory. Store mode refuses writes
-/// past it (`connection::route`).
+/// allocator slack; not the binary's file pages): what used memory may reach for that RSS to
+/// stay near maxmemory. Store mode refuses writes past it (`connection::route`). The overhead
+/// allowed for is at most half of maxmemory, so a small maxmemory still leaves room to work;
+/// a third was too little for the heap fragmentation of many small collections half moved to
+/// SSD (RSS then ran past maxmemory).
 pub fn rss_limit(global: &super::Global, max: u64) -> u64 {
     let overhead = global
         .rss_overhead
         .load(std::sync::atomic::Ordering::Relaxed)
-        .min(max / 3);
+        .min(max / 2);
     max - overhead
 }
 
