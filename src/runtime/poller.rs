@@ -451,13 +451,11 @@ impl Poller {
             let quiet = now == seen && !woke;
             seen = now;
             // Time left before glommio's loop is due, when the driver may nap.
-            let nap_for = (quiet
-                && self.nap.get()
-                && !interrupted
-                && REMOTE_WAITS.with(|c| c.get()) == 0)
-                .then(|| LOOP_EVERY.checked_sub(looped.elapsed()))
-                .flatten()
-                .filter(|left| !left.is_zero());
+            let nap_for =
+                (quiet && self.nap.get() && !interrupted && REMOTE_WAITS.with(|c| c.get()) == 0)
+                    .then(|| LOOP_EVERY.checked_sub(looped.elapsed()))
+                    .flatten()
+                    .filter(|left| !left.is_zero());
             let n = if let Some(left) = nap_for {
                 // Nothing ran since the last pass: sleep in epoll (which also looks).
                 if self.run_hooks(false) {
