@@ -189,6 +189,8 @@ pub struct Poller {
     /// Naps may last until glommio's loop is due; false when glommio serves this core's
     /// requests of its own accord (see [`Poller::short_naps`]).
     long_naps: Cell<bool>,
+    /// The kernel has `epoll_pwait2` (microsecond naps); cleared on ENOSYS.
+    pwait2: Cell<bool>,
     bell: RefCell<Option<Arc<Bell>>>,
 }
 
@@ -213,6 +215,7 @@ impl Poller {
             watched: RefCell::new(Vec::new()),
             nap: Cell::new(false),
             long_naps: Cell::new(true),
+            pwait2: Cell::new(true),
             bell: RefCell::new(None),
         }))
     }
@@ -400,30 +403,50 @@ impl Poller {
     /// came, or when the sleep was interrupted: a completion on one of the thread's rings,
     /// `Err`).
     fn nap(&self, events: &mut [libc::epoll_event], left: Duration) -> Result<usize, ()> {
-        let timeout = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: left.subsec_nanos() as libc::c_long,
-        };
-        // SAFETY: `events` has room for `events.len()` entries, which is what we pass; the
-        // timespec outlives the call; a null signal mask is allowed (the size is then unused).
-        let n = unsafe {
-            libc::syscall(
-                libc::SYS_epoll_pwait2,
-                self.epoll.as_raw_fd(),
-                events.as_mut_ptr(),
-                events.len() as libc::c_int,
-                &timeout as *const libc::timespec,
-                std::ptr::null::<libc::sigset_t>(),
-                std::mem::size_of::<libc::sigset_t>(),
-            )
+        let n = if self.pwait2.get() {
+            let timeout = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: left.subsec_nanos() as libc::c_long,
+            };
+            // SAFETY: `events` has room for `events.len()` entries, which is what we pass;
+            // the timespec outlives the call; a null signal mask is allowed (the size is
+            // then unused).
+            unsafe {
+                libc::syscall(
+                    libc::SYS_epoll_pwait2,
+                    self.epoll.as_raw_fd(),
+                    events.as_mut_ptr(),
+                    events.len() as libc::c_int,
+                    &timeout as *const libc::timespec,
+                    std::ptr::null::<libc::sigset_t>(),
+                    std::mem::size_of::<libc::sigset_t>(),
+                )
+            }
+        } else {
+            // Whole milliseconds, rounded up: a nap may last up to a millisecond longer.
+            let ms = left.as_micros().div_ceil(1000).max(1) as libc::c_int;
+            // SAFETY: `events` has room for `events.len()` entries, which is what we pass.
+            unsafe {
+                libc::epoll_wait(
+                    self.epoll.as_raw_fd(),
+                    events.as_mut_ptr(),
+                    events.len() as libc::c_int,
+                    ms,
+                ) as libc::c_long
+            }
         };
         if n >= 0 {
             return Ok(n as usize);
         }
         let e = io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::ENOSYS) && self.pwait2.get() {
+            // A kernel before 5.11 (or valgrind): nap in `epoll_wait`'s milliseconds.
+            tracing::debug!("epoll_pwait2 unavailable; idle cores nap in epoll_wait");
+            self.pwait2.set(false);
+            return self.nap(events, left);
+        }
         if e.kind() != io::ErrorKind::Interrupted {
-            // ENOSYS (a kernel before 5.11) and the like: park in glommio from now on.
-            tracing::debug!("epoll_pwait2 unavailable ({e}); idle cores park in glommio");
+            tracing::debug!("epoll nap failed ({e}); idle cores park in glommio");
             self.nap.set(false);
         }
         Err(())
