@@ -70,12 +70,13 @@ run_server() {
         --callgrind-out-file="$WORKDIR/cg.out.%p" "${cmd[@]}" >"$WORKDIR/$name.log" 2>&1 &
     SERVER_PID=$!
     wait_for_ping "$port" "$SERVER_PID" 120 || die "$name did not start under valgrind"
-    # Fill: the pops need something to pop, LRANGE a list to read.
+    # Fill: the pops need something to pop, LRANGE a list to read, GET strings.
     local fill="$test"
     case "$test" in
         lpop | lrange_100) fill=lpush ;;
         spop) fill=sadd ;;
         zpopmin) fill=zadd ;;
+        get) fill=set ;;
     esac
     redis-benchmark -p "$port" -t "$fill" -n $((N * 2)) -r 100000 -c 1 -P 16 -q >/dev/null 2>&1
     callgrind_control -z "$SERVER_PID" >/dev/null 2>&1

@@ -197,6 +197,9 @@ async fn core_main(
                 t.set_batching(busy);
                 woke
             }));
+        } else {
+            // Tier reads go through glommio, which submits them from its loop.
+            poller.short_naps();
         }
     }
     // Not through `poller::spawn`: the driver does not count its own turns.

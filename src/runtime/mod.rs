@@ -7,4 +7,4 @@
 
 pub mod poller;
 
-pub use poller::{remote_wait, spawn, Bell, Poller, RemoteWait};
+pub use poller::{io_wait, remote_wait, spawn, Bell, IoWait, Poller, RemoteWait};

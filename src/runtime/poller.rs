@@ -11,9 +11,12 @@
 //! links its rings and issues a membarrier, ~30 us of CPU on a VM, and an all-in-RAM core
 //! under a pipelined load idled ~10,000 times a second (a fifth of its CPU), a core serving
 //! one request at a time once per request. So when nothing else is runnable, the driver
-//! first sleeps in `epoll` itself for up to [`NAP`], and only when that passes with nothing
-//! (or glommio has not run its loop for [`LOOP_EVERY`], or the sleep was interrupted by a
-//! completion on one of the thread's rings) does it park in glommio.
+//! first sleeps in `epoll` itself until glommio's loop is due (it runs at least every
+//! [`LOOP_EVERY`], for its timers; every [`NAP`] while a task awaits glommio's own file I/O,
+//! which glommio submits only from its loop), and only when that passes with nothing (or the
+//! sleep was interrupted by a completion on one of the thread's rings) does it park in
+//! glommio. A client that pauses between requests thus costs a park per loop period, not
+//! one per request.
 //!
 //! Another thread's wake reaches a glommio task through glommio, which tells the core only
 //! when glommio itself sleeps. So a thread that sends this core work rings its [`Bell`],
@@ -35,7 +38,8 @@ use std::sync::Arc;
 use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
-/// Longest sleep of the driver in `epoll` before it parks in glommio.
+/// Longest sleep of the driver in `epoll` while a task awaits glommio's own file I/O (see
+/// [`io_wait`]); otherwise a nap lasts until glommio's loop is due ([`LOOP_EVERY`]).
 pub const NAP: Duration = Duration::from_micros(200);
 /// Glommio runs its loop (timers, its rings' completions) at least this often while the
 /// driver naps.
@@ -68,6 +72,28 @@ pub fn remote_wait() -> RemoteWait {
 impl Drop for RemoteWait {
     fn drop(&mut self) {
         REMOTE_WAITS.with(|c| c.set(c.get().saturating_sub(1)));
+    }
+}
+
+thread_local! {
+    /// Tasks of this thread that may await glommio's own file I/O (see [`io_wait`]).
+    static IO_WAITS: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Held by a task while it may await glommio's own file I/O (snapshot files, the tier's
+/// writes): glommio hands queued requests to the kernel only when it runs its loop, so
+/// meanwhile the driver's naps last at most [`NAP`].
+pub struct IoWait(());
+
+/// Marks a stretch of glommio file I/O until the guard is dropped.
+pub fn io_wait() -> IoWait {
+    IO_WAITS.with(|c| c.set(c.get() + 1));
+    IoWait(())
+}
+
+impl Drop for IoWait {
+    fn drop(&mut self) {
+        IO_WAITS.with(|c| c.set(c.get().saturating_sub(1)));
     }
 }
 
@@ -160,6 +186,11 @@ pub struct Poller {
     /// The driver may nap in `epoll` (see the module doc): set with the core's bell, cleared
     /// if the kernel refuses.
     nap: Cell<bool>,
+    /// Naps may last until glommio's loop is due; false when glommio serves this core's
+    /// requests of its own accord (see [`Poller::short_naps`]).
+    long_naps: Cell<bool>,
+    /// The kernel has `epoll_pwait2` (microsecond naps); cleared on ENOSYS.
+    pwait2: Cell<bool>,
     bell: RefCell<Option<Arc<Bell>>>,
 }
 
@@ -183,6 +214,8 @@ impl Poller {
             on_pass: RefCell::new(Vec::new()),
             watched: RefCell::new(Vec::new()),
             nap: Cell::new(false),
+            long_naps: Cell::new(true),
+            pwait2: Cell::new(true),
             bell: RefCell::new(None),
         }))
     }
@@ -319,15 +352,31 @@ impl Poller {
         Ok(())
     }
 
-    /// Naps unless another thread sent work since glommio last ran its loop (`seen` rings):
-    /// glommio must deliver that first.
-    fn nap_unless_rung(&self, events: &mut [libc::epoll_event], seen: u64) -> Result<usize, ()> {
+    /// Keeps naps at most [`NAP`] long for good: glommio itself does I/O for this core's
+    /// clients (the tier's reads, where it has no ring of its own).
+    pub fn short_naps(&self) {
+        self.long_naps.set(false);
+    }
+
+    /// Naps for up to `left` unless another thread sent work since glommio last ran its loop
+    /// (`seen` rings): glommio must deliver that first.
+    fn nap_unless_rung(
+        &self,
+        events: &mut [libc::epoll_event],
+        seen: u64,
+        left: Duration,
+    ) -> Result<usize, ()> {
         let Some(bell) = self.bell.borrow().clone() else {
             return Ok(0);
         };
+        let left = if self.long_naps.get() && IO_WAITS.with(|c| c.get()) == 0 {
+            left
+        } else {
+            left.min(NAP)
+        };
         bell.napping.store(true, Ordering::SeqCst);
         let napped = if bell.rung.load(Ordering::SeqCst) == seen {
-            self.nap(events)
+            self.nap(events, left)
         } else {
             Ok(0)
         };
@@ -350,39 +399,65 @@ impl Poller {
             .fold(false, |woke, f| f(busy) | woke)
     }
 
-    /// Sleeps in `epoll` for up to [`NAP`]; the events ready (0 when none came, or when the
-    /// sleep was interrupted: a completion on one of the thread's rings, `Err`).
-    fn nap(&self, events: &mut [libc::epoll_event]) -> Result<usize, ()> {
-        let timeout = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: NAP.as_nanos() as libc::c_long,
-        };
-        // SAFETY: `events` has room for `events.len()` entries, which is what we pass; the
-        // timespec outlives the call; a null signal mask is allowed (the size is then unused).
-        let n = unsafe {
-            libc::syscall(
-                libc::SYS_epoll_pwait2,
-                self.epoll.as_raw_fd(),
-                events.as_mut_ptr(),
-                events.len() as libc::c_int,
-                &timeout as *const libc::timespec,
-                std::ptr::null::<libc::sigset_t>(),
-                std::mem::size_of::<libc::sigset_t>(),
-            )
+    /// Sleeps in `epoll` for up to `left` (under a second); the events ready (0 when none
+    /// came, or when the sleep was interrupted: a completion on one of the thread's rings,
+    /// `Err`).
+    fn nap(&self, events: &mut [libc::epoll_event], left: Duration) -> Result<usize, ()> {
+        let n = if self.pwait2.get() {
+            let timeout = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: left.subsec_nanos() as libc::c_long,
+            };
+            // SAFETY: `events` has room for `events.len()` entries, which is what we pass;
+            // the timespec outlives the call; a null signal mask is allowed (the size is
+            // then unused).
+            unsafe {
+                libc::syscall(
+                    libc::SYS_epoll_pwait2,
+                    self.epoll.as_raw_fd(),
+                    events.as_mut_ptr(),
+                    events.len() as libc::c_int,
+                    &timeout as *const libc::timespec,
+                    std::ptr::null::<libc::sigset_t>(),
+                    std::mem::size_of::<libc::sigset_t>(),
+                )
+            }
+        } else {
+            // Whole milliseconds, rounded up: a nap may last up to a millisecond longer.
+            let ms = left.as_micros().div_ceil(1000).max(1) as libc::c_int;
+            // SAFETY: `events` has room for `events.len()` entries, which is what we pass.
+            unsafe {
+                libc::epoll_wait(
+                    self.epoll.as_raw_fd(),
+                    events.as_mut_ptr(),
+                    events.len() as libc::c_int,
+                    ms,
+                ) as libc::c_long
+            }
         };
         if n >= 0 {
             return Ok(n as usize);
         }
         let e = io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::ENOSYS) && self.pwait2.get() {
+            // A kernel before 5.11 (or valgrind): nap in `epoll_wait`'s milliseconds.
+            tracing::debug!("epoll_pwait2 unavailable; idle cores nap in epoll_wait");
+            self.pwait2.set(false);
+            return self.nap(events, left);
+        }
         if e.kind() != io::ErrorKind::Interrupted {
-            // ENOSYS (a kernel before 5.11) and the like: park in glommio from now on.
-            tracing::debug!("epoll_pwait2 unavailable ({e}); idle cores park in glommio");
+            tracing::debug!("epoll nap failed ({e}); idle cores park in glommio");
             self.nap.set(false);
         }
         Err(())
     }
 
     /// The driver: delivers readiness to waiting tasks, forever. Spawn once per core.
+    ///
+    /// Each pass either looks at the epoll set or lets tasks run, and looks at most every
+    /// other pass: right after a look woke tasks (and they ran), it yields without looking
+    /// again, and when nothing ran since the last pass the nap itself is the look. So a core
+    /// serving one request at a time makes one epoll call per request, as an epoll loop does.
     pub async fn drive(self: Rc<Self>) {
         let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 256];
         // Other tasks' turns when the driver last looked; when glommio last ran its loop, and
@@ -391,52 +466,26 @@ impl Poller {
         let mut looped = Instant::now();
         let mut rung = 0;
         let mut interrupted = false;
+        // The last pass looked and woke tasks: the next one lets them (and what they wake) run.
+        let mut looked = false;
         loop {
             let woke = self.run_hooks(true);
-            // SAFETY: `events` has room for `events.len()` entries, which is what we pass.
-            let n = unsafe {
-                libc::epoll_wait(
-                    self.epoll.as_raw_fd(),
-                    events.as_mut_ptr(),
-                    events.len() as libc::c_int,
-                    0,
-                )
-            };
-            if n < 0 {
-                let e = io::Error::last_os_error();
-                if e.kind() != io::ErrorKind::Interrupted {
-                    tracing::error!("epoll_wait failed: {e}");
-                    glommio::timer::sleep(Duration::from_millis(10)).await;
-                }
-                continue;
-            }
-            let mut n = n as usize;
-            if n > 0 {
-                // Whatever interrupted a nap showed up here (the tier's reads, through their
-                // eventfd).
-                interrupted = false;
-            }
-            if n == 0 {
-                let woke = self.run_hooks(false) | woke;
-                let now = turns();
-                let quiet = now == seen && !woke;
-                seen = now;
-                if self.nap.get() && !quiet {
-                    // Tasks ran since the last look, or were just woken: they go first (and
-                    // may wake more); the next look decides.
+            let now = turns();
+            let quiet = now == seen && !woke;
+            seen = now;
+            // Time left before glommio's loop is due, when the driver may nap.
+            let nap_for =
+                (quiet && self.nap.get() && !interrupted && REMOTE_WAITS.with(|c| c.get()) == 0)
+                    .then(|| LOOP_EVERY.checked_sub(looped.elapsed()))
+                    .flatten()
+                    .filter(|left| !left.is_zero());
+            let n = if let Some(left) = nap_for {
+                // Nothing ran since the last pass: sleep in epoll (which also looks).
+                if self.run_hooks(false) {
                     futures_lite::future::yield_now().await;
                     continue;
                 }
-                let napped = if self.nap.get()
-                    && !std::mem::take(&mut interrupted)
-                    && looped.elapsed() < LOOP_EVERY
-                    && REMOTE_WAITS.with(|c| c.get()) == 0
-                {
-                    self.nap_unless_rung(&mut events, rung)
-                } else {
-                    Ok(0)
-                };
-                match napped {
+                match self.nap_unless_rung(&mut events, rung, left) {
                     Ok(0) => {
                         // Glommio's loop delivers every wake sent before this.
                         rung = self.rings();
@@ -444,7 +493,7 @@ impl Poller {
                         looped = Instant::now();
                         continue;
                     }
-                    Ok(ready) => n = ready,
+                    Ok(ready) => ready,
                     Err(()) => {
                         // A completion ran as task work: the tier's shows up as its eventfd
                         // at the next look; if nothing does, it was glommio's, and the next
@@ -453,7 +502,50 @@ impl Poller {
                         continue;
                     }
                 }
-            }
+            } else if !quiet && std::mem::take(&mut looked) {
+                // The tasks the last look woke have run: what they woke runs before the next
+                // look (a socket ready meanwhile stays ready for it).
+                futures_lite::future::yield_now().await;
+                continue;
+            } else {
+                // SAFETY: `events` has room for `events.len()` entries, which is what we pass.
+                let n = unsafe {
+                    libc::epoll_wait(
+                        self.epoll.as_raw_fd(),
+                        events.as_mut_ptr(),
+                        events.len() as libc::c_int,
+                        0,
+                    )
+                };
+                if n < 0 {
+                    let e = io::Error::last_os_error();
+                    if e.kind() != io::ErrorKind::Interrupted {
+                        tracing::error!("epoll_wait failed: {e}");
+                        glommio::timer::sleep(Duration::from_millis(10)).await;
+                    }
+                    continue;
+                }
+                if n == 0 {
+                    let woke = self.run_hooks(false);
+                    if self.nap.get() && (!quiet || woke) {
+                        // Tasks ran since the last look, or were just woken: they go first
+                        // (and may wake more); the next look decides.
+                        futures_lite::future::yield_now().await;
+                        continue;
+                    }
+                    // Idle, and not to nap (glommio's loop is due, a task waits for another
+                    // core or for glommio, or a nap was interrupted): park in glommio.
+                    interrupted = false;
+                    rung = self.rings();
+                    self.wait_ready().await;
+                    looped = Instant::now();
+                    continue;
+                }
+                // Whatever interrupted a nap showed up here (the tier's reads, through their
+                // eventfd).
+                interrupted = false;
+                n as usize
+            };
             for ev in &events[..n] {
                 if let Some((_, f)) = self
                     .watched
@@ -490,6 +582,7 @@ impl Poller {
                 }
             }
             // Let the woken connections run before looking again.
+            looked = true;
             futures_lite::future::yield_now().await;
         }
     }

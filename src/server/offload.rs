@@ -184,7 +184,10 @@ pub async fn run(core: Rc<Core>, tier: Rc<TierStore>, ts: TierSettings) {
             }
             let items: Vec<(&[u8], &[u8])> =
                 batch.iter().map(|(_, k, v, _)| (&k[..], &v[..])).collect();
-            let results = tier.write_batch(&items).await;
+            let results = {
+                let _io = crate::runtime::io_wait();
+                tier.write_batch(&items).await
+            };
             install(&core, &tier, &batch, results);
             glommio::yield_if_needed().await;
         }
@@ -220,6 +223,8 @@ async fn compact(
     limit: usize,
     reclaim: Option<u32>,
 ) -> (usize, usize) {
+    // Pages are read and written through glommio, which submits from its loop.
+    let _io = crate::runtime::io_wait();
     let pages = tier.sparse_pages(limit, below);
     // Live entries of one sparse page alone would only make another sparse page.
     if pages.len() < 2 && reclaim.is_none() {

@@ -253,6 +253,8 @@ async fn save_now(
     name: Option<String>,
     begun: &mut Begun,
 ) -> Result<SaveReport> {
+    // Files are written, renamed and synced through glommio, which submits from its loop.
+    let _io = crate::runtime::io_wait();
     let settings = core.global.settings.clone();
     let name = name.unwrap_or_else(|| settings.dbfilename());
     if name.is_empty() {

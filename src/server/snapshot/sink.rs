@@ -56,6 +56,8 @@ pub(super) struct FileWriter {
     path: PathBuf,
     /// Bytes handed to the file so far.
     pos: u64,
+    /// glommio submits the writes from its loop: the core's idle naps stay short meanwhile.
+    _io: crate::runtime::IoWait,
 }
 
 enum Sink {
@@ -74,6 +76,7 @@ const WRITE_BUFFER: usize = 256 << 10;
 
 impl FileWriter {
     pub(super) async fn create(path: &Path) -> Result<FileWriter> {
+        let io = crate::runtime::io_wait();
         let err = |e: glommio::GlommioError<()>| ServerError::glommio("create", path, e);
         // The first block is written with plain I/O before the O_DIRECT open: glommio probes
         // the device with a read at open, which on an empty or write-only file fails or
@@ -105,6 +108,7 @@ impl FileWriter {
             sink,
             path: path.to_path_buf(),
             pos: 0,
+            _io: io,
         })
     }
 
