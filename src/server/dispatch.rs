@@ -9,6 +9,9 @@
 //! single-shard (connection and server commands, split keys, keys on several shards) are
 //! barriers: everything before them completes first.
 //!
+//! Each request is counted for INFO commandstats/errorstats (`cmdstats`) on the core that
+//! runs it: refused ones here, keyed ones where their shard runs them.
+//!
 //! Never: looks a command up by name (the request carries its table entry), touches a socket,
 //! or lets a request past the auth, arity and memory checks it fails.
 
