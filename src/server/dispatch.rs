@@ -476,7 +476,7 @@ async fn flush_groups(
                         let pre = exec::preload(&c, db, &cmds).await;
                         let mut out = Vec::with_capacity(batch.len());
                         for (_, spec, f, args, caller) in &batch {
-                            let target = cmdstats::target(*spec, args);
+                            let target = cmdstats::target(spec, args);
                             let start = cmdstats::now();
                             let reply = exec::run_keyed(
                                 &c,
