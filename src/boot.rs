@@ -39,6 +39,8 @@ pub fn run(flags: &Flags) -> Result<()> {
     let tiered = crate::config::TierSettings::from_flags(flags).map_err(config_error)?;
     let settings = Arc::new(Settings::with_tiering(flags, tiered));
     let threads = settings.threads;
+    // The clock commands are timed with is calibrated once, before any command.
+    crate::server::cmdstats::init();
     let addr: SocketAddr = format!("{}:{}", flags.bind, flags.port)
         .parse()
         .or_else(|_| {

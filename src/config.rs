@@ -6,7 +6,7 @@
 //!
 //! Never: depends on anything above it; a setting read on the hot path never takes a lock.
 
-use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering};
 use std::sync::RwLock;
 
 use clap::Parser;
@@ -267,6 +267,12 @@ pub struct Settings {
     pub zset_max_listpack_entries: AtomicU64,
     /// Longest member of a sorted set kept as a listpack (`zset-max-listpack-value`).
     pub zset_max_listpack_value: AtomicU64,
+    /// `latency-tracking`: per-command latency histograms for INFO latencystats (default yes,
+    /// as in Redis).
+    pub latency_tracking: AtomicBool,
+    /// `latency-tracking-info-percentiles`: the percentiles INFO latencystats shows (default
+    /// 50 99 99.9).
+    pub latency_percentiles: RwLock<Vec<f64>>,
     pub requirepass: RwLock<String>,
     pub port: u16,
     pub bind: String,
@@ -386,6 +392,8 @@ impl Settings {
             set_max_intset_entries: AtomicU64::new(512),
             zset_max_listpack_entries: AtomicU64::new(128),
             zset_max_listpack_value: AtomicU64::new(64),
+            latency_tracking: AtomicBool::new(true),
+            latency_percentiles: RwLock::new(vec![50.0, 99.0, 99.9]),
             requirepass: RwLock::new(f.requirepass.clone()),
             port: f.port,
             bind: f.bind.clone(),
@@ -489,6 +497,17 @@ impl Settings {
         self.tracking_table_max_keys.load(Ordering::Relaxed) as usize
     }
 
+    pub fn latency_tracking(&self) -> bool {
+        self.latency_tracking.load(Ordering::Relaxed)
+    }
+
+    pub fn latency_percentiles(&self) -> Vec<f64> {
+        self.latency_percentiles
+            .read()
+            .map(|p| p.clone())
+            .unwrap_or_default()
+    }
+
     pub fn requirepass(&self) -> String {
         self.requirepass
             .read()
@@ -530,6 +549,18 @@ impl Settings {
                 crate::notify::format(self.notify_flags()),
             ),
             ("requirepass", self.requirepass()),
+            (
+                "latency-tracking",
+                yes_no(self.latency_tracking()).to_string(),
+            ),
+            (
+                "latency-tracking-info-percentiles",
+                self.latency_percentiles()
+                    .iter()
+                    .map(|&p| trim_double(p))
+                    .collect::<Vec<_>>()
+                    .join(" "),
+            ),
             (
                 "tracking-table-max-keys",
                 self.tracking_table_max_keys().to_string(),
@@ -711,6 +742,28 @@ impl Settings {
                 self.zset_max_listpack_value
                     .store(memory_to_i64_max()?, Ordering::Relaxed);
             }
+            "latency-tracking" => {
+                let on =
+                    parse_yes_no(value).ok_or_else(|| bad("argument must be 'yes' or 'no'"))?;
+                self.latency_tracking.store(on, Ordering::Relaxed);
+            }
+            "latency-tracking-info-percentiles" => {
+                let mut list = Vec::new();
+                for word in value.split_ascii_whitespace() {
+                    let p = parse_double(word).ok_or_else(|| {
+                        bad("Invalid latency-tracking-info-percentiles parameters")
+                    })?;
+                    if !(0.0..=100.0).contains(&p) {
+                        return Err(bad(
+                            "latency-tracking-info-percentiles parameters should sit between [0.0,100.0]",
+                        ));
+                    }
+                    list.push(p);
+                }
+                if let Ok(mut l) = self.latency_percentiles.write() {
+                    *l = list;
+                }
+            }
             "requirepass" => {
                 if let Ok(mut p) = self.requirepass.write() {
                     *p = value.to_string();
@@ -742,6 +795,39 @@ impl Settings {
         }
         Ok(())
     }
+}
+
+fn yes_no(on: bool) -> &'static str {
+    if on {
+        "yes"
+    } else {
+        "no"
+    }
+}
+
+/// A Redis boolean setting's value.
+fn parse_yes_no(v: &str) -> Option<bool> {
+    if v.eq_ignore_ascii_case("yes") {
+        Some(true)
+    } else if v.eq_ignore_ascii_case("no") {
+        Some(false)
+    } else {
+        None
+    }
+}
+
+/// Redis' string2d: a whole number in strtod's syntax, not NaN.
+fn parse_double(s: &str) -> Option<f64> {
+    if s.is_empty() || s.starts_with(|c: char| c.is_ascii_whitespace()) {
+        return None;
+    }
+    s.parse::<f64>().ok().filter(|v| !v.is_nan())
+}
+
+/// Redis' `%f` with trailing zeros (and point) trimmed (trimDoubleString).
+pub fn trim_double(v: f64) -> String {
+    let s = format!("{v:.6}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
 #[cfg(test)]

@@ -21,6 +21,7 @@ use super::busy;
 use super::socket::{accept_loop, Socket};
 use crate::protocol::{Parsed, Reply, RequestParser};
 use crate::runtime::{spawn, Poller};
+use crate::server::cmdstats;
 use crate::server::dispatch::{dispatch, Replies, Request};
 use crate::server::script::busy::{self as script_busy, View};
 use crate::server::session::{Delivery, ReplyMode, Session};
@@ -202,7 +203,10 @@ async fn conn_loop(
                 }
             }
             if let Some(e) = &proto_err {
-                Reply::Error(format!("ERR {e}")).encode(session.resp3, &mut out);
+                let reply = Reply::Error(format!("ERR {e}"));
+                // An error reply with no command, as Redis counts it (INFO errorstats).
+                cmdstats::rejected(cmdstats::Target::Unknown, &reply);
+                reply.encode(session.resp3, &mut out);
                 session.close_after_reply = true;
             }
             // Messages posted while the batch ran go out after its replies (a bounded chunk; the

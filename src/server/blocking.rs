@@ -467,6 +467,9 @@ pub async fn run(call: Call<'_>, parse: ParseFn) -> Reply {
     // Counted blocked once in line everywhere: a client seen blocked in INFO or CLIENT LIST
     // is served before anyone who blocks after it.
     session.client.blocked.store(token, Ordering::Relaxed);
+    // Time blocked is not the command's own in INFO commandstats (Redis counts the call
+    // before it blocks and the reply after).
+    let blocked_at = crate::server::cmdstats::now();
     let deadline = (b.timeout_ms > 0).then(|| Instant::now() + Duration::from_millis(b.timeout_ms));
     let reply = loop {
         let wake = {
@@ -528,6 +531,7 @@ pub async fn run(call: Call<'_>, parse: ParseFn) -> Reply {
         }
     };
     session.client.blocked.store(0, Ordering::Relaxed);
+    session.blocked_ticks += crate::server::cmdstats::now().saturating_sub(blocked_at);
     // Leave no trace on any shard; the next waiter in line gets its turn.
     for (s, keys) in per_shard {
         let w = waiter.clone();

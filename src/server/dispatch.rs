@@ -9,6 +9,9 @@
 //! single-shard (connection and server commands, split keys, keys on several shards) are
 //! barriers: everything before them completes first.
 //!
+//! Each request is counted for INFO commandstats/errorstats (`cmdstats`) on the core that
+//! runs it: refused ones here, keyed ones where their shard runs them.
+//!
 //! Never: looks a command up by name (the request carries its table entry), touches a socket,
 //! or lets a request past the auth, arity and memory checks it fails.
 
@@ -24,7 +27,7 @@ use super::session::{ReplyMode, Session};
 use super::table::{
     self, Call, Exec, Merge, Spec, DENYOOM, MOVABLE_KEYS, NOAUTH, PUBSUB_OK, WRITE,
 };
-use super::{blocking, eviction, exec, multi, tracking, txn};
+use super::{blocking, cmdstats, eviction, exec, multi, tracking, txn};
 use crate::cmd::args::{err, ERR_NOAUTH, ERR_OOM};
 use crate::cmd::{wrong_args, ShardFn};
 use crate::protocol::Reply;
@@ -206,6 +209,7 @@ pub async fn dispatch(core: &Rc<Core>, session: &mut Session, reqs: Vec<Request>
     core.shard.borrow_mut().stats.commands += n as u64;
     // Refused before they run: not processed (Redis counts them in rejected_calls only).
     let mut rejected = 0u64;
+    let track = core.global.settings.latency_tracking();
     let mut replies: Vec<Option<Reply>> = vec![None; n];
     let resp3_at_start = session.resp3;
     let mut switches = SmallVec::new();
@@ -267,7 +271,10 @@ pub async fn dispatch(core: &Rc<Core>, session: &mut Session, reqs: Vec<Request>
         if session.multi.queuing() {
             // Inside MULTI: queued (or refused) here, unless it is one that runs at once.
             if let Some(r) = multi::queue(core, session, &req, &mut oom) {
-                rejected += u64::from(r.is_error());
+                if r.is_error() {
+                    rejected += 1;
+                    cmdstats::rejected(cmdstats::target_of(req.spec, &req.args), &r);
+                }
                 replies[i] = Some(r);
                 if skip || session.reply_mode == ReplyMode::Off {
                     silent.push(i);
@@ -279,6 +286,7 @@ pub async fn dispatch(core: &Rc<Core>, session: &mut Session, reqs: Vec<Request>
         match route(core, session, &req, &mut oom) {
             Route::Reply(r) => {
                 rejected += 1;
+                cmdstats::rejected(cmdstats::target_of(req.spec, &req.args), &r);
                 replies[i] = Some(r);
             }
             Route::Keyed(s, spec, f) if s == core.id => {
@@ -288,7 +296,9 @@ pub async fn dispatch(core: &Rc<Core>, session: &mut Session, reqs: Vec<Request>
                 }
                 let db = session.db;
                 let caller = tracking::caller(session);
-                replies[i] = Some(if tiered {
+                let target = cmdstats::target(spec, &req.args);
+                let start = cmdstats::now();
+                let reply = if tiered {
                     exec::run_keyed(core, db, spec, f, &req.args, now, 0, Some(&pre), caller).await
                 } else {
                     exec::call_own(
@@ -300,7 +310,9 @@ pub async fn dispatch(core: &Rc<Core>, session: &mut Session, reqs: Vec<Request>
                         &req.args,
                         caller,
                     )
-                });
+                };
+                cmdstats::ran(target, &reply, start, track);
+                replies[i] = Some(reply);
                 // Clients blocked on what it pushed are served before the next command.
                 blocking::serve(core);
             }
@@ -317,8 +329,12 @@ pub async fn dispatch(core: &Rc<Core>, session: &mut Session, reqs: Vec<Request>
                 let split = matches!(spec.exec, Exec::Split(..));
                 let keys = (split && client.tracking.load(Ordering::Relaxed) != 0)
                     .then(|| req.args.clone());
+                let target = cmdstats::target(spec, &req.args);
+                let start = cmdstats::now();
                 let run = run_barrier(core, session, spec, req.args);
-                replies[i] = Some(tracking::with_own_pushes(&client, keys, run).await);
+                let reply = tracking::with_own_pushes(&client, keys, run).await;
+                cmdstats::ran_for(session, target, &reply, start, track);
+                replies[i] = Some(reply);
                 if session.resp3 != before {
                     switches.push((i, session.resp3));
                 }
@@ -438,6 +454,7 @@ async fn flush_groups(
     replies: &mut [Option<Reply>],
 ) {
     let tiered = core.global.settings.tiered.is_some();
+    let track = core.global.settings.latency_tracking();
     let mut pending = Vec::new();
     for (s, group) in groups.iter_mut().enumerate() {
         if group.is_empty() {
@@ -459,20 +476,22 @@ async fn flush_groups(
                         let pre = exec::preload(&c, db, &cmds).await;
                         let mut out = Vec::with_capacity(batch.len());
                         for (_, spec, f, args, caller) in &batch {
-                            out.push(
-                                exec::run_keyed(
-                                    &c,
-                                    db,
-                                    spec,
-                                    *f,
-                                    args,
-                                    now,
-                                    0,
-                                    Some(&pre),
-                                    *caller,
-                                )
-                                .await,
-                            );
+                            let target = cmdstats::target(spec, args);
+                            let start = cmdstats::now();
+                            let reply = exec::run_keyed(
+                                &c,
+                                db,
+                                spec,
+                                *f,
+                                args,
+                                now,
+                                0,
+                                Some(&pre),
+                                *caller,
+                            )
+                            .await;
+                            cmdstats::ran(target, &reply, start, track);
+                            out.push(reply);
                             blocking::serve(&c);
                         }
                         out
@@ -487,7 +506,11 @@ async fn flush_groups(
                 batch
                     .into_iter()
                     .map(|(_, spec, f, args, caller)| {
-                        exec::call_own(shard, db, now, spec, f, &args, caller)
+                        let target = cmdstats::target(spec, &args);
+                        let start = cmdstats::now();
+                        let reply = exec::call_own(shard, db, now, spec, f, &args, caller);
+                        cmdstats::ran(target, &reply, start, track);
+                        reply
                     })
                     .collect::<Vec<Reply>>()
             })

@@ -22,6 +22,7 @@
 
 pub mod admin;
 pub mod blocking;
+pub mod cmdstats;
 pub mod core;
 pub mod dispatch;
 pub mod error;

@@ -23,6 +23,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use super::cmdstats;
 use super::core::{Core, Global, Job, Msg};
 use super::dispatch;
 use super::exec;
@@ -316,7 +317,8 @@ pub async fn exec(call: Call<'_>) -> Reply {
     if let Some(s) = need.single().filter(|&s| !tiered && s != core.id) {
         if let Some(cmds) = keyed_on(core, s, &queue) {
             let caller = super::tracking::caller(session);
-            return exec_remote(core, s, session.db, cmds, watched, caller).await;
+            let track = core.global.settings.latency_tracking();
+            return exec_remote(core, s, session.db, cmds, watched, caller, track).await;
         }
     }
     let Some(locked) = Locked::lock(core, need).await else {
@@ -341,13 +343,18 @@ pub async fn exec(call: Call<'_>) -> Reply {
     }
     let mut replies = Vec::with_capacity(queue.len());
     let n = core.global.shards();
+    let track = core.global.settings.latency_tracking();
     let mut rest = queue.into_iter().peekable();
     while let Some(q) = rest.next() {
         // Keyed commands in a row for the same other shard travel as one job.
         let remote = dispatch::one_shard(n, core.id, q.spec, &q.args)
             .filter(|&(s, _)| !tiered && s != core.id && locked.holds(s));
         let Some((s, f)) = remote else {
-            replies.push(locked.run(core, session, q.spec, q.args).await);
+            let target = cmdstats::target(q.spec, &q.args);
+            let start = cmdstats::now();
+            let reply = locked.run(core, session, q.spec, q.args).await;
+            cmdstats::ran_for(session, target, &reply, start, track);
+            replies.push(reply);
             if session.close_after_reply {
                 break;
             }
@@ -367,7 +374,7 @@ pub async fn exec(call: Call<'_>) -> Reply {
         let count = run.len();
         let caller = super::tracking::caller(session);
         match locked
-            .on_shard(core, s, move |sh| run_all(sh, db, run, caller))
+            .on_shard(core, s, move |sh| run_all(sh, db, run, caller, track))
             .await
         {
             Some(rs) => replies.extend(rs),
@@ -380,10 +387,24 @@ pub async fn exec(call: Call<'_>) -> Reply {
 /// A keyed command ready to run on its shard: (command, function, arguments).
 type KeyedCmd = (&'static Spec, ShardFn, Vec<Bytes>);
 
-fn run_all(sh: &mut Shard, db: usize, cmds: Vec<KeyedCmd>, caller: Caller) -> Vec<Reply> {
+/// Runs `cmds` on their shard `sh`, counted in this core's INFO commandstats (`track`:
+/// latency tracking).
+fn run_all(
+    sh: &mut Shard,
+    db: usize,
+    cmds: Vec<KeyedCmd>,
+    caller: Caller,
+    track: bool,
+) -> Vec<Reply> {
     let now = now_ms();
     cmds.into_iter()
-        .map(|(spec, f, args)| exec::call(sh, db, now, spec, f, &args, caller))
+        .map(|(spec, f, args)| {
+            let target = cmdstats::target(spec, &args);
+            let start = cmdstats::now();
+            let reply = exec::call(sh, db, now, spec, f, &args, caller);
+            cmdstats::ran(target, &reply, start, track);
+            reply
+        })
         .collect()
 }
 
@@ -408,10 +429,11 @@ async fn exec_remote(
     cmds: Vec<KeyedCmd>,
     watched: Vec<WatchedKey>,
     caller: Caller,
+    track: bool,
 ) -> Reply {
     let done = core
         .on_shard(s, move |sh| {
-            check_watched(sh, &watched, now_ms()).then(|| run_all(sh, db, cmds, caller))
+            check_watched(sh, &watched, now_ms()).then(|| run_all(sh, db, cmds, caller, track))
         })
         .await;
     match done {
@@ -448,8 +470,11 @@ async fn exec_inline(
     }
     let deny = std::mem::replace(&mut session.multi.deny_blocking, true);
     let n = core.global.shards();
+    let track = core.global.settings.latency_tracking();
     let mut replies = Vec::with_capacity(queue.len());
     for q in queue {
+        let target = cmdstats::target(q.spec, &q.args);
+        let start = cmdstats::now();
         let reply = match q.spec.exec {
             Exec::Session(f) => f(Call {
                 core,
@@ -466,6 +491,7 @@ async fn exec_inline(
                 None => err("ERR internal error: not a local command"),
             },
         };
+        cmdstats::ran_for(session, target, &reply, start, track);
         replies.push(reply);
         if session.close_after_reply {
             break;

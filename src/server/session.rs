@@ -286,6 +286,15 @@ pub struct Session {
     pub reply_mode: ReplyMode,
     /// CLIENT TRACKING BCAST's prefixes (its flags are in `client`).
     pub tracking_prefixes: std::collections::BTreeSet<bytes::Bytes>,
+    /// The error a script just answered was counted where it arose, by the command the script
+    /// called (Redis' `ignore_error_stats_update`): INFO counts the script failed only.
+    pub error_counted: bool,
+    /// The running command sent another client an error (CLIENT UNBLOCK ... ERROR): INFO
+    /// counts it failed, as Redis does.
+    pub failed_elsewhere: bool,
+    /// Clock ticks (`cmdstats::now`) the running command spent blocked waiting for data: not
+    /// its own time in INFO commandstats.
+    pub blocked_ticks: u64,
     inbox: mpsc::UnboundedReceiver<(Delivery, usize)>,
     /// Deliveries taken while a command waited for its wake-up, kept for the connection.
     held: VecDeque<(Delivery, usize)>,
@@ -333,6 +342,9 @@ impl Session {
             subs: Subscriptions::default(),
             reply_mode: ReplyMode::On,
             tracking_prefixes: Default::default(),
+            error_counted: false,
+            failed_elsewhere: false,
+            blocked_ticks: 0,
             inbox: rx,
             held: VecDeque::new(),
             global: global.clone(),

@@ -125,7 +125,12 @@ pub fn client(call: Call<'_>) -> Reply {
         }
         "kill" => client_kill(core, session, &args),
         "unblock" if args.len() == 3 || args.len() == 4 => {
-            crate::server::blocking::client_unblock(&core.global, &args)
+            let r = crate::server::blocking::client_unblock(&core.global, &args);
+            // The error it sends the blocked client is counted in Redis while this command
+            // runs, which makes it a failed call there.
+            let error = args.get(3).is_some_and(|a| is(a, "error"));
+            session.failed_elsewhere = error && r == Reply::Int(1);
+            r
         }
         "reply" if args.len() == 3 => {
             use crate::server::session::ReplyMode;

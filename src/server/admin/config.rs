@@ -46,6 +46,7 @@ pub async fn config(Call { core, args, .. }: Call<'_>) -> Reply {
         "resetstat" if args.len() == 2 => {
             core.on_all(|s| {
                 s.stats.reset();
+                crate::server::cmdstats::reset();
                 if let Some(t) = &s.tier {
                     t.reset_stats();
                 }

@@ -7,6 +7,7 @@ use std::sync::atomic::Ordering;
 
 use super::connection::REDIS_VERSION;
 use crate::protocol::Reply;
+use crate::server::cmdstats;
 use crate::server::human_bytes;
 use crate::server::table::Call;
 use crate::shard::{now_ms, Shard, ShardStats};
@@ -21,11 +22,43 @@ struct ShardReport {
     tier: Option<tiering::TierStats>,
     /// Pins commands in flight hold on keys (`shard::pins`).
     pinned: u64,
+    /// The core's command and error counts (`server::cmdstats`).
+    commands: cmdstats::Report,
 }
 
+/// The sections plain INFO (and INFO default) shows: Redis' defaults, and Strata's own.
+const DEFAULT_SECTIONS: &[&str] = &[
+    "server",
+    "clients",
+    "memory",
+    "persistence",
+    "stats",
+    "replication",
+    "cpu",
+    "errorstats",
+    "tiered",
+    "memcached",
+    "keyspace",
+];
+
 pub async fn info(Call { core, args, .. }: Call<'_>) -> Reply {
+    let mut sections: Vec<String> = Vec::new();
+    let mut all = false;
+    for a in &args[1..] {
+        let name = String::from_utf8_lossy(a).to_ascii_lowercase();
+        match name.as_str() {
+            "all" | "everything" => all = true,
+            "default" => sections.extend(DEFAULT_SECTIONS.iter().map(|s| s.to_string())),
+            _ => sections.push(name),
+        }
+    }
+    if args.len() == 1 {
+        sections.extend(DEFAULT_SECTIONS.iter().map(|s| s.to_string()));
+    }
+    let want = |name: &str| all || sections.iter().any(|s| s == name);
+    let histograms = want("latencystats");
     let reports = core
-        .on_all(|s: &mut Shard| ShardReport {
+        .on_all(move |s: &mut Shard| ShardReport {
             stats: s.stats.clone(),
             keys: s
                 .dbs
@@ -35,17 +68,9 @@ pub async fn info(Call { core, args, .. }: Call<'_>) -> Reply {
             table_bytes: s.dataset_bytes(),
             tier: s.tier.as_ref().map(|t| t.stats()),
             pinned: s.pins.held(),
+            commands: cmdstats::snapshot(histograms),
         })
         .await;
-    let sections: Vec<String> = args[1..]
-        .iter()
-        .map(|a| String::from_utf8_lossy(a).to_ascii_lowercase())
-        .collect();
-    let everything = sections.is_empty()
-        || sections
-            .iter()
-            .any(|s| s == "all" || s == "everything" || s == "default");
-    let want = |name: &str| everything || sections.iter().any(|s| s == name);
     let g = &core.global;
     let mut total = ShardStats::default();
     let mut table_bytes = 0;
@@ -57,6 +82,7 @@ pub async fn info(Call { core, args, .. }: Call<'_>) -> Reply {
     let mut keys = vec![(0usize, 0usize, 0u128, 0usize); dbnum];
     // What busy scripts' hooks ran for their cores' clients.
     total.commands += crate::server::script::busy::commands_ran();
+    let commands = cmdstats::Report::sum(reports.iter().map(|r| &r.commands));
     for r in &reports {
         total.keyspace_hits += r.stats.keyspace_hits;
         total.keyspace_misses += r.stats.keyspace_misses;
@@ -170,7 +196,7 @@ pub async fn info(Call { core, args, .. }: Call<'_>) -> Reply {
         section(
             "Stats",
             format!(
-                "total_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:0\r\nexpired_keys:{}\r\nevicted_keys:{}\r\nevicted_keys_ram:{}\r\nevicted_keys_ssd:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\npubsubshard_channels:{}\r\nlazyfreed_objects:{}\r\ntracking_total_keys:{}\r\ntracking_total_items:{}\r\ntracking_total_prefixes:{}\r\n",
+                "total_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:0\r\nexpired_keys:{}\r\nevicted_keys:{}\r\nevicted_keys_ram:{}\r\nevicted_keys_ssd:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\npubsubshard_channels:{}\r\nlazyfreed_objects:{}\r\ntracking_total_keys:{}\r\ntracking_total_items:{}\r\ntracking_total_prefixes:{}\r\nunexpected_error_replies:0\r\ntotal_error_replies:{}\r\n",
                 g.total_connections.load(Ordering::Relaxed),
                 total.commands,
                 total.expired_keys,
@@ -186,6 +212,7 @@ pub async fn info(Call { core, args, .. }: Call<'_>) -> Reply {
                 crate::shard::tracking::total_keys(),
                 crate::shard::tracking::total_items(),
                 g.tracking.prefixes(),
+                commands.total_error_replies(),
             ),
         );
     }
@@ -201,6 +228,20 @@ pub async fn info(Call { core, args, .. }: Call<'_>) -> Reply {
             "CPU",
             format!("used_cpu_sys:{sys:.6}\r\nused_cpu_user:{user:.6}\r\n"),
         );
+    }
+    if want("commandstats") {
+        section("Commandstats", commands.commandstats());
+    }
+    if want("errorstats") {
+        section("Errorstats", commands.errorstats());
+    }
+    if want("latencystats") {
+        let body = if g.settings.latency_tracking() {
+            commands.latencystats(&g.settings.latency_percentiles())
+        } else {
+            String::new()
+        };
+        section("Latencystats", body);
     }
     if want("tiered") && g.settings.tiered.is_some() {
         section("TIERED", tiered_section(&reports));

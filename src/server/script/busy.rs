@@ -23,6 +23,7 @@ use crate::cmd::args::{err, is, ERR_NOAUTH};
 use crate::cmd::wrong_args;
 use crate::config::Settings;
 use crate::protocol::Reply;
+use crate::server::cmdstats;
 use crate::server::session::{ReplyMode, Session};
 use crate::server::table::{self, Spec, NOAUTH, NO_MULTI, PUBSUB_OK};
 use crate::server::Core;
@@ -181,30 +182,49 @@ pub fn apply(core: &Core, session: &mut Session, v: &View) {
 /// The reply Redis gives `args` (a whole request, name first) during a busy script, checked
 /// in processCommand's order, for a connection in state `v`; Wait for what needs more of the
 /// session than `v` (HELLO, RESET, WATCH; in MULTI, the ALLOW_BUSY commands Redis queues).
+/// Counted in INFO commandstats as the dispatcher counts: refused, or run.
 pub fn answer(core: &Core, v: &mut View, args: &[Bytes]) -> Answer {
+    let spec = args.first().and_then(|n| table::lookup(n));
+    let target = cmdstats::target_of(spec, args);
+    let start = cmdstats::now();
+    let (answer, ran) = answer_counted(core, v, args);
+    if let Answer::Reply(r) = &answer {
+        if ran {
+            let track = core.global.settings.latency_tracking();
+            cmdstats::ran(target, r, start, track);
+        } else {
+            cmdstats::rejected(target, r);
+        }
+    }
+    answer
+}
+
+/// [`answer`], with whether the command ran (else it was refused).
+fn answer_counted(core: &Core, v: &mut View, args: &[Bytes]) -> (Answer, bool) {
+    let refused = |a: Answer| (a, false);
     let Some(spec) = args.first().and_then(|n| table::lookup(n)) else {
-        return v.refuse(table::unknown_command(args));
+        return refused(v.refuse(table::unknown_command(args)));
     };
     if !spec.arity_ok(args.len()) {
-        return v.refuse(wrong_args(spec.name));
+        return refused(v.refuse(wrong_args(spec.name)));
     }
     if !v.authed && !spec.has(NOAUTH) {
-        return v.refuse(err(ERR_NOAUTH));
+        return refused(v.refuse(err(ERR_NOAUTH)));
     }
     if v.multi.is_some() && spec.has(NO_MULTI) {
-        return v.refuse(err("ERR Command not allowed inside a transaction"));
+        return refused(v.refuse(err("ERR Command not allowed inside a transaction")));
     }
     if v.subscribed && !spec.has(PUBSUB_OK) {
-        return v.refuse(Reply::Error(format!("ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context", spec.name)));
+        return refused(v.refuse(Reply::Error(format!("ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context", spec.name))));
     }
     if !allowed(spec, args) {
         let busy = busy_error();
         if spec.name == "exec" {
             v.multi = None;
             v.unwatch = true;
-            return Answer::Reply(exec_abort(&busy));
+            return refused(Answer::Reply(exec_abort(&busy)));
         }
-        return v.refuse(busy);
+        return refused(v.refuse(busy));
     }
     let in_multi = v.multi.is_some();
     let answer = ran(core, v, spec, args, in_multi);
@@ -212,7 +232,7 @@ pub fn answer(core: &Core, v: &mut View, args: &[Bytes]) -> Answer {
         // Run, not refused: counted as Redis' call() counts it.
         RAN.fetch_add(1, Ordering::Relaxed);
     }
-    answer
+    (answer, true)
 }
 
 /// Commands the hooks of every core ran (not refused) since the last CONFIG RESETSTAT, for

@@ -18,6 +18,7 @@ use bytes::Bytes;
 use super::RunCtx;
 use crate::cmd::args::{err, is, ERR_OOM};
 use crate::protocol::Reply;
+use crate::server::cmdstats;
 use crate::server::table::{self, DENYOOM, READONLY, WRITE};
 use crate::shard::shard_of;
 
@@ -152,23 +153,35 @@ fn noscript(name: &str, args: &[Bytes]) -> bool {
             .is_some_and(|s| args.get(1).is_some_and(|a| s.iter().any(|sub| is(a, sub))))
 }
 
-/// Runs `args` (the name first) for the script; the reply is what the script gets.
+/// Runs `args` (the name first) for the script; the reply is what the script gets. The
+/// command counts in INFO commandstats as a client's would (refused ones as rejected).
 pub fn run(ctx: &mut RunCtx<'_>, args: Vec<Bytes>) -> Reply {
     let Some(spec) = table::lookup(&args[0]) else {
-        return err("ERR Unknown Redis command called from script");
+        let e = err("ERR Unknown Redis command called from script");
+        cmdstats::rejected(cmdstats::Target::Unknown, &e);
+        return e;
+    };
+    let target = cmdstats::target(spec, &args);
+    let refuse = |e: Reply| {
+        cmdstats::rejected(target, &e);
+        e
     };
     if !spec.arity_ok(args.len()) {
-        return err("ERR Wrong number of args calling Redis command from script");
+        return refuse(err(
+            "ERR Wrong number of args calling Redis command from script",
+        ));
     }
     if noscript(spec.name, &args) {
-        return err("ERR This Redis command is not allowed from script");
+        return refuse(err("ERR This Redis command is not allowed from script"));
     }
     if ctx.read_only && spec.has(WRITE) {
-        return err("ERR Write commands are not allowed from read-only scripts.");
+        return refuse(err(
+            "ERR Write commands are not allowed from read-only scripts.",
+        ));
     }
     let dirty = ctx.state.dirty.load(Ordering::Relaxed);
     if !ctx.allow_oom && !dirty && ctx.oom_at_start && spec.has(DENYOOM) {
-        return err(ERR_OOM);
+        return refuse(err(ERR_OOM));
     }
     if spec.has(WRITE) {
         ctx.state.dirty.store(true, Ordering::Relaxed);
@@ -177,13 +190,17 @@ pub fn run(ctx: &mut RunCtx<'_>, args: Vec<Bytes>) -> Reply {
         ctx.read_any = true;
     }
     if let Some(e) = on_ssd_here(ctx, spec, &args) {
-        return e;
+        return refuse(e);
     }
     let Some(locked) = ctx.locked else {
-        return err("ERR server is shutting down");
+        return refuse(err("ERR server is shutting down"));
     };
     let core = ctx.core;
-    drive(locked.run(core, ctx.session, spec, args))
+    let track = core.global.settings.latency_tracking();
+    let start = cmdstats::now();
+    let reply = drive(locked.run(core, ctx.session, spec, args));
+    cmdstats::ran(target, &reply, start, track);
+    reply
 }
 
 /// A value this core's shard keeps on SSD that the command would read: reading it needs this

@@ -409,12 +409,13 @@ impl vm::RunApi for RefCell<RunCtx<'_>> {
         lua: &mlua::Lua,
         args: Result<Vec<Bytes>, &'static str>,
     ) -> mlua::Result<(bool, Value)> {
-        let reply = match args {
-            Ok(cmd) => call::run(&mut self.borrow_mut(), cmd),
-            Err(msg) => err(&format!("ERR {msg}")),
+        // An error in the arguments reached no command: nothing counted it.
+        let (reply, counted) = match args {
+            Ok(cmd) => (call::run(&mut self.borrow_mut(), cmd), true),
+            Err(msg) => (err(&format!("ERR {msg}")), false),
         };
         let resp3 = self.borrow().resp3;
-        vm::reply_to_lua(lua, &reply, resp3)
+        vm::reply_to_lua(lua, &reply, resp3, counted)
     }
 
     fn set_resp3(&self, resp3: bool) {
@@ -549,6 +550,9 @@ impl Run<'_> {
                 return Err(e);
             }
         };
+        if vm::error_counted(&v) {
+            ctx.borrow_mut().session.error_counted = true;
+        }
         if ok {
             return Ok(vm::lua_to_reply(&v, ctx.borrow().resp3));
         }

@@ -491,6 +491,22 @@ pub fn error_table(lua: &Lua, msg: &str) -> mlua::Result<Value> {
     Ok(Value::Table(t))
 }
 
+/// The field Redis puts in the error table of a command's error reply: the error was counted
+/// in INFO errorstats when the command answered it, and is not again when the script answers
+/// it in turn.
+const COUNTED: &str = "ignore_error_stats_update";
+
+/// Whether `v` is an error table whose error was counted already (see [`COUNTED`]).
+pub fn error_counted(v: &Value) -> bool {
+    match v {
+        Value::Table(t) => {
+            matches!(t.raw_get::<Value>("err"), Ok(Value::String(_)))
+                && matches!(t.raw_get::<Value>(COUNTED), Ok(Value::Boolean(true)))
+        }
+        _ => false,
+    }
+}
+
 fn error_text(msg: &str) -> String {
     let (code, rest) = match msg.strip_prefix('-') {
         Some(m) => match m.split_once(' ') {
@@ -765,11 +781,21 @@ pub fn command_args(args: &[Value]) -> Result<Vec<Bytes>, &'static str> {
 }
 
 /// A command's reply as the Lua value Redis gives the script: the reply is encoded in the
-/// script's protocol version and parsed back, exactly as Redis does.
-pub fn reply_to_lua(lua: &Lua, reply: &Reply, resp3: bool) -> mlua::Result<(bool, Value)> {
+/// script's protocol version and parsed back, exactly as Redis does. Its error tables say
+/// `ignore_error_stats_update` when the error was `counted` already (a command's reply).
+pub fn reply_to_lua(
+    lua: &Lua,
+    reply: &Reply,
+    resp3: bool,
+    counted: bool,
+) -> mlua::Result<(bool, Value)> {
     let mut buf = Vec::with_capacity(64);
     reply.encode(resp3, &mut buf);
-    let mut p = Parser { buf: &buf, at: 0 };
+    let mut p = Parser {
+        buf: &buf,
+        at: 0,
+        counted,
+    };
     let failed = buf.first() == Some(&b'-');
     let v = p.value(lua)?;
     Ok((failed, v))
@@ -778,6 +804,8 @@ pub fn reply_to_lua(lua: &Lua, reply: &Reply, resp3: bool) -> mlua::Result<(bool
 struct Parser<'a> {
     buf: &'a [u8],
     at: usize,
+    /// Errors were counted in INFO errorstats already.
+    counted: bool,
 }
 
 impl Parser<'_> {
@@ -819,7 +847,11 @@ impl Parser<'_> {
             }
             b'-' => {
                 let line = String::from_utf8_lossy(self.line()).to_string();
-                error_table(lua, &format!("-{line}"))?
+                let t = error_table(lua, &format!("-{line}"))?;
+                if let (true, Value::Table(t)) = (self.counted, &t) {
+                    t.raw_set(COUNTED, true)?;
+                }
+                t
             }
             b':' => Value::Number(self.int() as f64),
             b'$' => match self.int() {
