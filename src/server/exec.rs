@@ -482,14 +482,12 @@ fn restore_collections(
 /// Brings back to RAM the offloaded collections among `keys` on this core's shard (reads
 /// awaited, the shard serving others meanwhile), before a command that reads them outside
 /// [`run_keyed`] starts. The caller keeps them there: it holds the shard, or pinned them.
-/// Returns how many were put in place.
-pub async fn load_local_collections(core: &Rc<Core>, db: usize, keys: &[Bytes]) -> usize {
-    let mut put = 0;
+pub async fn load_local_collections(core: &Rc<Core>, db: usize, keys: &[Bytes]) {
     loop {
         let (tier, wanted) = {
             let shard = core.shard.borrow();
             let Some(tier) = shard.tier.clone() else {
-                return put;
+                return;
             };
             let wanted: Vec<(Bytes, DiskPtr)> = keys
                 .iter()
@@ -501,7 +499,7 @@ pub async fn load_local_collections(core: &Rc<Core>, db: usize, keys: &[Bytes]) 
             (tier, wanted)
         };
         if wanted.is_empty() {
-            return put;
+            return;
         }
         let loaded = futures::future::join_all(
             wanted
@@ -520,7 +518,6 @@ pub async fn load_local_collections(core: &Rc<Core>, db: usize, keys: &[Bytes]) 
                     && install_collection(&mut shard, db, &key, ptr, t, data, now, expire).is_some()
                 {
                     keep_collection(&mut shard, db, &key, ptr);
-                    put += 1;
                 }
             }
         }
@@ -528,23 +525,71 @@ pub async fn load_local_collections(core: &Rc<Core>, db: usize, keys: &[Bytes]) 
     }
 }
 
+/// Blob bytes the field sweep reads back at once at most (a larger hash alone): the hashes
+/// it loads stay in RAM.
+const DUE_LOAD_BYTES: u64 = 4 << 20;
+
 /// Reads back the offloaded hashes the field sweep found due (`Shard::take_field_loads`),
-/// once no transaction holds the shard: loading one expires its due fields (events, the key
-/// when none is left) as a command's load does, and it stays in RAM, its disk copy freed.
+/// once no transaction holds the shard, each once: loading one expires its due fields
+/// (events, the key when none is left) as a command's load does, and it stays in RAM, its
+/// disk copy freed. One moved on disk meanwhile, or past this batch's bytes, is due again at
+/// the next sweep. (Not [`load_local_collections`], which chases a key the offloader takes
+/// again until it holds it: at the offloader's full pace that never ended.)
 pub async fn load_due_hashes(core: &Rc<Core>, due: Vec<(usize, Rc<[u8]>)>) {
     while core.gate.is_locked() {
         core.gate.opened().await;
     }
-    let mut by_db: std::collections::BTreeMap<usize, Vec<Bytes>> = Default::default();
-    for (db, key) in due {
-        by_db
-            .entry(db)
-            .or_default()
-            .push(Bytes::copy_from_slice(&key));
-    }
-    for (db, keys) in by_db {
-        let put = load_local_collections(core, db, &keys).await;
-        core.shard.borrow_mut().stats.field_expiry_loads += put as u64;
+    let Some(tier) = core.shard.borrow().tier.clone() else {
+        return;
+    };
+    let wanted: Vec<(usize, Bytes, DiskPtr)> = {
+        let mut shard = core.shard.borrow_mut();
+        let now = crate::shard::now_ms();
+        let mut bytes = 0u64;
+        let mut wanted = Vec::new();
+        for (db, key) in due {
+            let Some((p, Some(crate::shard::ObjectType::Hash))) = shard.peek_offloaded(db, &key)
+            else {
+                // Back in RAM meanwhile: the sweep takes it there.
+                let at = shard
+                    .peek_repr(db, &key)
+                    .and_then(|e| crate::shard::hashform::field_expiry_bound(e));
+                if let Some(at) = at {
+                    shard.note_field_expiry(db, &key, at);
+                }
+                continue;
+            };
+            if bytes >= DUE_LOAD_BYTES {
+                shard.note_field_expiry(db, &key, now);
+                continue;
+            }
+            bytes += u64::from(p.len);
+            wanted.push((db, Bytes::copy_from_slice(&key), p));
+        }
+        wanted
+    };
+    let loaded = futures::future::join_all(
+        wanted
+            .iter()
+            .map(|(_, k, p)| async { tier.read(*p, k).await.map(Bytes::from) }),
+    )
+    .await;
+    let now = crate::shard::now_ms();
+    let expire = !core.gate.is_locked();
+    let mut shard = core.shard.borrow_mut();
+    for ((db, key, ptr), data) in wanted.into_iter().zip(loaded) {
+        match shard.peek_offloaded(db, &key) {
+            Some((cur, Some(t))) if cur == ptr => {
+                if install_collection(&mut shard, db, &key, ptr, t, data, now, expire).is_some() {
+                    keep_collection(&mut shard, db, &key, ptr);
+                }
+                shard.stats.field_expiry_loads += 1;
+            }
+            Some((_, Some(crate::shard::ObjectType::Hash))) => {
+                shard.note_field_expiry(db, &key, now);
+            }
+            _ => {}
+        }
     }
 }
 
@@ -625,10 +670,7 @@ pub async fn load_collections(core: &Rc<Core>, db: usize, keys: Vec<Bytes>) -> P
         let job_keys = ks.clone();
         let work: super::core::AsyncWork<()> = Box::new(move |c: Rc<Core>| {
             pin(&mut c.shard.borrow_mut(), db, &job_keys);
-            async move {
-                load_local_collections(&c, db, &job_keys).await;
-            }
-            .boxed_local()
+            async move { load_local_collections(&c, db, &job_keys).await }.boxed_local()
         });
         if let Some(rx) = core.send_work(s, work) {
             pinned.parts.push((s, ks));
