@@ -17,7 +17,7 @@ use super::collection::check_type;
 use super::Ctx;
 use crate::notify;
 use crate::protocol::Reply;
-use crate::shard::hashform::{self, HashForm, HashRef, OwnedField};
+use crate::shard::hashform::{HashForm, HashRef, OwnedField};
 use crate::shard::object::{packed_bytes, PackLimits};
 use crate::shard::{ObjectType, ValueRef};
 
@@ -31,36 +31,11 @@ fn limits(ctx: &Ctx) -> PackLimits {
     PackLimits::from_settings(&ctx.shard.settings)
 }
 
-/// Removes the expired fields of the hash at `key` (and the key when none is left).
+/// Removes the expired fields of the hash at `key` (and the key when none is left), firing
+/// Redis 7.4's `hexpired` (and `del`) events.
 fn sweep(ctx: &mut Ctx, key: &[u8]) {
-    if !ctx.shard.has_field_expiries() {
-        return;
-    }
-    let now = ctx.now;
-    let due = match ctx.shard.peek_repr(ctx.db, key) {
-        Some(e) => match e.value() {
-            ValueRef::Packed(kind, b) => {
-                hashform::packed_min_expiry(kind, b).is_some_and(|m| m <= now)
-            }
-            ValueRef::Object(o) => HashRef::from_object(o)
-                .and_then(|h| h.min_expire_bound())
-                .is_some_and(|m| m <= now),
-            _ => false,
-        },
-        None => false,
-    };
-    if !due {
-        return;
-    }
-    let swept = ctx
-        .shard
-        .lookup_mut(ctx.db, key, now)
-        .and_then(|e| hashform::sweep_entry(e, now));
-    if let Some(s) = swept {
-        ctx.shard.stats.expired_fields += s.removed as u64;
-        if s.empty {
-            ctx.shard.remove(ctx.db, key);
-        }
+    if ctx.shard.has_field_expiries() && ctx.shard.field_expiry_due(ctx.db, key, ctx.now) {
+        ctx.shard.expire_fields(ctx.db, key, ctx.now);
     }
 }
 
@@ -108,11 +83,8 @@ fn write<R>(
         let mut h = HashForm::new();
         let r = f(&mut h)?;
         if !h.is_empty() {
-            let expiring = h.as_ref().min_expire_bound().is_some();
+            // Storing it notes a field expiry for the sweep.
             ctx.shard.store(db, key, h.into_value(), 0);
-            if expiring {
-                ctx.shard.note_field_expiry(db, key);
-            }
         }
         return Ok(Some(r));
     };
@@ -121,12 +93,12 @@ fn write<R>(
         return Err(super::collection::unknown_layout());
     };
     let r = f(&mut h);
-    let (empty, expiring) = (h.is_empty(), h.as_ref().min_expire_bound().is_some());
+    let (empty, expiring) = (h.is_empty(), h.as_ref().min_expire_bound());
     h.put(e);
     if empty {
         ctx.shard.remove(db, key);
-    } else if expiring {
-        ctx.shard.note_field_expiry(db, key);
+    } else if let Some(at) = expiring {
+        ctx.shard.note_field_expiry(db, key, at);
     }
     r.map(Some)
 }

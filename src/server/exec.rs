@@ -42,8 +42,8 @@ type Wanted = SmallVec<[(Bytes, DiskPtr); 2]>;
 type Installed = SmallVec<[(Bytes, DiskPtr, Bytes, bool); 2]>;
 
 /// Collections brought in from disk for one command: (key, pointer, type, read before within
-/// the offloader's window).
-type Collections = SmallVec<[(Bytes, DiskPtr, crate::shard::ObjectType, bool); 2]>;
+/// the offloader's window, changed on the way in: a hash's fields expired).
+type Collections = SmallVec<[(Bytes, DiskPtr, crate::shard::ObjectType, bool, bool); 2]>;
 
 /// What a batch of commands found on disk before running: the values read ahead, by disk
 /// pointer (shared, not copied, by the commands that use them), and which keys were offloaded.
@@ -182,8 +182,9 @@ pub async fn run_keyed(
         for ((key, ptr), data) in wanted.into_iter().zip(loaded) {
             match shard.peek_offloaded(db, &key) {
                 Some((cur, Some(t))) if cur == ptr => {
-                    if let Some(again) = install_collection(&mut shard, db, &key, t, data, now) {
-                        colls.push((key, ptr, t, again));
+                    let put = install_collection(&mut shard, db, &key, ptr, t, data, now, true);
+                    if let Some((again, changed)) = put {
+                        colls.push((key, ptr, t, again, changed));
                     }
                 }
                 Some((cur, None)) if cur == ptr => match data {
@@ -378,20 +379,27 @@ pub fn needs_no_collection(spec: &Spec, args: &[Bytes]) -> bool {
     NAMES.contains(&spec.name)
 }
 
-/// Puts a collection read back from disk in place, when `key` still points where it was read
-/// (the caller checked): decoded and checked against the type the entry keeps. Its disk copy
+/// Puts a collection read back from disk at `ptr` in place, when `key` still points there
+/// (the caller checked): decoded and checked against the type the entry keeps. A hash's
+/// fields that expired while it was on disk go at once when `expire` (the key too when none
+/// is left: its disk copy is freed then), so no command ever sees one; without `expire` (a
+/// transaction of others holds the shard) the field sweep's record of it stands. Its disk copy
 /// stays the caller's to free or to point at again. Returns whether the entry had been
-/// referenced since the offloader last looked at it; None when nothing was put in place. An
-/// unreadable or corrupt blob is counted (`tiered_read_errors`) and its key dropped (its disk
-/// space freed): a miss, never a wrong value.
+/// referenced since the offloader last looked at it, and whether fields expired (the blob is
+/// stale then); None when nothing was put in place. An unreadable or corrupt blob is counted
+/// (`tiered_read_errors`) and its key dropped (its disk space freed): a miss, never a wrong
+/// value.
+#[allow(clippy::too_many_arguments)]
 fn install_collection(
     shard: &mut Shard,
     db: usize,
     key: &[u8],
+    ptr: DiskPtr,
     t: crate::shard::ObjectType,
     data: Result<Bytes, TierError>,
     now: u64,
-) -> Option<bool> {
+    expire: bool,
+) -> Option<(bool, bool)> {
     let limits = crate::shard::object::PackLimits::from_settings(&shard.settings);
     let value = data
         .map_err(|e| e.to_string())
@@ -402,7 +410,26 @@ fn install_collection(
             let again = e.has(crate::shard::Entry::REFERENCED);
             e.set_value(v);
             shard.stats.loaded_collections += 1;
-            Some(again)
+            if t != crate::shard::ObjectType::Hash {
+                return Some((again, false));
+            }
+            if !expire {
+                let at = shard
+                    .peek_repr(db, key)
+                    .and_then(|e| crate::shard::hashform::field_expiry_bound(e));
+                if let Some(at) = at {
+                    shard.note_field_expiry(db, key, at);
+                }
+                return Some((again, false));
+            }
+            match shard.expire_fields(db, key, now) {
+                Some(s) if s.empty => {
+                    shard.free_disk(ptr);
+                    None
+                }
+                Some(s) => Some((again, s.removed > 0)),
+                None => Some((again, false)),
+            }
         }
         Err(e) => {
             tracing::warn!("dropping a key whose collection cannot be read back: {e}");
@@ -434,12 +461,12 @@ fn restore_collections(
     readonly: bool,
     upload: bool,
 ) {
-    for (key, ptr, t, again) in colls {
+    for (key, ptr, t, again, changed) in colls {
         let in_ram = shard.dbs[db]
             .table
             .get(&key, crate::shard::hash(&key))
             .is_some_and(|e| e.object_type() == Some(t) && !e.is_external());
-        if readonly && in_ram && !(upload && again) {
+        if readonly && in_ram && !changed && !(upload && again) {
             if !shard.set_offloaded(db, &key, t, ptr) {
                 shard.free_disk(ptr);
             }
@@ -481,15 +508,88 @@ pub async fn load_local_collections(core: &Rc<Core>, db: usize, keys: &[Bytes]) 
         )
         .await;
         let now = crate::shard::now_ms();
+        // Fields are not expired under another's transaction (its commands see the shard as
+        // it was): the sweep comes back to them.
+        let expire = !core.gate.is_locked();
         let mut shard = core.shard.borrow_mut();
         for ((key, ptr), data) in wanted.into_iter().zip(loaded) {
             if let Some((cur, Some(t))) = shard.peek_offloaded(db, &key) {
-                if cur == ptr && install_collection(&mut shard, db, &key, t, data, now).is_some() {
+                if cur == ptr
+                    && install_collection(&mut shard, db, &key, ptr, t, data, now, expire).is_some()
+                {
                     keep_collection(&mut shard, db, &key, ptr);
                 }
             }
         }
         // Anything offloaded again or moved meanwhile is looked at once more.
+    }
+}
+
+/// Blob bytes the field sweep reads back at once at most (a larger hash alone): the hashes
+/// it loads stay in RAM.
+const DUE_LOAD_BYTES: u64 = 4 << 20;
+
+/// Reads back the offloaded hashes the field sweep found due (`Shard::take_field_loads`),
+/// once no transaction holds the shard, each once: loading one expires its due fields
+/// (events, the key when none is left) as a command's load does, and it stays in RAM, its
+/// disk copy freed. One moved on disk meanwhile, or past this batch's bytes, is due again at
+/// the next sweep. (Not [`load_local_collections`], which chases a key the offloader takes
+/// again until it holds it: at the offloader's full pace that never ended.)
+pub async fn load_due_hashes(core: &Rc<Core>, due: Vec<(usize, Rc<[u8]>)>) {
+    while core.gate.is_locked() {
+        core.gate.opened().await;
+    }
+    let Some(tier) = core.shard.borrow().tier.clone() else {
+        return;
+    };
+    let wanted: Vec<(usize, Bytes, DiskPtr)> = {
+        let mut shard = core.shard.borrow_mut();
+        let now = crate::shard::now_ms();
+        let mut bytes = 0u64;
+        let mut wanted = Vec::new();
+        for (db, key) in due {
+            let Some((p, Some(crate::shard::ObjectType::Hash))) = shard.peek_offloaded(db, &key)
+            else {
+                // Back in RAM meanwhile: the sweep takes it there.
+                let at = shard
+                    .peek_repr(db, &key)
+                    .and_then(|e| crate::shard::hashform::field_expiry_bound(e));
+                if let Some(at) = at {
+                    shard.note_field_expiry(db, &key, at);
+                }
+                continue;
+            };
+            if bytes >= DUE_LOAD_BYTES {
+                shard.note_field_expiry(db, &key, now);
+                continue;
+            }
+            bytes += u64::from(p.len);
+            wanted.push((db, Bytes::copy_from_slice(&key), p));
+        }
+        wanted
+    };
+    let loaded = futures::future::join_all(
+        wanted
+            .iter()
+            .map(|(_, k, p)| async { tier.read(*p, k).await.map(Bytes::from) }),
+    )
+    .await;
+    let now = crate::shard::now_ms();
+    let expire = !core.gate.is_locked();
+    let mut shard = core.shard.borrow_mut();
+    for ((db, key, ptr), data) in wanted.into_iter().zip(loaded) {
+        match shard.peek_offloaded(db, &key) {
+            Some((cur, Some(t))) if cur == ptr => {
+                if install_collection(&mut shard, db, &key, ptr, t, data, now, expire).is_some() {
+                    keep_collection(&mut shard, db, &key, ptr);
+                }
+                shard.stats.field_expiry_loads += 1;
+            }
+            Some((_, Some(crate::shard::ObjectType::Hash))) => {
+                shard.note_field_expiry(db, &key, now);
+            }
+            _ => {}
+        }
     }
 }
 
@@ -648,7 +748,8 @@ pub async fn load_entry(
             continue;
         }
         if let Some((_, Some(t))) = now_at {
-            install_collection(&mut shard, db, key, t, data, now)?;
+            // Run by a transaction holding the shard: the fields it finds expired go now.
+            install_collection(&mut shard, db, key, ptr, t, data, now, true)?;
             keep_collection(&mut shard, db, key, ptr);
             let (e, at) = shard.lookup_mut_ttl(db, key, now)?;
             return Some((e.clone(), at));

@@ -132,6 +132,8 @@ pub async fn before_serving(core: &Rc<Core>, snapshot: Option<&load::Shared>) {
 async fn background(core: Rc<Core>) {
     let mut last_trim = (std::time::Instant::now(), std::time::Instant::now());
     let tracking_over = std::cell::Cell::new(0);
+    // Offloaded hashes with fields due are being read back (one batch at a time).
+    let loading_fields = Rc::new(std::cell::Cell::new(false));
     loop {
         let settings = &core.global.settings;
         let (period, hz) = (
@@ -169,6 +171,18 @@ async fn background(core: Rc<Core>) {
         let reaped = core.shard.borrow_mut().active_expire(budget, hz);
         if reaped > 0 {
             tracing::trace!(core = core.id, reaped, "active expiry");
+        }
+        if !loading_fields.get() {
+            let due = core.shard.borrow_mut().take_field_loads();
+            if !due.is_empty() {
+                loading_fields.set(true);
+                let (c, flag) = (core.clone(), loading_fields.clone());
+                spawn(async move {
+                    exec::load_due_hashes(&c, due).await;
+                    flag.set(false);
+                })
+                .detach();
+            }
         }
     }
 }

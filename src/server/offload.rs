@@ -5,9 +5,10 @@
 //! see [`collection_blob`]), written like a string value (small ones in shared pages, larger
 //! ones, up to many MiB, as one multi-page extent). Its entry keeps the type, so TYPE, EXISTS,
 //! TTL and SCAN need no read; any other command brings it back to RAM first
-//! (`server::exec`). Collections whose RAM form passes [`MAX_COLLECTION_HEAP`], those with no
-//! free extent of their size in the tier file (counted), and hashes with field expiries (the
-//! field-expiry sweep walks them in RAM) stay in RAM.
+//! (`server::exec`). Collections whose RAM form passes [`MAX_COLLECTION_HEAP`] and those with
+//! no free extent of their size in the tier file (counted) stay in RAM. A hash with field
+//! expiries goes too: its blob carries them (Redis 7.4's RDB forms), and the shard's field
+//! sweep keeps when the first may be due in RAM, loading the hash then.
 //!
 //! Coldness is CLOCK: a lookup sets an entry's referenced bit; the sweep clears it and takes
 //! only entries found without it (second chance). Two paces:
@@ -485,6 +486,7 @@ fn pick(
     let mut empty_dbs = 0;
     let mut encodes = 0;
     let mut no_space = 0;
+    let now = crate::shard::now_ms();
     // A round ends where it began at the latest: a small table is not swept twice, and no key
     // picked twice.
     let (first_db, mut wrapped) = (cursor.0 % dbs, false);
@@ -533,8 +535,9 @@ fn pick(
                         && heap <= MAX_COLLECTION_HEAP
                         && k.len() <= u16::MAX as usize
                         && bytes < BATCH_BYTES
-                        && !crate::shard::hashform::has_field_expiry(e)
                         && !pins.contains(db, k.as_bytes())
+                        // Fields already due go first (the field sweep would load it at once).
+                        && crate::shard::hashform::field_expiry_bound(e).is_none_or(|t| t > now)
                     {
                         if e.has(Entry::REFERENCED) {
                             e.clear_flags(Entry::REFERENCED);

@@ -379,11 +379,11 @@ impl std::fmt::Debug for ValueRef<'_> {
     }
 }
 
-/// The encodings a collection of type `t` can have when it is offloaded (hashes with field
-/// expiries stay in RAM): an offloaded entry keeps the index of its own in two bits.
+/// The encodings a collection of type `t` can have when it is offloaded: an offloaded entry
+/// keeps the index of its own in two bits.
 pub fn offloaded_encodings(t: ObjectType) -> &'static [&'static str] {
     match t {
-        ObjectType::Hash => &["listpack", "hashtable"],
+        ObjectType::Hash => &["listpack", "hashtable", "listpackex"],
         ObjectType::List => &["quicklist"],
         ObjectType::Set => &["intset", "listpack", "hashtable"],
         ObjectType::ZSet => &["listpack", "skiplist"],

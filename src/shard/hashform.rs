@@ -436,14 +436,13 @@ pub fn sweep_entry(e: &mut Entry, now: u64) -> Option<Swept> {
     Some(swept)
 }
 
-/// Whether a stored value is a hash with a field expiry (the shard's sweep list holds it).
-pub fn has_field_expiry(e: &Entry) -> bool {
+/// The soonest a field of the hash in `e` (in RAM) may expire: None when `e` holds no hash in
+/// RAM or no field of it has an expiry (the shard's field sweep records this time).
+pub fn field_expiry_bound(e: &Entry) -> Option<u64> {
     match e.value() {
-        ValueRef::Packed(kind, b) => packed_min_expiry(kind, b).is_some(),
-        ValueRef::Object(o) => {
-            HashRef::from_object(o).is_some_and(|h| h.min_expire_bound().is_some())
-        }
-        _ => false,
+        ValueRef::Packed(kind, b) => packed_min_expiry(kind, b),
+        ValueRef::Object(o) => HashRef::from_object(o)?.min_expire_bound(),
+        _ => None,
     }
 }
 

@@ -10,6 +10,7 @@ pub mod blocked;
 pub mod dashtable;
 pub mod entry;
 pub mod evict;
+pub mod field_expiry;
 pub mod hash;
 pub mod hashform;
 pub mod history;
@@ -115,6 +116,8 @@ pub struct ShardStats {
     pub collection_encodes: u64,
     /// Times a cold collection stayed in RAM because the tier file had no free extent for it.
     pub collections_no_space: u64,
+    /// Offloaded hashes read back because a field of theirs came due.
+    pub field_expiry_loads: u64,
 }
 
 impl ShardStats {
@@ -150,9 +153,16 @@ pub struct Shard {
     history: Option<history::History>,
     /// Bumped whenever a key comes to point at disk (see [`Shard::disk_epoch`]).
     disk_epoch: u64,
-    /// (db, key) of hashes that hold a field with an expiry: what the active sweep of fields
-    /// visits. A key here may since have changed; the sweep drops it then.
-    field_expiry_keys: std::collections::HashSet<(usize, Box<[u8]>)>,
+    /// Hashes that hold a field with an expiry, by when one may be due: what the active sweep
+    /// of fields visits, in RAM or offloaded. A key here may since have changed; the sweep
+    /// drops it then.
+    field_expiries: field_expiry::FieldExpiries,
+    /// Offloaded hashes whose field expiry came due: the server reads them back
+    /// ([`Shard::take_field_loads`]), and loading them expires their fields.
+    field_loads: Vec<(usize, Rc<[u8]>)>,
+    /// The record in `field_expiries` of the offloaded hash [`Shard::take`] took last, by its
+    /// disk pointer: [`Shard::put_taken`] gives it to the key it lands under (MOVE).
+    taken_field_expiry: Option<(DiskPtr, u64)>,
     /// Keys clients WATCH, with versions every change bumps (see [`watch`]).
     pub watches: watch::Watches,
     /// Keys blocked clients wait on, and those a write made ready (`server::blocking`).
@@ -173,8 +183,12 @@ fn forget_cas(table: &mut Dashtable<Entry>, pos: dashtable::Pos) {
     }
 }
 
-/// Hashes with field expiries visited per active-expiry tick.
-const FIELD_SWEEP_KEYS: usize = 32;
+/// Hashes with field expiries visited per active-expiry tick at most.
+const FIELD_SWEEP_KEYS: usize = 256;
+
+/// Offloaded hashes with fields due that wait to be loaded, at most: the sweep stops there
+/// until the server has taken them.
+const FIELD_LOADS_MAX: usize = 256;
 
 /// One sample's average TTL folded into the running estimate: the sample counts for a
 /// fiftieth, as in Redis, and the first sample sets it.
@@ -204,7 +218,9 @@ impl Shard {
                 .cache_mode
                 .then(|| history::History::for_maxmemory(settings.maxmemory())),
             disk_epoch: 0,
-            field_expiry_keys: Default::default(),
+            field_expiries: Default::default(),
+            field_loads: Vec::new(),
+            taken_field_expiry: None,
             watches: Default::default(),
             blocked: Default::default(),
             events: None,
@@ -392,6 +408,9 @@ impl Shard {
             d.volatile = d.volatile.saturating_sub(1);
             self.release(gone.key.as_bytes(), &gone.value);
         }
+        if !self.field_expiries.is_empty() {
+            self.field_expiries.remove(db, key);
+        }
         self.watches.touch_unattributed(db, key);
         self.stats.expired_keys += 1;
         self.notify(crate::notify::EXPIRED, "expired", db, key);
@@ -496,8 +515,8 @@ impl Shard {
         if entry.is_external() {
             self.disk_epoch += 1;
         }
-        if hashform::has_field_expiry(&entry) {
-            self.note_field_expiry(db, key);
+        if let Some(at) = hashform::field_expiry_bound(&entry) {
+            self.note_field_expiry(db, key, at);
         }
         let expire_at = expire_at.min(entry::MAX_EXPIRE_MS);
         let d = &mut self.dbs[db];
@@ -586,20 +605,13 @@ impl Shard {
         self.dbs.swap(a, b);
         self.disk_epoch += 1;
         self.blocked.swapped(a, b);
-        if !self.field_expiry_keys.is_empty() {
-            let swap = |d: usize| {
-                if d == a {
-                    b
-                } else if d == b {
-                    a
-                } else {
-                    d
-                }
-            };
-            self.field_expiry_keys = std::mem::take(&mut self.field_expiry_keys)
-                .into_iter()
-                .map(|(d, k)| (swap(d), k))
-                .collect();
+        self.field_expiries.swap_dbs(a, b);
+        for (d, _) in &mut self.field_loads {
+            if *d == a {
+                *d = b;
+            } else if *d == b {
+                *d = a;
+            }
         }
     }
 
@@ -642,7 +654,11 @@ impl Shard {
 
     /// Deletes a key (expired or not), freeing its disk space; returns its entry.
     pub fn remove(&mut self, db: usize, key: &[u8]) -> Option<Entry> {
-        let gone = self.take(db, key)?;
+        // A RENAME's taken entry keeps its record while the old destination goes.
+        let taken = self.taken_field_expiry.take();
+        let gone = self.take(db, key);
+        self.taken_field_expiry = taken;
+        let gone = gone?;
         self.release(key, &gone.value);
         Some(gone.value)
     }
@@ -657,6 +673,23 @@ impl Shard {
         if gone.expire_at != 0 {
             d.volatile = d.volatile.saturating_sub(1);
         }
+        self.taken_field_expiry = None;
+        if !self.field_expiries.is_empty() || !self.field_loads.is_empty() {
+            let at = self.field_expiries.remove(db, key);
+            // An offloaded hash keeps its record for where it lands (one in RAM is noted
+            // again from its fields); one waiting to be loaded is due now.
+            // (The pointer's bits identify the entry; the key length is not needed for that.)
+            if let Some(p) = gone.value.external(0) {
+                let queued = || {
+                    self.field_loads
+                        .iter()
+                        .any(|(d, k)| *d == db && **k == *key)
+                };
+                if let Some(at) = at.or_else(|| queued().then_some(0)) {
+                    self.taken_field_expiry = Some((p, at));
+                }
+            }
+        }
         Some(gone)
     }
 
@@ -664,6 +697,11 @@ impl Shard {
     /// is one change, as Redis counts a RENAME or MOVE: the take counted it.
     pub fn put_taken(&mut self, db: usize, key: &[u8], taken: Element<Entry>) {
         let meta = taken.meta;
+        if let Some((p, at)) = self.taken_field_expiry.take() {
+            if taken.value.external(0) == Some(p) {
+                self.note_field_expiry(db, key, at);
+            }
+        }
         self.store_entry(db, key, taken.value, taken.expire_at);
         self.dirty = self.dirty.saturating_sub(1);
         if meta != KeyMeta::default() {
@@ -734,6 +772,8 @@ impl Shard {
         d.table.clear();
         d.volatile = 0;
         d.expire_cursor = (0, 0);
+        self.field_expiries.clear_db(db);
+        self.field_loads.retain(|(d, _)| *d != db);
     }
 
     /// Starts a point-in-time snapshot of every db (see [`Dashtable::snapshot_begin`]); frees of
@@ -858,6 +898,7 @@ impl Shard {
         let mut expired: Option<Vec<(usize, Key)>> =
             self.notifies(crate::notify::EXPIRED).then(Vec::new);
         let watches = &mut self.watches;
+        let field_expiries = &mut self.field_expiries;
         for (db_index, db) in self.dbs.iter_mut().enumerate() {
             if db.volatile == 0 || db.table.is_empty() {
                 continue;
@@ -889,6 +930,9 @@ impl Shard {
                             freed.push(p);
                         }
                         watches.touch_unattributed(db_index, k.as_bytes());
+                        if !field_expiries.is_empty() {
+                            field_expiries.remove(db_index, k.as_bytes());
+                        }
                         if let Some(v) = expired.as_mut() {
                             v.push((db_index, k));
                         }
@@ -928,47 +972,100 @@ impl Shard {
 
     /// Whether some hash of this shard may hold a field with an expiry.
     pub fn has_field_expiries(&self) -> bool {
-        !self.field_expiry_keys.is_empty()
+        !self.field_expiries.is_empty() || !self.field_loads.is_empty()
     }
 
-    /// Notes that the hash at `key` holds a field with an expiry, for the active sweep.
-    pub fn note_field_expiry(&mut self, db: usize, key: &[u8]) {
-        if !self.field_expiry_keys.contains(&(db, key.into())) {
-            self.field_expiry_keys.insert((db, key.into()));
+    /// Notes that no field of the hash at `key` expires before `at` (ms), for the active
+    /// sweep: every hash with a field expiry has such a record, in RAM or offloaded.
+    pub fn note_field_expiry(&mut self, db: usize, key: &[u8], at: u64) {
+        self.field_expiries.note(db, key, at);
+    }
+
+    /// Whether a field of the hash at `key` (in RAM) may have expired at `now`.
+    pub fn field_expiry_due(&self, db: usize, key: &[u8], now: u64) -> bool {
+        self.dbs[db]
+            .table
+            .get(key, hash(key))
+            .and_then(hashform::field_expiry_bound)
+            .is_some_and(|at| at <= now)
+    }
+
+    /// Removes the fields of the hash at `key` (in RAM) expired at `now`, as Redis 7.4 expires
+    /// them: one `hexpired` event when some went, and the key deleted (a `del` event) when
+    /// none is left. Its record in the sweep's list is made exact. None when `key` holds no
+    /// hash in RAM.
+    pub fn expire_fields(&mut self, db: usize, key: &[u8], now: u64) -> Option<hashform::Swept> {
+        let pos = self.find_live(db, key, now)?;
+        let bound = hashform::field_expiry_bound(self.dbs[db].table.at(pos)?);
+        let swept = match bound {
+            Some(at) if at <= now => {
+                let table = &mut self.dbs[db].table;
+                forget_cas(table, pos);
+                hashform::sweep_entry(table.at_mut(pos)?, now)?
+            }
+            _ => hashform::Swept {
+                removed: 0,
+                empty: false,
+                expiring: bound.is_some(),
+            },
+        };
+        if swept.removed > 0 {
+            self.stats.expired_fields += swept.removed as u64;
+            self.watches.touch(db, key);
+            self.notify(crate::notify::HASH, "hexpired", db, key);
         }
+        if swept.empty {
+            self.notify(crate::notify::GENERIC, "del", db, key);
+            self.remove(db, key);
+            return Some(swept);
+        }
+        let table = &self.dbs[db].table;
+        match table
+            .get(key, hash(key))
+            .and_then(hashform::field_expiry_bound)
+        {
+            Some(at) => self.field_expiries.set(db, key, at),
+            None => {
+                self.field_expiries.remove(db, key);
+            }
+        }
+        Some(swept)
     }
 
-    /// One active sweep of hash fields: visits up to `max` hashes with field expiries,
-    /// removing their expired fields (and a hash left empty). Returns fields removed.
+    /// One active sweep of hash fields: takes up to `max` hashes whose record came due,
+    /// soonest first. One in RAM has its expired fields removed (and is deleted when none is
+    /// left); an offloaded one is queued for the server to load (see
+    /// [`Shard::take_field_loads`]), which expires them. Returns fields removed.
     pub fn active_expire_fields(&mut self, max: usize) -> usize {
         let now = now_ms();
-        let picked: Vec<(usize, Box<[u8]>)> =
-            self.field_expiry_keys.iter().take(max).cloned().collect();
         let mut removed = 0;
-        for (db, key) in picked {
-            let swept = self
-                .lookup_mut(db, &key, now)
-                .and_then(|e| hashform::sweep_entry(e, now));
-            match swept {
-                Some(s) => {
-                    removed += s.removed;
-                    if s.removed > 0 {
-                        self.watches.touch(db, &key);
-                    }
-                    self.stats.expired_fields += s.removed as u64;
-                    if s.empty {
-                        self.remove(db, &key);
-                    }
-                    if s.empty || !s.expiring {
-                        self.field_expiry_keys.remove(&(db, key));
-                    }
-                }
+        for _ in 0..max {
+            if self.field_loads.len() >= FIELD_LOADS_MAX {
+                break;
+            }
+            let Some((db, key)) = self.field_expiries.pop_due(now) else {
+                break;
+            };
+            let Some(e) = self.dbs[db].table.get(&key, hash(&key)) else {
+                continue;
+            };
+            match e.offloaded_type() {
+                Some(ObjectType::Hash) => self.field_loads.push((db, key)),
+                Some(_) => {}
                 None => {
-                    self.field_expiry_keys.remove(&(db, key));
+                    if let Some(s) = self.expire_fields(db, &key, now) {
+                        removed += s.removed;
+                    }
                 }
             }
         }
         removed
+    }
+
+    /// The offloaded hashes the field sweep found due, for the server to read back (each
+    /// load expires the due fields, see `server::exec`).
+    pub fn take_field_loads(&mut self) -> Vec<(usize, Rc<[u8]>)> {
+        std::mem::take(&mut self.field_loads)
     }
 
     /// Bytes held by keys, values and tables of this shard (for INFO and MEMORY USAGE).
@@ -1122,6 +1219,50 @@ mod tests {
         assert_eq!(total, 1000);
         assert_eq!(s.dbs[0].table.len(), 1000);
         assert_eq!(s.dbs[0].volatile, 0);
+    }
+
+    #[test]
+    fn offloaded_hashes_keep_their_field_expiry_record_and_come_due_for_loading() {
+        use super::hashform::HashForm;
+        let mut s = shard();
+        let now = now_ms();
+        let l = object::PackLimits::default();
+        let mut h = HashForm::new();
+        h.set(b"a", b"1", false, &l);
+        h.set(b"b", b"2", false, &l);
+        h.set_expire(b"a", Some(now + 50_000));
+        s.store(0, b"h", h.into_value(), 0);
+        let p = DiskPtr {
+            page: 3,
+            len: 100,
+            key_len: 1,
+            offset: 0,
+            packed: 0,
+        };
+        assert!(s.set_offloaded(0, b"h", ObjectType::Hash, p));
+        assert_eq!(s.peek_repr(0, b"h").unwrap().encoding(), "listpackex");
+        // MOVE carries the record along; a DEL in between (RENAME's old destination) too.
+        let taken = s.take(0, b"h").unwrap();
+        assert!(s.remove(1, b"h").is_none());
+        s.put_taken(1, b"h", taken);
+        assert_eq!(s.field_expiries.get(1, b"h"), Some(now + 50_000));
+        assert_eq!(s.field_expiries.get(0, b"h"), None);
+        // Not due yet: nothing to load.
+        assert_eq!(s.active_expire_fields(10), 0);
+        assert!(s.take_field_loads().is_empty());
+        // Due: queued for loading, not dropped; a hash taken meanwhile is due at once.
+        s.field_expiries.set(1, b"h", now - 1);
+        s.active_expire_fields(10);
+        assert!(s.has_field_expiries());
+        let taken = s.take(1, b"h").unwrap();
+        s.put_taken(2, b"h", taken);
+        assert_eq!(s.field_expiries.get(2, b"h"), Some(0));
+        let loads = s.take_field_loads();
+        assert_eq!(loads.len(), 1);
+        assert_eq!((loads[0].0, &loads[0].1[..]), (1, &b"h"[..]));
+        // Deleted: the record goes with it.
+        s.remove(2, b"h");
+        assert!(!s.has_field_expiries());
     }
 
     #[test]

@@ -87,6 +87,7 @@ pub async fn info(Call { core, args, .. }: Call<'_>) -> Reply {
         total.keyspace_hits += r.stats.keyspace_hits;
         total.keyspace_misses += r.stats.keyspace_misses;
         total.expired_keys += r.stats.expired_keys;
+        total.expired_fields += r.stats.expired_fields;
         total.commands += r.stats.commands;
         total.evicted_ram += r.stats.evicted_ram;
         total.evicted_ssd += r.stats.evicted_ssd;
@@ -196,10 +197,11 @@ pub async fn info(Call { core, args, .. }: Call<'_>) -> Reply {
         section(
             "Stats",
             format!(
-                "total_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:0\r\nexpired_keys:{}\r\nevicted_keys:{}\r\nevicted_keys_ram:{}\r\nevicted_keys_ssd:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\npubsubshard_channels:{}\r\nlazyfreed_objects:{}\r\ntracking_total_keys:{}\r\ntracking_total_items:{}\r\ntracking_total_prefixes:{}\r\nunexpected_error_replies:0\r\ntotal_error_replies:{}\r\n",
+                "total_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:0\r\nexpired_keys:{}\r\nexpired_subkeys:{}\r\nevicted_keys:{}\r\nevicted_keys_ram:{}\r\nevicted_keys_ssd:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\npubsubshard_channels:{}\r\nlazyfreed_objects:{}\r\ntracking_total_keys:{}\r\ntracking_total_items:{}\r\ntracking_total_prefixes:{}\r\nunexpected_error_replies:0\r\ntotal_error_replies:{}\r\n",
                 g.total_connections.load(Ordering::Relaxed),
                 total.commands,
                 total.expired_keys,
+                total.expired_fields,
                 total.evicted_ram + total.evicted_ssd,
                 total.evicted_ram,
                 total.evicted_ssd,
@@ -275,9 +277,10 @@ fn tiered_section(reports: &[ShardReport]) -> String {
     let (mut keys, mut external, mut offloaded, mut uploaded, mut dropped, mut compacted) =
         (0, 0, 0, 0, 0, 0);
     let (mut coll_out, mut coll_in, mut encodes, mut pinned) = (0, 0, 0, 0);
-    let mut no_space = 0;
+    let (mut no_space, mut field_loads) = (0, 0);
     for r in reports {
         no_space += r.stats.collections_no_space;
+        field_loads += r.stats.field_expiry_loads;
         encodes += r.stats.collection_encodes;
         pinned += r.pinned;
         coll_out += r.stats.offloaded_collections;
@@ -337,7 +340,7 @@ fn tiered_section(reports: &[ShardReport]) -> String {
          tiered_offloaded:{offloaded}\r\ntiered_uploaded:{uploaded}\r\ntiered_compacted:{compacted}\r\n\
          tiered_collection_offloads:{coll_out}\r\ntiered_collection_loads:{coll_in}\r\n\
          tiered_collection_encodes:{encodes}\r\ntiered_collection_no_space:{no_space}\r\n\
-         tiered_pinned_keys:{pinned}\r\n\
+         tiered_field_expiry_loads:{field_loads}\r\ntiered_pinned_keys:{pinned}\r\n\
          tiered_read_errors:{}\r\ntiered_write_errors:{}\r\ntiered_unreadable_keys_dropped:{dropped}\r\ntiered_full_events:{}\r\n\
          tiered_read_latency_p50_us:{}\r\ntiered_read_latency_p99_us:{}\r\n\
          tiered_read_budget_waits:{}\r\n",
