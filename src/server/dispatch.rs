@@ -402,6 +402,8 @@ async fn wait_for_room(core: &Core, reqs: &[Request]) {
     if !writes || full {
         return;
     }
+    // Short naps while waiting: the 1 ms timer below fires from glommio's loop.
+    let _short_naps = crate::runtime::io_wait();
     let offloaded = || core.shard.borrow().stats.offloaded;
     let (mut lowest, mut moved) = (crate::memory::used_memory(), offloaded());
     let mut stalled = 0;

@@ -18,16 +18,21 @@ use crate::shard::Shard;
 
 /// Maxmemory less what the process's own RSS holds beyond the allocator's count (stacks, rings,
 /// allocator slack; not the binary's file pages): what used memory may reach for that RSS to
-/// stay near maxmemory. Store mode refuses writes past it (`connection::route`). The overhead
-/// allowed for is at most half of maxmemory, so a small maxmemory still leaves room to work;
-/// a third was too little for the heap fragmentation of many small collections half moved to
-/// SSD (RSS then ran past maxmemory).
+/// stay near maxmemory. Store mode refuses writes past it (`connection::route`).
 pub fn rss_limit(global: &super::Global, max: u64) -> u64 {
     let overhead = global
         .rss_overhead
         .load(std::sync::atomic::Ordering::Relaxed)
-        .min(max / 2);
+        .min(overhead_cap(max));
     max - overhead
+}
+
+/// The most overhead [`rss_limit`] allows for: a third of maxmemory up to 12 MiB, so a small
+/// maxmemory (whose overhead is mostly fixed: stacks, rings) still leaves room to work; from
+/// there it rises towards half, room for the heap fragmentation of many small collections
+/// half moved to SSD (with a third, RSS ran past maxmemory).
+fn overhead_cap(max: u64) -> u64 {
+    max / 2 - (max / 6).min(2 << 20)
 }
 
 /// Used memory the heartbeat keeps under: [`rss_limit`] less 2%, headroom for writes between
@@ -145,5 +150,19 @@ pub async fn make_room(core: &Core, incoming: u64) {
             return;
         }
         glommio::timer::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::overhead_cap;
+
+    #[test]
+    fn the_overhead_cap_is_a_third_up_to_12_mib_then_rises_towards_half() {
+        const MB: u64 = 1 << 20;
+        assert_eq!(overhead_cap(6 * MB), 2 * MB);
+        assert_eq!(overhead_cap(12 * MB), 4 * MB);
+        assert_eq!(overhead_cap(80 * MB), 38 * MB);
+        assert_eq!(overhead_cap(4096 * MB), 2046 * MB);
     }
 }

@@ -128,13 +128,17 @@ pub async fn run(core: Rc<Core>, tier: Rc<TierStore>, ts: TierSettings) {
     let mut draining = false;
     loop {
         let busy = over_threshold(&core, &ts, &mut draining) && !tier.is_full();
-        let period = if over_hard(&core, &ts) {
+        let hard = over_hard(&core, &ts);
+        let period = if hard {
             Duration::from_micros(200)
         } else if busy {
             SOFT_TICK
         } else {
             core.global.settings.tick_period()
         };
+        // At full pace the timer must fire on time: an idle moment of the core would otherwise
+        // nap until glommio's loop is due, and writers outrun the offloader.
+        let _short_naps = hard.then(crate::runtime::io_wait);
         glommio::timer::sleep(period).await;
         // Compaction runs when idle, and also under pressure once the file is badly
         // fragmented (a full cache churns pages forever); not during a save, which holds
