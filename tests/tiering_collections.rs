@@ -135,6 +135,14 @@ fn collections_at_four_times_ram_read_back_exactly_and_take_writes_while_offload
     let dir = tempfile::tempdir().unwrap();
     let s = tiered_server_with(&dir, "8mb", "2", &["--log_level", "error"]);
     let mut c = s.client();
+    // Per-command latency histograms (about 30 KB per command on each core) would take an
+    // eighth of this tiny maxmemory: with every collection on disk, writes met -OOM.
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("latency-tracking")
+        .arg("no")
+        .query(&mut c)
+        .unwrap();
     fill_collections(&mut c, PER_TYPE);
     let total = 4 * PER_TYPE as u64;
     let disk = wait_for_disk_keys(&mut c, total / 2);

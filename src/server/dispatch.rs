@@ -223,7 +223,13 @@ pub async fn dispatch(core: &Rc<Core>, session: &mut Session, reqs: Vec<Request>
         prefetch_local(core, session.db, &reqs);
     }
     if tiered {
-        wait_for_room(core, &reqs).await;
+        // Commands queued in MULTI are refused past maxmemory whatever they are, as Redis
+        // refuses them: they wait for room like writes.
+        let queues = session.multi.queuing()
+            || reqs
+                .iter()
+                .any(|r| r.spec.is_some_and(|s| s.name == "multi"));
+        wait_for_room(core, &reqs, queues).await;
     }
     if core.global.settings.cache_mode {
         let incoming: usize = reqs
@@ -384,8 +390,9 @@ fn prefetch_local(core: &Core, db: usize, reqs: &[Request]) {
 /// so that RSS (which also holds allocator slack) stays near maxmemory. They wait as long as the
 /// offloader makes progress (used memory falls or this core moves values out), so a slow disk
 /// slows writers down rather than failing them; after [`ROOM_STALL_MS`] without progress, or
-/// [`ROOM_WAIT_MS`] in all, the write goes on and may meet OOM.
-async fn wait_for_room(core: &Core, reqs: &[Request]) {
+/// [`ROOM_WAIT_MS`] in all, the write goes on and may meet OOM. A batch that queues commands
+/// in MULTI (`queues`) waits too.
+async fn wait_for_room(core: &Core, reqs: &[Request], queues: bool) {
     let maxmemory = core.global.settings.maxmemory();
     if maxmemory == 0 {
         return;
@@ -396,7 +403,7 @@ async fn wait_for_room(core: &Core, reqs: &[Request]) {
     if crate::memory::used_memory() <= max {
         return;
     }
-    let writes = reqs.iter().any(Request::denyoom);
+    let writes = queues || reqs.iter().any(Request::denyoom);
     // A full tier file cannot take more: then waiting would only slow the writer down.
     let full = core.shard.borrow().tier_full();
     if !writes || full {
@@ -426,7 +433,7 @@ async fn wait_for_room(core: &Core, reqs: &[Request]) {
 }
 
 /// How long a write waits for room without the offloader making progress...
-const ROOM_STALL_MS: u32 = 200;
+const ROOM_STALL_MS: u32 = 1000;
 /// ...and at most in all.
 const ROOM_WAIT_MS: u32 = 10_000;
 
