@@ -200,6 +200,9 @@ fn pipeline_during_busy(threads: usize) {
     );
     rt(&mut admin, &["set", "k", "v"], "+OK\r\n");
     let (mut runner, mut other, mut piper) = (client(s.port), client(s.port), client(s.port));
+    // The server has accepted the piper (its connection waits for requests) before the script
+    // starts: one accepted but not yet started when the script does waits for its end.
+    rt(&mut piper, &["ping"], "+PONG\r\n");
     send(&mut runner, &["eval", SPIN, "0"]);
     assert_eq!(wait_busy(&mut other), BUSY_EVAL);
 
