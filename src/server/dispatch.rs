@@ -223,13 +223,7 @@ pub async fn dispatch(core: &Rc<Core>, session: &mut Session, reqs: Vec<Request>
         prefetch_local(core, session.db, &reqs);
     }
     if tiered {
-        // Commands queued in MULTI are refused past maxmemory whatever they are, as Redis
-        // refuses them: they wait for room like writes.
-        let queues = session.multi.queuing()
-            || reqs
-                .iter()
-                .any(|r| r.spec.is_some_and(|s| s.name == "multi"));
-        wait_for_room(core, &reqs, queues).await;
+        wait_for_room(core, &reqs, session.multi.queuing()).await;
     }
     if core.global.settings.cache_mode {
         let incoming: usize = reqs
@@ -391,8 +385,9 @@ fn prefetch_local(core: &Core, db: usize, reqs: &[Request]) {
 /// offloader makes progress (used memory falls or this core moves values out), so a slow disk
 /// slows writers down rather than failing them; after [`ROOM_STALL_MS`] without progress, or
 /// [`ROOM_WAIT_MS`] in all, the write goes on and may meet OOM. A batch that queues commands
-/// in MULTI (`queues`) waits too.
-async fn wait_for_room(core: &Core, reqs: &[Request], queues: bool) {
+/// in MULTI (the session is `in_multi`, or the batch opens one) waits too: queued commands are
+/// refused past maxmemory whatever they are, as Redis refuses them.
+async fn wait_for_room(core: &Core, reqs: &[Request], in_multi: bool) {
     let maxmemory = core.global.settings.maxmemory();
     if maxmemory == 0 {
         return;
@@ -403,6 +398,10 @@ async fn wait_for_room(core: &Core, reqs: &[Request], queues: bool) {
     if crate::memory::used_memory() <= max {
         return;
     }
+    let queues = in_multi
+        || reqs
+            .iter()
+            .any(|r| r.spec.is_some_and(|s| s.name == "multi"));
     let writes = queues || reqs.iter().any(Request::denyoom);
     // A full tier file cannot take more: then waiting would only slow the writer down.
     let full = core.shard.borrow().tier_full();

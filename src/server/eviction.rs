@@ -17,22 +17,16 @@ use crate::shard::evict::{Candidates, Evicted};
 use crate::shard::Shard;
 
 /// Maxmemory less what the process's own RSS holds beyond the allocator's count (stacks, rings,
-/// allocator slack; not the binary's file pages): what used memory may reach for that RSS to
-/// stay near maxmemory. Store mode refuses writes past it (`connection::route`).
+/// allocator slack; not the binary's file pages; at most a third of maxmemory, so a small
+/// maxmemory still leaves room to work): what used memory may reach for that RSS to stay near
+/// maxmemory. Store mode refuses writes
+/// past it (`connection::route`).
 pub fn rss_limit(global: &super::Global, max: u64) -> u64 {
     let overhead = global
         .rss_overhead
         .load(std::sync::atomic::Ordering::Relaxed)
-        .min(overhead_cap(max));
+        .min(max / 3);
     max - overhead
-}
-
-/// The most overhead [`rss_limit`] allows for: a third of maxmemory, so a small maxmemory
-/// (whose overhead is mostly fixed: stacks, rings) still leaves room to work. Heap
-/// fragmentation of many small collections half moved to SSD can pass it (RSS then runs past
-/// maxmemory; a higher cap starved snapshot loading at 16mb in CI).
-fn overhead_cap(max: u64) -> u64 {
-    max / 3
 }
 
 /// Used memory the heartbeat keeps under: [`rss_limit`] less 2%, headroom for writes between
@@ -150,17 +144,5 @@ pub async fn make_room(core: &Core, incoming: u64) {
             return;
         }
         glommio::timer::sleep(Duration::from_millis(1)).await;
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::overhead_cap;
-
-    #[test]
-    fn the_overhead_cap_is_a_third_of_maxmemory() {
-        const MB: u64 = 1 << 20;
-        assert_eq!(overhead_cap(6 * MB), 2 * MB);
-        assert_eq!(overhead_cap(48 * MB), 16 * MB);
     }
 }
