@@ -135,8 +135,8 @@ fn collections_at_four_times_ram_read_back_exactly_and_take_writes_while_offload
     let dir = tempfile::tempdir().unwrap();
     let s = tiered_server_with(&dir, "8mb", "2", &["--log_level", "error"]);
     let mut c = s.client();
-    // Per-command latency histograms (about 30 KB per command on each core) would take an
-    // eighth of this tiny maxmemory: with every collection on disk, writes met -OOM.
+    // Per-command latency histograms (a few KB per command on each core) count in used
+    // memory; at this tiny maxmemory they would crowd the room the writes below need.
     let _: () = redis::cmd("CONFIG")
         .arg("SET")
         .arg("latency-tracking")

@@ -380,24 +380,27 @@ fn ticks_per_ns() -> f64 {
 /// A latency histogram in clock ticks with the buckets of an HDR histogram of two significant
 /// digits from 1 (Redis': `hdr_init(1, 1e9, 2)`, here in ticks): 256 exact values, then 128
 /// sub-buckets per power of two. Recording is a few instructions (no min, max or checks).
-#[derive(Clone)]
+/// A row of 128 slots is allocated when a value first falls in it: a command's latencies span
+/// a few powers of two, and every command keeps one histogram on every core.
+#[derive(Clone, Default)]
 pub struct Latencies {
-    counts: Box<[u64]>,
+    rows: [Option<Box<Row>>; ROWS],
     total: u64,
 }
 
+type Row = [u64; ROW];
+
 /// Sub-buckets per power of two (HDR's `sub_bucket_half_count` for two digits), as a shift.
 const HALF_SHIFT: u32 = 7;
+const ROW: usize = 1 << HALF_SHIFT;
 /// Powers of two above the first 256 values: up to 2^36 ticks (over 1 s at 64 per ns).
 const BUCKETS: usize = 29;
-const SLOTS: usize = (BUCKETS + 1) << HALF_SHIFT;
+const ROWS: usize = BUCKETS + 1;
+const SLOTS: usize = ROWS << HALF_SHIFT;
 
 impl Latencies {
     fn new() -> Latencies {
-        Latencies {
-            counts: vec![0; SLOTS].into_boxed_slice(),
-            total: 0,
-        }
+        Latencies::default()
     }
 
     /// HDR's counts index of `v` (`counts_index_for`, unit magnitude 0).
@@ -421,15 +424,29 @@ impl Latencies {
     #[inline]
     fn record(&mut self, ticks: u64) {
         let i = Self::index(ticks.max(1)).min(SLOTS - 1);
-        self.counts[i] += 1;
+        let row = self.rows[i >> HALF_SHIFT].get_or_insert_with(|| Box::new([0; ROW]));
+        row[i & (ROW - 1)] += 1;
         self.total += 1;
     }
 
     fn add(&mut self, o: &Latencies) {
-        for (a, b) in self.counts.iter_mut().zip(o.counts.iter()) {
-            *a += b;
+        for (mine, theirs) in self.rows.iter_mut().zip(o.rows.iter()) {
+            if let Some(theirs) = theirs {
+                let mine = mine.get_or_insert_with(|| Box::new([0; ROW]));
+                for (a, b) in mine.iter_mut().zip(theirs.iter()) {
+                    *a += b;
+                }
+            }
         }
         self.total += o.total;
+    }
+
+    /// Every slot's count in order, zeros for rows never allocated.
+    fn counts(&self) -> impl Iterator<Item = u64> + '_ {
+        self.rows.iter().flat_map(|r| {
+            let row: &[u64] = r.as_deref().map_or(&[0; ROW], |r| &r[..]);
+            row.iter().copied()
+        })
     }
 
     /// Redis' hdr_value_at_percentile: the highest value equivalent to the slot where the
@@ -438,7 +455,7 @@ impl Latencies {
         let p = p.min(100.0);
         let want = ((((p / 100.0) * self.total as f64) + 0.5) as u64).max(1);
         let mut seen = 0;
-        for (i, &n) in self.counts.iter().enumerate() {
+        for (i, n) in self.counts().enumerate() {
             seen += n;
             if n > 0 && seen >= want {
                 let (low, len) = Self::range(i);
@@ -846,9 +863,10 @@ mod tests {
             assert_eq!(mine.at_percentile(p), want, "p{p}");
         }
         // Past the top: counted in the last slot.
-        let top = mine.counts[SLOTS - 1];
+        let top = mine.counts().last();
         mine.record(u64::MAX);
-        assert_eq!(mine.counts[SLOTS - 1], top + 1);
+        assert_eq!(mine.counts().last(), top.map(|n| n + 1));
+        assert_eq!(mine.counts().count(), SLOTS);
     }
 
     #[test]

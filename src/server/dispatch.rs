@@ -382,8 +382,9 @@ fn prefetch_local(core: &Core, db: usize, reqs: &[Request]) {
 /// With tiering, writes wait while used memory is past 90% of maxmemory, for the offloader to
 /// make room: back-pressure instead of an OOM error for a burst the SSD can absorb, and headroom
 /// so that RSS (which also holds allocator slack) stays near maxmemory. They wait as long as the
-/// offloader makes progress (used memory falls or this core moves values out), so a slow disk
-/// slows writers down rather than failing them; after [`ROOM_STALL_MS`] without progress, or
+/// offloader makes progress (used memory falls, this core moves values out or has writes on
+/// their way to the disk), so a slow disk slows writers down rather than failing them; after
+/// [`ROOM_STALL_MS`] without progress, or
 /// [`ROOM_WAIT_MS`] in all, the write goes on and may meet OOM. A batch that queues commands
 /// in MULTI (the session is `in_multi`, or the batch opens one) waits too: queued commands are
 /// refused past maxmemory whatever they are, as Redis refuses them.
@@ -422,6 +423,9 @@ async fn wait_for_room(core: &Core, reqs: &[Request], in_multi: bool) {
         let now_moved = offloaded();
         if used < lowest || now_moved > moved {
             (lowest, moved, stalled) = (lowest.min(used), now_moved, 0);
+        } else if core.shard.borrow().tier_writing() {
+            // A batch on its way to a slow disk is progress still to come.
+            stalled = 0;
         } else {
             stalled += 1;
             if stalled >= ROOM_STALL_MS {

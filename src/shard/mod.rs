@@ -546,6 +546,11 @@ impl Shard {
         self.tier.as_ref().is_some_and(|t| t.is_full())
     }
 
+    /// True while the offloader's writes are on their way to the tier file.
+    pub fn tier_writing(&self) -> bool {
+        self.tier.as_ref().is_some_and(|t| t.writes_in_flight())
+    }
+
     /// Returns a disk pointer's space to the tier file.
     pub fn free_disk(&mut self, p: DiskPtr) {
         self.stats.external_values = self.stats.external_values.saturating_sub(1);

@@ -204,6 +204,11 @@ impl TierStore {
         self.latency.borrow_mut().reset();
     }
 
+    /// True while a batch of writes is on its way to the disk.
+    pub fn writes_in_flight(&self) -> bool {
+        self.stats.borrow().pending_writes > 0
+    }
+
     pub fn stats(&self) -> TierStats {
         let mut st = self.stats.borrow().clone();
         let a = self.space.allocator();
