@@ -270,3 +270,120 @@ impl From<SetBuilder> for Build {
         Build::Set(s)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ondisk::rdb::codec::{write_len, write_string, StringCompression};
+
+    fn encode(v: &Value) -> (Option<u8>, Vec<u8>) {
+        let mut out = Vec::new();
+        let t = match v {
+            Value::Packed(p) => Some(p.kind.encode_rdb(&p.bytes, &mut out)),
+            Value::Object(o) => Some(o.encode_rdb(&mut out)),
+            _ => None,
+        };
+        (t, out)
+    }
+
+    fn strings(out: &mut Vec<u8>, items: &[Vec<u8>]) {
+        for s in items {
+            write_string(out, s, StringCompression::Lzf);
+        }
+    }
+
+    /// RDB bodies of every form that streams, large and small, and one that is always joined.
+    fn bodies() -> Vec<(u8, Vec<u8>)> {
+        let member = |i: usize| format!("member:{i}:{}", "y".repeat(i % 31)).into_bytes();
+        let mut v = Vec::new();
+        for n in [3usize, 20_000] {
+            let mut set = Vec::new();
+            write_len(&mut set, n as u64);
+            strings(&mut set, &(0..n).map(member).collect::<Vec<_>>());
+            v.push((types::SET, set));
+            let mut ints = Vec::new();
+            write_len(&mut ints, n as u64);
+            strings(&mut ints, &(0..n).map(|i| i.to_string().into_bytes()).collect::<Vec<_>>());
+            v.push((types::SET, ints));
+            let mut hash = Vec::new();
+            write_len(&mut hash, n as u64);
+            for i in 0..n {
+                strings(&mut hash, &[member(i), format!("v{i}").into_bytes()]);
+            }
+            v.push((types::HASH, hash));
+            let mut meta = 1_900_000_000_000u64.to_le_bytes().to_vec();
+            write_len(&mut meta, n as u64);
+            for i in 0..n {
+                write_len(&mut meta, (i % 3) as u64 * 1000);
+                strings(&mut meta, &[member(i), format!("v{i}").into_bytes()]);
+            }
+            v.push((types::HASH_METADATA, meta));
+            let mut zset = Vec::new();
+            write_len(&mut zset, n as u64);
+            for i in 0..n {
+                strings(&mut zset, &[member(i)]);
+                zset.extend_from_slice(&((i % 97) as f64 * 0.5).to_le_bytes());
+            }
+            v.push((types::ZSET_2, zset));
+            let mut list = Vec::new();
+            let nodes = n.div_ceil(100);
+            write_len(&mut list, nodes as u64);
+            for node in 0..nodes {
+                let mut lp = super::super::listpack::new();
+                let items: Vec<Vec<u8>> = (node * 100..(node * 100 + 100).min(n)).map(member).collect();
+                let refs: Vec<&[u8]> = items.iter().map(|m| &m[..]).collect();
+                super::super::listpack::push(&mut lp, &refs);
+                write_len(&mut list, 2);
+                write_string(&mut list, &lp, StringCompression::Lzf);
+            }
+            v.push((types::LIST_QUICKLIST_2, list));
+            let mut plain = Vec::new();
+            write_len(&mut plain, n as u64);
+            strings(&mut plain, &(0..n).map(member).collect::<Vec<_>>());
+            v.push((types::LIST, plain));
+        }
+        v
+    }
+
+    #[test]
+    fn pieces_of_any_length_build_what_the_whole_value_does() {
+        let limits = PackLimits::default();
+        for (t, body) in bodies() {
+            let whole = encode(&value_from_rdb(t, &body, &limits).unwrap());
+            for piece in [1usize, 7, 4096, 65_536, body.len()] {
+                let mut b = PieceBuilder::new(t, &limits);
+                for p in body.chunks(piece) {
+                    b.feed(p);
+                }
+                let built = b.finish().unwrap();
+                assert!(encode(&built) == whole, "type {t}, pieces of {piece}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_cut_damaged_or_duplicated_value_is_an_error() {
+        let limits = PackLimits::default();
+        for (t, body) in bodies() {
+            // Cut short, or with a byte more.
+            let mut b = PieceBuilder::new(t, &limits);
+            b.feed(&body[..body.len() - 1]);
+            assert!(b.finish().is_err(), "type {t} cut");
+            let mut b = PieceBuilder::new(t, &limits);
+            b.feed(&body);
+            b.feed(b"x");
+            assert!(b.finish().is_err(), "type {t} with a byte after");
+        }
+        // A member twice.
+        let mut set = Vec::new();
+        write_len(&mut set, 1000);
+        for i in 0..1000 {
+            write_string(&mut set, format!("m{}", i.min(998)).as_bytes(), StringCompression::Off);
+        }
+        let mut b = PieceBuilder::new(types::SET, &limits);
+        for p in set.chunks(100) {
+            b.feed(p);
+        }
+        assert_eq!(b.finish().err().as_deref(), Some("a set with a member twice"));
+    }
+}
