@@ -457,7 +457,10 @@ fn swapdb_while_the_sweep_reads_hashes_back_loses_no_expiry() {
     let soon = now_ms() + 30_000;
     let late = soon + 3_600_000;
     fill(&mut c, 0..n, soon, late, false);
-    assert!(now_ms() + 1_000 < soon, "filling took too long for the test");
+    assert!(
+        now_ms() + 1_000 < soon,
+        "filling took too long for the test"
+    );
     wait_for_disk_keys(&mut c, n as u64 / 2);
     std::thread::sleep(Duration::from_millis(soon.saturating_sub(now_ms())));
     // SWAPDB as fast as it goes while the sweep works (an odd count leaves the hashes in db 1).
@@ -472,8 +475,14 @@ fn swapdb_while_the_sweep_reads_hashes_back_loses_no_expiry() {
     }
     let swept = wait_for_expired_fields(&mut c, expiring);
     let loads = info_u64(&mut c, "tiered", "tiered_field_expiry_loads");
-    assert_eq!(swept, expiring, "the sweep left fields ({swaps} swaps, {loads} loads)");
-    assert!(loads >= n as u64 / 4, "only {loads} hashes loaded by the sweep");
+    assert_eq!(
+        swept, expiring,
+        "the sweep left fields ({swaps} swaps, {loads} loads)"
+    );
+    assert!(
+        loads >= n as u64 / 4,
+        "only {loads} hashes loaded by the sweep"
+    );
     if swaps % 2 == 1 {
         let _: () = redis::cmd("SWAPDB").arg(0).arg(1).query(&mut c).unwrap();
     }

@@ -54,7 +54,11 @@ impl PieceBuilder {
     pub fn new(rdb_type: u8, limits: &PackLimits) -> PieceBuilder {
         let streamed = matches!(
             rdb_type,
-            types::SET | types::HASH | types::HASH_METADATA | types::ZSET_2 | types::LIST_QUICKLIST_2
+            types::SET
+                | types::HASH
+                | types::HASH_METADATA
+                | types::ZSET_2
+                | types::LIST_QUICKLIST_2
         );
         PieceBuilder {
             rdb_type,
@@ -303,7 +307,12 @@ mod tests {
             v.push((types::SET, set));
             let mut ints = Vec::new();
             write_len(&mut ints, n as u64);
-            strings(&mut ints, &(0..n).map(|i| i.to_string().into_bytes()).collect::<Vec<_>>());
+            strings(
+                &mut ints,
+                &(0..n)
+                    .map(|i| i.to_string().into_bytes())
+                    .collect::<Vec<_>>(),
+            );
             v.push((types::SET, ints));
             let mut hash = Vec::new();
             write_len(&mut hash, n as u64);
@@ -330,7 +339,9 @@ mod tests {
             write_len(&mut list, nodes as u64);
             for node in 0..nodes {
                 let mut lp = super::super::listpack::new();
-                let items: Vec<Vec<u8>> = (node * 100..(node * 100 + 100).min(n)).map(member).collect();
+                let items: Vec<Vec<u8>> = (node * 100..(node * 100 + 100).min(n))
+                    .map(member)
+                    .collect();
                 let refs: Vec<&[u8]> = items.iter().map(|m| &m[..]).collect();
                 super::super::listpack::push(&mut lp, &refs);
                 write_len(&mut list, 2);
@@ -378,12 +389,19 @@ mod tests {
         let mut set = Vec::new();
         write_len(&mut set, 1000);
         for i in 0..1000 {
-            write_string(&mut set, format!("m{}", i.min(998)).as_bytes(), StringCompression::Off);
+            write_string(
+                &mut set,
+                format!("m{}", i.min(998)).as_bytes(),
+                StringCompression::Off,
+            );
         }
         let mut b = PieceBuilder::new(types::SET, &limits);
         for p in set.chunks(100) {
             b.feed(p);
         }
-        assert_eq!(b.finish().err().as_deref(), Some("a set with a member twice"));
+        assert_eq!(
+            b.finish().err().as_deref(),
+            Some("a set with a member twice")
+        );
     }
 }

@@ -236,7 +236,9 @@ impl<'a> ShardScan<'a> {
         match self.reader.next_item() {
             Ok(Some(Item::Piece(b))) => Ok(Some(b)),
             Ok(Some(Item::ObjectEnd)) => Ok(None),
-            Ok(_) => Err(Failure::Corrupt("an object's pieces end without its end".into())),
+            Ok(_) => Err(Failure::Corrupt(
+                "an object's pieces end without its end".into(),
+            )),
             Err(e) => Err(Failure::format(&e)),
         }
     }
@@ -354,7 +356,15 @@ pub fn for_each_live_in_pieces(
         while let Some(entry) = scan.next().map_err(|e| e.context(path.display()))? {
             at += 1;
             let mut live = false;
-            let r = live_entry(&entry, at, &deleted, now_ms, &mut counts, &mut keep, &mut live);
+            let r = live_entry(
+                &entry,
+                at,
+                &deleted,
+                now_ms,
+                &mut counts,
+                &mut keep,
+                &mut live,
+            );
             r.map_err(|e| e.context(path.display()))?;
             if let (Entry::ObjectHead(_), Some(sink)) = (&entry, parts.as_mut()) {
                 while let Some(b) = scan.next_part().map_err(|e| e.context(path.display()))? {

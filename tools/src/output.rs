@@ -149,7 +149,9 @@ impl SnapshotOutput {
     /// (`None`): written as it comes, in records no longer than a piece.
     pub fn write_part(&mut self, part: Option<&[u8]>) -> Result<(), Failure> {
         let Some(shard) = self.open_object else {
-            return Err(Failure::Corrupt("an object's piece without its head".into()));
+            return Err(Failure::Corrupt(
+                "an object's piece without its head".into(),
+            ));
         };
         let Some(w) = self.writers.get_mut(shard) else {
             return Err(Failure::Io("no output shard file open".into()));

@@ -211,7 +211,10 @@ fn compacting_a_120_mb_set_keeps_its_pieces_and_never_holds_it() {
     assert!(status.success(), "{stdout}");
     assert!(stdout.contains("\nobjects kept: 1\n"), "{stdout}");
     eprintln!("compacting a {input_bytes}-byte set peaked at {peak} KiB");
-    assert!(peak < LIMIT_KB, "peak RSS {peak} KiB for a {input_bytes}-byte set");
+    assert!(
+        peak < LIMIT_KB,
+        "peak RSS {peak} KiB for a {input_bytes}-byte set"
+    );
 
     // The output holds the same value, in pieces no longer than PIECE_LEN.
     let out_summary = out.join("dump-summary.strata");

@@ -1066,7 +1066,14 @@ fn streamed_pieces_come_out_as_written_without_a_joined_copy() {
     };
     let mut enc = SnapshotEncoder::new(header(Compression::Lz4));
     enc.write_object(&head, rdb_types::SET, &value);
-    enc.write_object(&KeyHead { key: b"small", ..head }, rdb_types::SET, &big_set(3));
+    enc.write_object(
+        &KeyHead {
+            key: b"small",
+            ..head
+        },
+        rdb_types::SET,
+        &big_set(3),
+    );
     let (file, stats) = enc.finish();
     for chunk in [7, 4096, 1 << 20] {
         let (items, s) = decode_items_streaming(&file, chunk, true).unwrap();
