@@ -438,3 +438,54 @@ fn field_ttls_on_ssd_survive_save_restart_dump_and_hpersist() {
     let read = info_u64(&mut c, "tiered", "tiered_collection_loads") - loads;
     assert!(read > 0, "none of the hashes was read back from disk");
 }
+
+/// SWAPDBs while the field sweep reads due hashes back from SSD: a hash moved to the other db
+/// during its read is loaded there, so every due field still expires actively (none is left
+/// to expire lazily, which untouched hashes never do).
+#[test]
+fn swapdb_while_the_sweep_reads_hashes_back_loses_no_expiry() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = tiered_server(&dir, "8mb", "1");
+    let mut c = s.client();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("latency-tracking")
+        .arg("no")
+        .query(&mut c)
+        .unwrap();
+    let n = N / 2;
+    let soon = now_ms() + 30_000;
+    let late = soon + 3_600_000;
+    fill(&mut c, 0..n, soon, late, false);
+    assert!(
+        now_ms() + 1_000 < soon,
+        "filling took too long for the test"
+    );
+    wait_for_disk_keys(&mut c, n as u64 / 2);
+    std::thread::sleep(Duration::from_millis(soon.saturating_sub(now_ms())));
+    // SWAPDB as fast as it goes while the sweep works (an odd count leaves the hashes in db 1).
+    let expiring = 2 * n as u64;
+    let mut swaps = 0u64;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while info_u64(&mut c, "stats", "expired_subkeys") < expiring && Instant::now() < deadline {
+        for _ in 0..50 {
+            let _: () = redis::cmd("SWAPDB").arg(0).arg(1).query(&mut c).unwrap();
+            swaps += 1;
+        }
+    }
+    let swept = wait_for_expired_fields(&mut c, expiring);
+    let loads = info_u64(&mut c, "tiered", "tiered_field_expiry_loads");
+    assert_eq!(
+        swept, expiring,
+        "the sweep left fields ({swaps} swaps, {loads} loads)"
+    );
+    assert!(
+        loads >= n as u64 / 4,
+        "only {loads} hashes loaded by the sweep"
+    );
+    if swaps % 2 == 1 {
+        let _: () = redis::cmd("SWAPDB").arg(0).arg(1).query(&mut c).unwrap();
+    }
+    let keys: Vec<usize> = (0..n).collect();
+    check(&mut c, &keys, soon, late, true);
+}

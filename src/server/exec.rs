@@ -578,6 +578,9 @@ pub async fn load_due_hashes(core: &Rc<Core>, due: Vec<(usize, Rc<[u8]>)>) {
     let expire = !core.gate.is_locked();
     let mut shard = core.shard.borrow_mut();
     for ((db, key, ptr), data) in wanted.into_iter().zip(loaded) {
+        // A SWAPDB during the read moved the hash: it is loaded where it is now, or it would
+        // be left without its record (its fields then expiring lazily only).
+        let db = shard.db_of_offloaded(db, &key, ptr);
         match shard.peek_offloaded(db, &key) {
             Some((cur, Some(t))) if cur == ptr => {
                 if install_collection(&mut shard, db, &key, ptr, t, data, now, expire).is_some() {

@@ -26,13 +26,14 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use ondisk::rdb::{RdbItem, RdbReader};
-use ondisk::snapshot::{Item, RecordValue, SnapshotReader};
+use ondisk::snapshot::{Item, ObjectRecord, RecordValue, SnapshotReader};
 use ondisk::summary::{summary_file_name, Summary};
 use tracing::{info, warn};
 
 use super::core::Core;
 use super::error::{ErrorKind, Result, ServerError};
 use crate::shard::object::{value_from_rdb, PackLimits};
+use crate::shard::rdb_stream::PieceBuilder;
 use crate::shard::{now_ms, shard_of, KeyMeta, Shard, Value};
 
 /// The snapshot chosen at start-up.
@@ -523,13 +524,48 @@ async fn load_strata(
         progress,
     };
     let mut reader = SnapshotReader::new(counted).map_err(damaged)?;
+    // A large collection is built from its pieces as they come, never joined first.
+    reader.stream_pieces(true);
     let mut router = Router::new(core, progress);
     let limits = PackLimits::from_settings(&core.global.settings);
     let mut n = 0u64;
+    let mut open: Option<(ObjectRecord, PieceBuilder, usize)> = None;
     let result = async {
         while let Some(item) = reader.next_item().map_err(damaged)? {
             let r = match item {
                 Item::Record(r) => r,
+                Item::ObjectHead(o) => {
+                    let b = PieceBuilder::new(o.rdb_type, &limits);
+                    open = Some((o, b, 0));
+                    continue;
+                }
+                Item::Piece(p) => {
+                    if let Some((_, b, len)) = open.as_mut() {
+                        b.feed(&p);
+                        *len += p.len();
+                    }
+                    n += 1;
+                    if n.is_multiple_of(16) {
+                        futures_lite::future::yield_now().await;
+                    }
+                    continue;
+                }
+                Item::ObjectEnd => {
+                    let Some((o, b, len)) = open.take() else {
+                        continue;
+                    };
+                    match b.finish() {
+                        Ok(v) => {
+                            let head = (o.db, o.key, o.expire_at_ms, o.client_flags);
+                            router.push(Rec::new(head, RecValue::Coll(v, len))).await?
+                        }
+                        Err(e) => {
+                            warn!("snapshot file {name}: skipping key {:?}: {e}", o.key);
+                            progress.skipped.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                    continue;
+                }
                 Item::Object(o) => {
                     match value_from_rdb(o.rdb_type, &o.value, &limits) {
                         Ok(v) => {

@@ -22,6 +22,7 @@ pub mod lz4block;
 pub mod notify;
 pub mod object;
 pub mod pins;
+pub mod rdb_stream;
 pub mod rdb_types;
 pub mod set;
 pub mod tracking;
@@ -655,6 +656,16 @@ impl Shard {
     ) -> Option<(DiskPtr, Option<object::ObjectType>)> {
         let e = self.dbs.get(db)?.table.get(key, hash(key))?;
         Some((e.external(key.len())?, e.offloaded_type()))
+    }
+
+    /// The db that holds `key` offloaded at `ptr` now: `db` unless a SWAPDB moved it (the
+    /// pointer names one value, so the db whose `key` has it is the one).
+    pub fn db_of_offloaded(&self, db: usize, key: &[u8], ptr: DiskPtr) -> usize {
+        let here = |d: usize| matches!(self.peek_offloaded(d, key), Some((p, _)) if p == ptr);
+        if here(db) {
+            return db;
+        }
+        (0..self.dbs.len()).find(|&d| here(d)).unwrap_or(db)
     }
 
     /// Deletes a key (expired or not), freeing its disk space; returns its entry.

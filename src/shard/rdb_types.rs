@@ -125,7 +125,7 @@ pub fn value_from_rdb(rdb_type: u8, body: &[u8], limits: &PackLimits) -> Result<
     Ok(value)
 }
 
-fn finish_list(mut ql: QuickList) -> Result<Value, String> {
+pub(super) fn finish_list(mut ql: QuickList) -> Result<Value, String> {
     if ql.is_empty() {
         return Err("an empty list".into());
     }
@@ -133,7 +133,7 @@ fn finish_list(mut ql: QuickList) -> Result<Value, String> {
     Ok(list_value(ql))
 }
 
-fn finish_set(set: SetBuilder) -> Result<Value, String> {
+pub(super) fn finish_set(set: SetBuilder) -> Result<Value, String> {
     if set.is_empty() {
         return Err("an empty set".into());
     }

@@ -102,34 +102,37 @@ pub enum Entry {
     Record(Record),
     /// A key of any other data type, its value in RDB encoding.
     Object(ObjectRecord),
+    /// A large object's head (value empty) from a scan that streams pieces
+    /// ([`ShardScan::stream_pieces`]): its value follows through [`ShardScan::next_part`].
+    ObjectHead(ObjectRecord),
 }
 
 impl Entry {
     pub fn db(&self) -> u16 {
         match self {
             Entry::Record(r) => r.db,
-            Entry::Object(o) => o.db,
+            Entry::Object(o) | Entry::ObjectHead(o) => o.db,
         }
     }
 
     pub fn key(&self) -> &Bytes {
         match self {
             Entry::Record(r) => &r.key,
-            Entry::Object(o) => &o.key,
+            Entry::Object(o) | Entry::ObjectHead(o) => &o.key,
         }
     }
 
     pub fn expire_at_ms(&self) -> Option<u64> {
         match self {
             Entry::Record(r) => r.expire_at_ms,
-            Entry::Object(o) => o.expire_at_ms,
+            Entry::Object(o) | Entry::ObjectHead(o) => o.expire_at_ms,
         }
     }
 
     pub fn client_flags(&self) -> u32 {
         match self {
             Entry::Record(r) => r.client_flags,
-            Entry::Object(o) => o.client_flags,
+            Entry::Object(o) | Entry::ObjectHead(o) => o.client_flags,
         }
     }
 
@@ -200,6 +203,10 @@ impl<'a> ShardScan<'a> {
         match self.reader.next_item() {
             Ok(Some(Item::Record(r))) => Ok(Some(Entry::Record(r))),
             Ok(Some(Item::Object(o))) => Ok(Some(Entry::Object(o))),
+            Ok(Some(Item::ObjectHead(o))) => Ok(Some(Entry::ObjectHead(o))),
+            Ok(Some(Item::Piece(_) | Item::ObjectEnd)) => Err(Failure::Corrupt(
+                "a piece of an object read as a record (a reader bug)".into(),
+            )),
             // `next_item` keeps the end frame to itself; its totals come with `Ok(None)`.
             Ok(Some(Item::End(_))) => self.next(),
             // Function libraries are not keys; [`functions`] reads them for the tools that
@@ -213,6 +220,25 @@ impl<'a> ShardScan<'a> {
                 self.stats = Some(stats);
                 Ok(None)
             }
+            Err(e) => Err(Failure::format(&e)),
+        }
+    }
+
+    /// Large objects come as [`Entry::ObjectHead`] and their pieces, never joined: read the
+    /// pieces with [`next_part`](Self::next_part) before the next [`next`](Self::next).
+    pub fn stream_pieces(&mut self) {
+        self.reader.stream_pieces(true);
+    }
+
+    /// The open object's next piece; `Ok(None)` at its end, whose length, piece count and
+    /// CRC32 checked out.
+    pub fn next_part(&mut self) -> Result<Option<Bytes>, Failure> {
+        match self.reader.next_item() {
+            Ok(Some(Item::Piece(b))) => Ok(Some(b)),
+            Ok(Some(Item::ObjectEnd)) => Ok(None),
+            Ok(_) => Err(Failure::Corrupt(
+                "an object's pieces end without its end".into(),
+            )),
             Err(e) => Err(Failure::format(&e)),
         }
     }
@@ -262,6 +288,8 @@ pub fn functions(input: &SnapshotInput) -> Result<Vec<Bytes>, Failure> {
     let ctx = |e: Failure| e.context(path.display());
     let file = File::open(&path).map_err(|e| ctx(Failure::Io(format!("cannot open ({e})"))))?;
     let mut reader = SnapshotReader::new(file).map_err(|e| ctx(Failure::format(&e)))?;
+    // The first key ends the libraries: a large object there need not be joined.
+    reader.stream_pieces(true);
     let mut codes = Vec::new();
     while let Some(Item::Function(code)) =
         reader.next_item().map_err(|e| ctx(Failure::format(&e)))?
@@ -298,7 +326,22 @@ pub fn for_each_live(
     input: &SnapshotInput,
     now_ms: u64,
     progress: &Progress,
+    keep: impl FnMut(&Entry) -> Result<(), Failure>,
+) -> Result<LiveCounts, Failure> {
+    for_each_live_in_pieces(input, now_ms, progress, keep, None)
+}
+
+/// A piece of a live large object's value (`Some`), or its end (`None`).
+pub type PartSink<'a> = &'a mut dyn FnMut(Option<&[u8]>) -> Result<(), Failure>;
+
+/// As [`for_each_live`]; with `parts`, a large object is never joined: `keep` gets its
+/// [`Entry::ObjectHead`], then `parts` each piece of its value and its end.
+pub fn for_each_live_in_pieces(
+    input: &SnapshotInput,
+    now_ms: u64,
+    progress: &Progress,
     mut keep: impl FnMut(&Entry) -> Result<(), Failure>,
+    mut parts: Option<PartSink<'_>>,
 ) -> Result<LiveCounts, Failure> {
     let mut counts = LiveCounts::default();
     for index in 0..input.summary.files.len() {
@@ -306,28 +349,32 @@ pub fn for_each_live(
         let deleted = tombstones(input, index, progress).map_err(|e| e.context(path.display()))?;
         let mut scan =
             ShardScan::open(input, index, progress).map_err(|e| e.context(path.display()))?;
+        if parts.is_some() {
+            scan.stream_pieces();
+        }
         let mut at = 0u64;
         while let Some(entry) = scan.next().map_err(|e| e.context(path.display()))? {
             at += 1;
-            if entry.is_tombstone() {
-                counts.tombstones += 1;
-                continue;
-            }
-            if deleted
-                .get(&(entry.db(), entry.key().clone()))
-                .is_some_and(|&t| t > at)
-            {
-                counts.tombstoned += 1;
-                continue;
-            }
-            if is_expired(entry.expire_at_ms(), now_ms) {
-                counts.expired += 1;
-                continue;
-            }
-            keep(&entry)?;
-            counts.kept += 1;
-            if matches!(entry, Entry::Object(_)) {
-                counts.objects += 1;
+            let mut live = false;
+            let r = live_entry(
+                &entry,
+                at,
+                &deleted,
+                now_ms,
+                &mut counts,
+                &mut keep,
+                &mut live,
+            );
+            r.map_err(|e| e.context(path.display()))?;
+            if let (Entry::ObjectHead(_), Some(sink)) = (&entry, parts.as_mut()) {
+                while let Some(b) = scan.next_part().map_err(|e| e.context(path.display()))? {
+                    if live {
+                        sink(Some(&b))?;
+                    }
+                }
+                if live {
+                    sink(None)?;
+                }
             }
         }
         let unknown = scan.skipped_unknown();
@@ -340,6 +387,41 @@ pub fn for_each_live(
         }
     }
     Ok(counts)
+}
+
+/// Counts `entry` (the `at`th of its file) and hands it to `keep` unless it is a tombstone,
+/// deleted by a later one, or expired; `live` says whether it was handed on.
+fn live_entry(
+    entry: &Entry,
+    at: u64,
+    deleted: &HashMap<(u16, Bytes), u64>,
+    now_ms: u64,
+    counts: &mut LiveCounts,
+    keep: &mut impl FnMut(&Entry) -> Result<(), Failure>,
+    live: &mut bool,
+) -> Result<(), Failure> {
+    if entry.is_tombstone() {
+        counts.tombstones += 1;
+        return Ok(());
+    }
+    if deleted
+        .get(&(entry.db(), entry.key().clone()))
+        .is_some_and(|&t| t > at)
+    {
+        counts.tombstoned += 1;
+        return Ok(());
+    }
+    if is_expired(entry.expire_at_ms(), now_ms) {
+        counts.expired += 1;
+        return Ok(());
+    }
+    keep(entry)?;
+    *live = true;
+    counts.kept += 1;
+    if matches!(entry, Entry::Object(_) | Entry::ObjectHead(_)) {
+        counts.objects += 1;
+    }
+    Ok(())
 }
 
 /// Has a key with this expiry time expired at `now_ms`? (The server's rule: at or before now.)
@@ -361,9 +443,14 @@ fn tombstones(
     }
     progress.add_total(input.summary.files[index].bytes);
     let mut scan = ShardScan::open(input, index, progress)?;
+    // Objects are passed over, so their pieces need not be joined.
+    scan.stream_pieces();
     let mut at = 0u64;
     while let Some(entry) = scan.next()? {
         at += 1;
+        if let Entry::ObjectHead(_) = entry {
+            while scan.next_part()?.is_some() {}
+        }
         if let Entry::Record(r) = entry {
             if r.value == RecordValue::Tombstone {
                 map.insert((r.db, r.key), at);

@@ -53,6 +53,8 @@ pub struct SnapshotOutput {
     previous: Option<Summary>,
     keep: HashSet<PathBuf>,
     committed: bool,
+    /// The shard file of the object whose pieces are being written.
+    open_object: Option<usize>,
 }
 
 /// What a commit produced.
@@ -91,6 +93,7 @@ impl SnapshotOutput {
             previous,
             keep: spec.keep.iter().map(|p| canonical(p)).collect(),
             committed: false,
+            open_object: None,
         };
         for i in 0..spec.shards {
             let tmp = out
@@ -135,7 +138,32 @@ impl SnapshotOutput {
             Entry::Object(o) => {
                 self.write_to_owner(&o.key, |w| w.write_object(&o.head(), o.rdb_type, &o.value))
             }
+            Entry::ObjectHead(o) => {
+                self.open_object = Some(shard_of(&o.key, self.writers.len()));
+                self.write_to_owner(&o.key, |w| w.begin_pieces(&o.head(), o.rdb_type))
+            }
         }
+    }
+
+    /// The next piece of the object an [`Entry::ObjectHead`] opened (`Some`), or its end
+    /// (`None`): written as it comes, in records no longer than a piece.
+    pub fn write_part(&mut self, part: Option<&[u8]>) -> Result<(), Failure> {
+        let Some(shard) = self.open_object else {
+            return Err(Failure::Corrupt(
+                "an object's piece without its head".into(),
+            ));
+        };
+        let Some(w) = self.writers.get_mut(shard) else {
+            return Err(Failure::Io("no output shard file open".into()));
+        };
+        let r = match part {
+            Some(b) => w.write_piece(b),
+            None => {
+                self.open_object = None;
+                w.end_pieces()
+            }
+        };
+        r.map_err(|e| Failure::io("cannot write", &self.written[shard], &e))
     }
 
     /// Writes an object (a key of a type other than string, its value in RDB encoding) to the

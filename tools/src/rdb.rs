@@ -50,6 +50,7 @@ pub fn to_rdb(summary: &Path, out: &Path, version: u32, now: u64) -> Result<u8, 
                 ..
             }) => w.write_string(key, value, *expire_at_ms),
             Entry::Record(_) => Ok(()),
+            Entry::ObjectHead(_) => Err(std::io::Error::other("an object in pieces, not joined")),
             Entry::Object(o) => {
                 let first = first_rdb_version(o.rdb_type);
                 if first > version {

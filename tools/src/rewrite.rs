@@ -9,7 +9,7 @@
 //! atomically.
 
 use crate::error::{Failure, EXIT_OK};
-use crate::input::{for_each_live, SnapshotInput};
+use crate::input::{for_each_live_in_pieces, SnapshotInput};
 use crate::output::{canonical, check_name, SnapshotOutput, SnapshotSpec};
 use crate::progress::Progress;
 use ondisk::Compression;
@@ -74,7 +74,17 @@ pub fn run(opts: &CompactOptions<'_>) -> Result<u8, Failure> {
     for code in &libraries {
         out.write_function(code)?;
     }
-    let counts = for_each_live(&input, opts.now_ms, &progress, |rec| out.write(rec))?;
+    // A large object goes through a piece at a time, never joined.
+    let out = std::cell::RefCell::new(out);
+    let mut part = |p: Option<&[u8]>| out.borrow_mut().write_part(p);
+    let counts = for_each_live_in_pieces(
+        &input,
+        opts.now_ms,
+        &progress,
+        |rec| out.borrow_mut().write(rec),
+        Some(&mut part),
+    )?;
+    let out = out.into_inner();
     let done = out.commit(s.db_count)?;
     progress.finish();
 

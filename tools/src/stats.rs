@@ -134,6 +134,9 @@ pub fn run(summary: &Path, now_ms: u64) -> Result<u8, Failure> {
                     t.tombstones += 1;
                     continue;
                 }
+                Entry::ObjectHead(_) => {
+                    return Err(Failure::Corrupt("an object in pieces, not joined".into()))
+                }
                 Entry::Object(o) => {
                     t.objects += 1;
                     let name = types::name(o.rdb_type);

@@ -64,11 +64,15 @@ pub struct SnapshotDecoder {
     /// A large object whose pieces are being joined: its head (value empty so far), the
     /// value's bytes, pieces seen, their CRC32.
     joining: Option<Joining>,
+    /// Hand a large object out as its head, pieces and end instead of joining it.
+    stream_pieces: bool,
 }
 
 struct Joining {
     head: ObjectRecord,
+    /// The value so far; stays empty when pieces are streamed.
     value: BytesMut,
+    len: u64,
     pieces: u32,
     crc: crc32fast::Hasher,
 }
@@ -102,7 +106,16 @@ impl SnapshotDecoder {
             zstd: None,
             version: VERSION,
             joining: None,
+            stream_pieces: false,
         }
+    }
+
+    /// With `on`, a large object (kinds 9..=11) comes out as [`Item::ObjectHead`], its
+    /// [`Item::Piece`]s and [`Item::ObjectEnd`] rather than one joined [`Item::Object`], so
+    /// the caller never holds its whole value. The end still checks length, piece count and
+    /// CRC32, but not the value's RDB layout: the caller parses it as it comes.
+    pub fn stream_pieces(&mut self, on: bool) {
+        self.stream_pieces = on;
     }
 
     /// Appends more raw file bytes. Feeding about one block at a time keeps memory small.
@@ -494,7 +507,7 @@ impl SnapshotDecoder {
                         if kind == kind::PIECE {
                             // Straight into the joined value, no copy of its own.
                             let piece = self.block.split_to(n);
-                            if let Some(item) = self.complete_piece(&piece)? {
+                            if let Some(item) = self.complete_piece(piece)? {
                                 return Ok(Some(item));
                             }
                             continue;
@@ -539,7 +552,7 @@ impl SnapshotDecoder {
     }
 
     /// A piece's bytes, appended to the object being joined.
-    fn complete_piece(&mut self, piece: &[u8]) -> Result<Option<Item>, FormatError> {
+    fn complete_piece(&mut self, piece: Bytes) -> Result<Option<Item>, FormatError> {
         self.record = RecordState::between_records();
         self.records += 1;
         let Some(j) = self.joining.as_mut() else {
@@ -548,9 +561,13 @@ impl SnapshotDecoder {
                 "record in block: a piece without its object's head",
             ));
         };
-        j.value.extend_from_slice(piece);
-        j.crc.update(piece);
+        j.crc.update(&piece);
         j.pieces += 1;
+        j.len += piece.len() as u64;
+        if self.stream_pieces {
+            return Ok(Some(Item::Piece(piece)));
+        }
+        j.value.extend_from_slice(&piece);
         Ok(None)
     }
 
@@ -558,7 +575,7 @@ impl SnapshotDecoder {
     /// at its end).
     fn complete_record(&mut self, kind: u8, body: Bytes) -> Result<Option<Item>, FormatError> {
         if kind == kind::PIECE {
-            return self.complete_piece(&body);
+            return self.complete_piece(body);
         }
         self.record = RecordState::between_records();
         self.records += 1;
@@ -584,12 +601,15 @@ impl SnapshotDecoder {
         })?;
         if kind == kind::OBJECT_HEAD {
             if let Item::Object(head) = item {
+                let streamed = self.stream_pieces.then(|| head.clone());
                 self.joining = Some(Joining {
                     head,
                     value: BytesMut::new(),
+                    len: 0,
                     pieces: 0,
                     crc: crc32fast::Hasher::new(),
                 });
+                return Ok(streamed.map(Item::ObjectHead));
             }
             return Ok(None);
         }
@@ -629,7 +649,7 @@ impl SnapshotDecoder {
             le_u32(&body[8..12]),
             le_u32(&body[12..16]),
         );
-        let have = j.value.len() as u64;
+        let have = j.len;
         if len != have || pieces != j.pieces {
             return Err(FormatError::corrupt(
                 at,
@@ -645,6 +665,10 @@ impl SnapshotDecoder {
                 at,
                 format!("over the pieces of object {name:?}"),
             ));
+        }
+        if self.stream_pieces {
+            self.objects += 1;
+            return Ok(Item::ObjectEnd);
         }
         let mut object = j.head;
         object.value = j.value.freeze();

@@ -69,6 +69,24 @@ impl<W: Write> SnapshotWriter<W> {
         self.drain()
     }
 
+    /// See [`SnapshotEncoder::begin_pieces`].
+    pub fn begin_pieces(&mut self, head: &KeyHead<'_>, rdb_type: u8) -> io::Result<()> {
+        self.enc.begin_pieces(head, rdb_type);
+        self.drain()
+    }
+
+    /// See [`SnapshotEncoder::write_piece`].
+    pub fn write_piece(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.enc.write_piece(bytes);
+        self.drain()
+    }
+
+    /// See [`SnapshotEncoder::end_pieces`].
+    pub fn end_pieces(&mut self) -> io::Result<()> {
+        self.enc.end_pieces();
+        self.drain()
+    }
+
     /// See [`SnapshotEncoder::begin_object`].
     pub fn begin_object(
         &mut self,
@@ -161,6 +179,11 @@ impl<R: Read> SnapshotReader<R> {
         &self.header
     }
 
+    /// See [`SnapshotDecoder::stream_pieces`].
+    pub fn stream_pieces(&mut self, on: bool) {
+        self.dec.stream_pieces(on);
+    }
+
     /// The next String or Tombstone record; `Ok(None)` once the end frame was read and checked
     /// and the input ended right after it. A file that ends early is a `Truncated` error.
     ///
@@ -171,6 +194,7 @@ impl<R: Read> SnapshotReader<R> {
         loop {
             match self.next_item()? {
                 Some(Item::Record(r)) => return Ok(Some(r)),
+                Some(Item::Piece(_) | Item::ObjectEnd) => {}
                 Some(_) => self.objects_passed += 1,
                 None => return Ok(None),
             }

@@ -75,7 +75,8 @@
 //! length, piece count or CRC disagrees with the pieces. The server writes a large collection
 //! this way so that it encodes the value a piece at a time, serving clients between pieces,
 //! and never holds more than a piece of it encoded; a reader joins the pieces and hands out
-//! one [`Item::Object`]. Kinds 9..=11 appeared with version 2: a version-1 file never holds
+//! one [`Item::Object`], or, asked to ([`SnapshotDecoder::stream_pieces`]), hands them out as
+//! they come so that a loader builds the collection without a joined copy. Kinds 9..=11 appeared with version 2: a version-1 file never holds
 //! them (a reader skips them there as unknown).
 //!
 //! Flag bit 2 is reserved for a memcached CAS value (a u64 after client flags, in both kinds);
@@ -304,6 +305,13 @@ pub enum Item {
     Record(Record),
     /// A key of a data type other than string (kind 8).
     Object(ObjectRecord),
+    /// A large object's head, its value empty: its [`Item::Piece`]s and an
+    /// [`Item::ObjectEnd`] follow (only with [`SnapshotDecoder::stream_pieces`]).
+    ObjectHead(ObjectRecord),
+    /// The next run of the open object's RDB value (at most [`PIECE_LEN`] bytes).
+    Piece(Bytes),
+    /// The open object is complete: its length, piece count and CRC32 checked out.
+    ObjectEnd,
     /// A function library's code (kind 128).
     Function(Bytes),
     /// The end frame was read and every check passed.

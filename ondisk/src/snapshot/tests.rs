@@ -118,6 +118,7 @@ fn decode(
             Some(Item::Object(o)) => panic!("no Object records here: {o:?}"),
             Some(Item::Function(f)) => panic!("no Function records here: {f:?}"),
             Some(Item::End(s)) => stats = Some(s),
+            Some(other) => panic!("no pieces here: {other:?}"),
             None if fed < file.len() => {
                 let n = chunk.min(file.len() - fed);
                 dec.feed(&file[fed..fed + n]);
@@ -286,7 +287,7 @@ fn decode_lossy(file: &[u8]) -> (Vec<Record>, Result<(), FormatError>) {
     loop {
         match dec.next() {
             Ok(Some(Item::Record(r))) => recs.push(r),
-            Ok(Some(Item::Object(_) | Item::Function(_) | Item::End(_))) => {}
+            Ok(Some(_)) => {}
             Ok(None) => return (recs, dec.finish()),
             Err(e) => return (recs, Err(e)),
         }
@@ -386,6 +387,7 @@ fn unknown_record_kinds_are_skipped_and_counted() {
             Item::Object(o) => panic!("no Object records here: {o:?}"),
             Item::Function(f) => panic!("no Function records here: {f:?}"),
             Item::End(s) => end = Some(s),
+            other => panic!("no pieces here: {other:?}"),
         }
     }
     dec.finish().unwrap();
@@ -769,7 +771,16 @@ fn encode_with_objects(h: SnapshotHeader, block_size: usize) -> (Vec<u8>, FileSt
 
 /// Every item of `file` fed `chunk` bytes at a time, and the end totals.
 fn decode_items(file: &[u8], chunk: usize) -> Result<(Vec<Item>, FileStats), FormatError> {
+    decode_items_streaming(file, chunk, false)
+}
+
+fn decode_items_streaming(
+    file: &[u8],
+    chunk: usize,
+    stream: bool,
+) -> Result<(Vec<Item>, FileStats), FormatError> {
     let mut dec = SnapshotDecoder::new();
+    dec.stream_pieces(stream);
     let mut items = Vec::new();
     let mut fed = 0;
     loop {
@@ -1042,6 +1053,55 @@ fn a_large_object_goes_in_pieces_and_comes_back_whole() {
             }
         }
     }
+}
+
+#[test]
+fn streamed_pieces_come_out_as_written_without_a_joined_copy() {
+    let value = big_set(40_000);
+    let head = KeyHead {
+        db: 1,
+        key: b"big",
+        expire_at_ms: None,
+        client_flags: 7,
+    };
+    let mut enc = SnapshotEncoder::new(header(Compression::Lz4));
+    enc.write_object(&head, rdb_types::SET, &value);
+    enc.write_object(
+        &KeyHead {
+            key: b"small",
+            ..head
+        },
+        rdb_types::SET,
+        &big_set(3),
+    );
+    let (file, stats) = enc.finish();
+    for chunk in [7, 4096, 1 << 20] {
+        let (items, s) = decode_items_streaming(&file, chunk, true).unwrap();
+        assert_eq!(s.records, stats.records);
+        assert_eq!(s.objects, 2);
+        let Item::ObjectHead(o) = &items[0] else {
+            panic!("not a head: {:?}", items[0]);
+        };
+        assert_eq!((&o.key[..], o.db, o.client_flags), (&b"big"[..], 1, 7));
+        assert!(o.value.is_empty());
+        let mut joined = Vec::new();
+        for item in &items[1..items.len() - 2] {
+            let Item::Piece(p) = item else {
+                panic!("not a piece: {item:?}");
+            };
+            assert!(p.len() <= PIECE_LEN);
+            joined.extend_from_slice(p);
+        }
+        assert!(joined == value);
+        assert_eq!(items[items.len() - 2], Item::ObjectEnd);
+        // A small object is one record, as ever.
+        assert!(matches!(&items[items.len() - 1], Item::Object(o) if &o.key[..] == b"small"));
+    }
+    // A damaged piece is still caught at the end, streaming or not.
+    let mut bad = file.to_vec();
+    let at = bad.len() / 2;
+    bad[at] ^= 1;
+    assert!(decode_items_streaming(&bad, 4096, true).is_err());
 }
 
 /// A file of raw records (a head, pieces, ...) as a writer that went wrong would leave it.

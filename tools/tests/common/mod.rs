@@ -132,7 +132,9 @@ pub fn write_items(
                 },
                 Item::Object(o) => w.write_object(&o.head(), o.rdb_type, &o.value).unwrap(),
                 Item::Function(code) => w.write_function(code).unwrap(),
-                Item::End(_) => panic!("an end frame is not a record"),
+                Item::End(_) | Item::ObjectHead(_) | Item::Piece(_) | Item::ObjectEnd => {
+                    panic!("not a whole record")
+                }
             }
         }
         let (f, stats) = w.finish_into_inner().unwrap();
@@ -178,7 +180,7 @@ pub fn item_key(item: &Item) -> (u16, &[u8]) {
     match item {
         Item::Record(r) => (r.db, &r.key),
         Item::Object(o) => (o.db, &o.key),
-        Item::Function(_) | Item::End(_) => panic!("a function library or end frame has no key"),
+        _ => panic!("a function library, end frame or piece has no key"),
     }
 }
 
@@ -289,7 +291,7 @@ pub fn live_models(files: &[Vec<Item>]) -> (Model, ObjectModel) {
             let expire = match item {
                 Item::Record(r) => r.expire_at_ms,
                 Item::Object(o) => o.expire_at_ms,
-                Item::Function(_) | Item::End(_) => None,
+                _ => None,
             };
             if deleted || expire.is_some_and(|t| t <= NOW) {
                 continue;
@@ -307,7 +309,7 @@ pub fn live_models(files: &[Vec<Item>]) -> (Model, ObjectModel) {
                         (o.rdb_type, o.value.to_vec(), expire, o.client_flags),
                     );
                 }
-                Item::Function(_) | Item::End(_) => {}
+                _ => {}
             }
         }
     }
