@@ -1070,11 +1070,15 @@ fn pop_cmd(ctx: &mut Ctx, args: &[Bytes], max: bool) -> Reply {
     }
     match pop(ctx, &args[1], max, count.unwrap_or(1)) {
         Ok(Some(v)) if count.is_some() => entries_reply(v, true),
-        Ok(Some(v)) => Reply::Array(
-            v.into_iter()
-                .flat_map(|(m, s)| [member_reply(m), Reply::Double(s)])
-                .collect(),
-        ),
+        Ok(Some(v)) => {
+            // Sized up front: a flat_map's collect starts small and grows.
+            let mut flat = Vec::with_capacity(2 * v.len());
+            for (m, s) in v {
+                flat.push(member_reply(m));
+                flat.push(Reply::Double(s));
+            }
+            Reply::Array(flat)
+        }
         Ok(None) => empty_array(),
         Err(e) => e,
     }
