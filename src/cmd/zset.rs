@@ -821,7 +821,9 @@ fn zadd_generic(ctx: &mut Ctx, args: &[Bytes], incr_cmd: bool) -> Reply {
     if f.incr && rest.len() > 2 {
         return err("ERR INCR option supports a single increment-element pair");
     }
-    let mut pairs = Vec::with_capacity(rest.len() / 2);
+    // Inline for the usual one to four pairs: no allocation per request.
+    let mut pairs: smallvec::SmallVec<[(f64, &[u8]); 4]> =
+        smallvec::SmallVec::with_capacity(rest.len() / 2);
     for p in rest.chunks(2) {
         match zs::parse_score(&p[0]) {
             Some(s) => pairs.push((s, &p[1][..])),
