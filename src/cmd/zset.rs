@@ -821,7 +821,9 @@ fn zadd_generic(ctx: &mut Ctx, args: &[Bytes], incr_cmd: bool) -> Reply {
     if f.incr && rest.len() > 2 {
         return err("ERR INCR option supports a single increment-element pair");
     }
-    let mut pairs = Vec::with_capacity(rest.len() / 2);
+    // Inline for the usual one to four pairs: no allocation per request.
+    let mut pairs: smallvec::SmallVec<[(f64, &[u8]); 4]> =
+        smallvec::SmallVec::with_capacity(rest.len() / 2);
     for p in rest.chunks(2) {
         match zs::parse_score(&p[0]) {
             Some(s) => pairs.push((s, &p[1][..])),
@@ -1070,11 +1072,15 @@ fn pop_cmd(ctx: &mut Ctx, args: &[Bytes], max: bool) -> Reply {
     }
     match pop(ctx, &args[1], max, count.unwrap_or(1)) {
         Ok(Some(v)) if count.is_some() => entries_reply(v, true),
-        Ok(Some(v)) => Reply::Array(
-            v.into_iter()
-                .flat_map(|(m, s)| [member_reply(m), Reply::Double(s)])
-                .collect(),
-        ),
+        Ok(Some(v)) => {
+            // Sized up front: a flat_map's collect starts small and grows.
+            let mut flat = Vec::with_capacity(2 * v.len());
+            for (m, s) in v {
+                flat.push(member_reply(m));
+                flat.push(Reply::Double(s));
+            }
+            Reply::Array(flat)
+        }
         Ok(None) => empty_array(),
         Err(e) => e,
     }

@@ -158,7 +158,16 @@ impl Reply {
                 }
             }
             Reply::Double(d) => {
-                let s = format_double(*d);
+                // Integral scores (the common case) format on the stack, without a String.
+                let mut digits = itoa::Buffer::new();
+                let owned;
+                let s = match short_double(*d, &mut digits) {
+                    Some(s) => s,
+                    None => {
+                        owned = format_double(*d);
+                        owned.as_str()
+                    }
+                };
                 if resp3 {
                     line(out, b',', s.as_bytes());
                 } else {
@@ -194,20 +203,8 @@ impl Reply {
 /// Formats a double the way Redis 7.0 replies with one (`addReplyDouble`): C's `%.17g`, and
 /// `inf`/`-inf`.
 pub fn format_double(d: f64) -> String {
-    if d.is_nan() {
-        return "nan".into();
-    }
-    if d.is_infinite() {
-        return if d > 0.0 { "inf".into() } else { "-inf".into() };
-    }
-    // An integral value of at most 17 digits prints as that integer under `%.17g` (its fixed
-    // form, zeros stripped), without the exact float formatting below, which is slow.
-    if d.fract() == 0.0 && d.abs() < 1e17 {
-        return if d == 0.0 && d.is_sign_negative() {
-            "-0".into()
-        } else {
-            (d as i64).to_string()
-        };
+    if let Some(s) = short_double(d, &mut itoa::Buffer::new()) {
+        return s.to_string();
     }
     let sci = format!("{d:.16e}");
     let Some((mant, exp)) = sci.split_once('e') else {
@@ -220,6 +217,26 @@ pub fn format_double(d: f64) -> String {
     }
     let fixed = format!("{:.*}", (16 - exp) as usize, d);
     strip_zeros(&fixed).to_string()
+}
+
+/// `format_double`'s text for the values that need no float formatting: nan, the infinities
+/// and integral values of at most 17 digits, which `%.17g` prints as that integer (its fixed
+/// form, zeros stripped). None for the others.
+fn short_double(d: f64, digits: &mut itoa::Buffer) -> Option<&str> {
+    if d.is_nan() {
+        return Some("nan");
+    }
+    if d.is_infinite() {
+        return Some(if d > 0.0 { "inf" } else { "-inf" });
+    }
+    if d.fract() == 0.0 && d.abs() < 1e17 {
+        return Some(if d == 0.0 && d.is_sign_negative() {
+            "-0"
+        } else {
+            digits.format(d as i64)
+        });
+    }
+    None
 }
 
 /// A `%g` mantissa without its trailing zeros (and point).
@@ -293,6 +310,14 @@ mod tests {
         );
         assert_eq!(enc(&Reply::Double(1.5), true), ",1.5\r\n");
         assert_eq!(enc(&Reply::Double(1.5), false), "$3\r\n1.5\r\n");
+        assert_eq!(enc(&Reply::Double(-42.0), false), "$3\r\n-42\r\n");
+        assert_eq!(enc(&Reply::Double(-0.0), true), ",-0\r\n");
+        assert_eq!(
+            enc(&Reply::Double(f64::NEG_INFINITY), false),
+            "$4\r\n-inf\r\n"
+        );
+        assert_eq!(enc(&Reply::Double(f64::NAN), true), ",nan\r\n");
+        assert_eq!(enc(&Reply::Double(1e17), false), "$5\r\n1e+17\r\n");
         assert_eq!(enc(&Reply::Bool(true), true), "#t\r\n");
         assert_eq!(enc(&Reply::error("ERR x\r\ny"), false), "-ERR x  y\r\n");
         assert_eq!(enc(&Reply::Verbatim("ab".into()), true), "=6\r\ntxt:ab\r\n");
