@@ -529,6 +529,23 @@ fn allow_busy_transcript(port: u16) -> Vec<(&'static str, Vec<u8>)> {
     t.push(("sub: ping after", sub.call(&[b"ping"])));
     t.push(("numsub", admin.call(&[b"pubsub", b"numsub", b"c"])));
     t.push(("multi: exec after", rm.call(&[b"exec"])));
+
+    // A WATCH answered while the script runs sees the script's own later write of the key.
+    let (mut w3, mut w4) = (client(port), client(port));
+    rt(&mut w3, &["ping"], "+PONG\r\n");
+    rt(&mut w4, &["ping"], "+PONG\r\n");
+    let writer = "local function ms() local t = redis.call('time') return t[1] * 1000 + t[2] / 1000 end local s = ms() while ms() < s + 2500 do end redis.call('set', KEYS[1], 'script') return 'done'";
+    send(&mut runner, &["eval", writer, "1", "sw"]);
+    t.push(("ping (writer)", wait_busy(&mut other)));
+    t.push(("w3: watch", w3.call(&[b"watch", b"sw"])));
+    t.push(("w4: watch", w4.call(&[b"watch", b"sw"])));
+    t.push(("w4: unwatch", w4.call(&[b"unwatch"])));
+    t.push(("writer's reply", runner.reply()));
+    for (what, c) in [("w3: exec", &mut w3), ("w4: exec", &mut w4)] {
+        c.call(&[b"multi"]);
+        c.call(&[b"set", b"sw", b"client"]);
+        t.push((what, c.call(&[b"exec"])));
+    }
     t
 }
 

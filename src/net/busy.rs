@@ -75,6 +75,8 @@ impl State {
             || self.view.reset
             || self.view.name.is_some()
             || !self.view.watch.is_empty()
+            || !self.view.watched.is_empty()
+            || !self.view.forget.is_empty()
     }
 }
 

@@ -31,6 +31,7 @@ use crate::cmd::wrong_args;
 use crate::config::Settings;
 use crate::protocol::Reply;
 use crate::server::cmdstats;
+use crate::server::multi::WatchedKey;
 use crate::server::session::{ReplyMode, Session};
 use crate::server::table::{self, Spec, NOAUTH, NO_MULTI, PUBSUB_OK};
 use crate::server::Core;
@@ -145,12 +146,19 @@ pub struct View {
     pub reset: bool,
     /// The client's name HELLO SETNAME gave.
     pub name: Option<String>,
-    /// Keys WATCH named (after any UNWATCH or RESET), to register.
+    /// The session's db.
+    pub db: usize,
+    /// Keys WATCH named (after any UNWATCH or RESET) on another core's shard, to register.
     pub watch: Vec<Bytes>,
+    /// Keys WATCH registered on this core's shard, for the session.
+    pub watched: Vec<WatchedKey>,
+    /// Keys registered here and unwatched since, to forget.
+    pub forget: Vec<WatchedKey>,
 }
 
 impl View {
     pub fn of(session: &Session) -> View {
+        let db = session.db;
         View {
             id: session.id,
             authed: session.authed,
@@ -162,12 +170,16 @@ impl View {
             quit: false,
             reset: false,
             name: None,
+            db,
             watch: Vec::new(),
+            watched: Vec::new(),
+            forget: Vec::new(),
         }
     }
 
     /// What a new connection's session looks like before it starts.
     pub fn fresh(authed: bool) -> View {
+        let db = 0;
         View {
             id: 0,
             authed,
@@ -179,8 +191,18 @@ impl View {
             quit: false,
             reset: false,
             name: None,
+            db,
             watch: Vec::new(),
+            watched: Vec::new(),
+            forget: Vec::new(),
         }
+    }
+
+    /// UNWATCH, DISCARD, a refused EXEC, RESET: nothing stays watched.
+    fn unwatch_all(&mut self) {
+        self.unwatch = true;
+        self.watch.clear();
+        self.forget.append(&mut self.watched);
     }
 
     /// Redis' flagTransaction: a refusal inside MULTI makes EXEC abort.
@@ -197,9 +219,12 @@ pub async fn apply(core: &Rc<Core>, session: &mut Session, v: View) {
     if v.reset {
         crate::server::admin::pubsub::reset_session(core, session);
     }
+    // Those unwatched since leave with the session's own.
+    crate::server::multi::adopt_watches(session, v.forget);
     if v.unwatch {
         crate::server::multi::discard_state(core, session);
     }
+    crate::server::multi::adopt_watches(session, v.watched);
     if !v.watch.is_empty() {
         let mut args = vec![Bytes::from_static(b"watch")];
         args.extend(v.watch.iter().cloned());
@@ -280,8 +305,7 @@ fn answer_counted(core: &Core, v: &mut View, args: &[Bytes]) -> (Answer, bool) {
         let busy = busy_error();
         if spec.name == "exec" {
             v.multi = None;
-            v.unwatch = true;
-            v.watch.clear();
+            v.unwatch_all();
             return refused(Answer::Reply(exec_abort(&busy)));
         }
         return refused(v.refuse(busy));
@@ -319,8 +343,7 @@ fn ran(core: &Core, v: &mut View, spec: &Spec, args: &[Bytes], in_multi: bool) -
         }
         ("discard", _) if in_multi => {
             v.multi = None;
-            v.unwatch = true;
-            v.watch.clear();
+            v.unwatch_all();
             Answer::Reply(Reply::Ok)
         }
         ("discard", _) => Answer::Reply(err("ERR DISCARD without MULTI")),
@@ -331,18 +354,24 @@ fn ran(core: &Core, v: &mut View, spec: &Spec, args: &[Bytes], in_multi: bool) -
         }
         // Never queued (Redis' resetCommand).
         ("reset", _) => {
-            let id = v.id;
-            *v = View::fresh(core.global.settings.requirepass().is_empty());
-            v.id = id;
+            v.unwatch_all();
+            let fresh = View::fresh(core.global.settings.requirepass().is_empty());
+            let old = std::mem::replace(v, fresh);
+            v.id = old.id;
+            v.forget = old.forget;
             v.reset = true;
             v.unwatch = true;
-            v.watch.clear();
             Answer::Reply(Reply::Status("RESET"))
         }
         // Queued in MULTI (the connection queues it).
         _ if in_multi => Answer::Wait,
         ("watch", _) => {
-            v.watch.extend(args[1..].iter().cloned());
+            for k in &args[1..] {
+                match crate::server::multi::watch_here(core, v.db, k) {
+                    Some(w) => v.watched.push(w),
+                    None => v.watch.push(k.clone()),
+                }
+            }
             Answer::Reply(Reply::Ok)
         }
         ("hello", _) if v.id == 0 => Answer::Wait,
@@ -373,8 +402,7 @@ fn ran(core: &Core, v: &mut View, spec: &Spec, args: &[Bytes], in_multi: bool) -
             Err(e) => Answer::Reply(e),
         },
         ("unwatch", _) => {
-            v.unwatch = true;
-            v.watch.clear();
+            v.unwatch_all();
             Answer::Reply(Reply::Ok)
         }
         ("script", 2) => Answer::Reply(kill(true)),
