@@ -445,6 +445,38 @@ fn busy_states_match_redis_on_two_cores() {
     states_match_redis(2);
 }
 
+/// Connections the server accepted but whose tasks had not started when the script began
+/// (connected just before it, no request yet), and ones still in the listen queue then, get
+/// -BUSY like the others while it runs, on the script's own core.
+#[test]
+fn connections_not_started_when_a_script_begins_get_busy() {
+    let s = server_with_threads(1);
+    let mut admin = client(s.port);
+    rt(
+        &mut admin,
+        &["config", "set", "busy-reply-threshold", "100"],
+        "+OK\r\n",
+    );
+    let mut runner = client(s.port);
+    rt(&mut runner, &["ping"], "+PONG\r\n");
+    let mut early: Vec<Raw> = (0..4).map(|_| client(s.port)).collect();
+    send(&mut runner, &["eval", SPIN, "0"]);
+    let mut queued: Vec<Raw> = (0..4).map(|_| client(s.port)).collect();
+    assert_eq!(wait_busy(&mut early[0]), BUSY_EVAL);
+    for (i, c) in early.iter_mut().chain(queued.iter_mut()).enumerate() {
+        let mut two = cmd(&[b"ping"]);
+        two.extend(cmd(&[b"get", b"k"]));
+        c.send(&two);
+        assert_eq!(c.reply(), BUSY_EVAL, "client {i}: ping");
+        assert_eq!(c.reply(), BUSY_EVAL, "client {i}: get");
+    }
+    rt(&mut admin, &["script", "kill"], "+OK\r\n");
+    assert!(runner.reply().starts_with(b"-ERR Script killed by user"));
+    for c in early.iter_mut().chain(queued.iter_mut()) {
+        rt(c, &["ping"], "+PONG\r\n");
+    }
+}
+
 /// HELLO's reply with the values that differ between servers (version, client id) masked.
 fn masked(reply: Vec<u8>) -> Vec<u8> {
     let text = String::from_utf8_lossy(&reply).into_owned();
