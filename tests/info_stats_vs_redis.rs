@@ -285,6 +285,94 @@ fn scripts_count_errors_once() {
     same_counts(&mut s, &mut r, &[]);
 }
 
+/// Runs `cmds` on both connections, in order, and their replies must be the same bytes.
+fn both_same(s: &mut Raw, r: &mut Raw, cmds: &[&[&str]]) {
+    for c in cmds {
+        let (a, b) = (call(s, c), call(r, c));
+        assert_eq!(
+            String::from_utf8_lossy(&a),
+            String::from_utf8_lossy(&b),
+            "{c:?}"
+        );
+    }
+}
+
+/// Errors inside a script's result, at any depth (arrays, RESP3 maps and sets, error tables,
+/// redis.error_reply, redis.pcall's), are counted as Redis' luaReplyToRedisReply counts each
+/// one: those the script made in errorstats and total_error_replies, those of a command it
+/// called (counted there) only against the script's failed_calls, once each.
+#[test]
+fn errors_nested_in_a_script_result() {
+    let p = Pair::start();
+    let (mut s, mut r) = p.conns();
+    reset(&mut s, &mut r);
+    let lib = "#!lua name=nestlib\nredis.register_function('nested', function(keys, args) return {1, {err='FN bad'}, redis.pcall('incr', keys[1])} end)";
+    let cmds: &[&[&str]] = &[
+        &["SET", "s", "str"],
+        &["EVAL", "return {1, {err='X bad'}}", "0"],
+        &[
+            "EVAL",
+            "return {{err='X bad'}, {err='Y bad'}, {err='nospace'}}",
+            "0",
+        ],
+        &[
+            "EVAL",
+            "return {{err='-X bad'}, {err='bad\\r\\nx y\\r\\n'}, {err=''}}",
+            "0",
+        ],
+        &["EVAL", "return {{err='Z\\0rest ignored'}}", "0"],
+        &["EVAL", "return {1, redis.error_reply('MY thing')}", "0"],
+        &["EVAL", "return {1, redis.error_reply('-MY thing')}", "0"],
+        &["EVAL", "return {1, redis.pcall('nosuch')}", "0"],
+        &[
+            "EVAL",
+            "return {redis.pcall('incr', KEYS[1]), redis.pcall('incr', KEYS[1])}",
+            "1",
+            "s",
+        ],
+        &[
+            "EVAL",
+            "return {{err='A x'}, redis.pcall('incr', KEYS[1]), {err='A y'}}",
+            "1",
+            "s",
+        ],
+        &["EVAL", "return {1, {2, {3, {err='DEEP x'}}}}", "0"],
+        &["EVAL", "return {1, {err=5}}", "0"],
+        &["EVAL", "return {map={a={err='M bad'}}}", "0"],
+        &[
+            "EVAL",
+            "redis.setresp(3) return {map={a={err='M bad'}}, x=1}",
+            "0",
+        ],
+        &[
+            "EVAL",
+            "redis.setresp(3) return {set={[{err='S bad'}]=true}}",
+            "0",
+        ],
+        &["EVAL", "return {{ok='fine'}, {err='ERR plain'}}", "0"],
+        &["EVAL_RO", "return {1, {err='RO bad'}}", "0"],
+        &["FUNCTION", "LOAD", lib],
+        &["FCALL", "nested", "1", "s"],
+        &["FCALL_RO", "nested", "1", "s"],
+        &["MULTI"],
+        &[
+            "EVAL",
+            "return {1, {err='TX bad'}, redis.pcall('incr', KEYS[1])}",
+            "1",
+            "s",
+        ],
+        &["EXEC"],
+    ];
+    both_same(&mut s, &mut r, cmds);
+    same_counts(&mut s, &mut r, &[]);
+    // The same from a RESP3 client (INFO read on the RESP2 connections).
+    reset(&mut s, &mut r);
+    let (mut s3, mut r3) = p.conns();
+    both(&mut s3, &mut r3, &[&["HELLO", "3"]]);
+    both_same(&mut s3, &mut r3, &cmds[..cmds.len() - 6]);
+    same_counts(&mut s, &mut r, &["hello"]);
+}
+
 #[test]
 fn out_of_memory_refusals() {
     let p = Pair::start();

@@ -225,9 +225,9 @@ fn all_then_pong(raw: &mut Raw, cmds: &[&[&str]]) -> String {
     }
 }
 
-/// `got` with its invalidation pushes taken out, and the keys they named in sorted order:
-/// BCAST's message per shard for a change of keys on two shards (Redis sends one) is another
-/// matter than whom they go to.
+/// `got` with its invalidation pushes taken out, and the keys they named in sorted order (how
+/// they are grouped into messages is `bcast_sends_one_message_per_prefix_for_a_write_across_shards`'
+/// matter).
 fn keys_told(got: &str) -> String {
     let lines: Vec<&str> = got.split("\r\n").collect();
     let (mut rest, mut keys) = (Vec::new(), Vec::new());
@@ -397,6 +397,97 @@ fn own_write_invalidations_follow_each_reply_in_a_pipeline() {
         return;
     };
     let want = run_own_writes(real.port, &ka, &kb);
+    let diffs: Vec<String> = strata
+        .iter()
+        .zip(&want)
+        .filter(|(a, b)| a != b)
+        .map(|(a, b)| format!("strata: {a:?}\n redis: {b:?}"))
+        .collect();
+    assert!(diffs.is_empty(), "{}", diffs.join("\n"));
+}
+
+/// A BCAST client (prefixes `a` and `b`, then none) hears of a write that changes keys on
+/// both shards in one message per prefix, with every key that prefix matches, as Redis sends
+/// them once per event-loop turn: MSET, DEL of several keys, MULTI/EXEC, a script, its own
+/// writes (after their reply) and a NOLOOP writer's.
+fn run_bcast(port: u16, a: &[String], b: &[String]) -> Vec<String> {
+    let (mut t, mut w) = (Raw::connect(port), Raw::connect(port));
+    let _ = t.call(&[b"HELLO", b"3"]);
+    let script = "for i, k in ipairs(KEYS) do redis.call('SET', k, i) end";
+    let (a0, a1, a2, b0, b1) = (&*a[0], &*a[1], &*a[2], &*b[0], &*b[1]);
+    let writes: &[&[&[&str]]] = &[
+        &[&[
+            "MSET", a0, "1", b0, "2", a1, "3", "c", "4", a2, "5", b1, "6",
+        ]],
+        &[&["DEL", a0, a1, b0, "nokey", a2]],
+        &[&["MSET", "c", "1", "d", "2"]],
+        &[
+            &["MULTI"],
+            &["SET", a2, "1"],
+            &["SET", b1, "2"],
+            &["SET", a0, "3"],
+            &["EXEC"],
+        ],
+        &[&["EVAL", script, "4", a1, b0, a0, "c"]],
+        &[&["UNLINK", a0, a1, a2, b0, b1]],
+    ];
+    let mut seen = Vec::new();
+    for mode in [
+        &[
+            "CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "a", "PREFIX", "b",
+        ][..],
+        &["CLIENT", "TRACKING", "ON", "BCAST"],
+    ] {
+        seen.push(then_pong(&mut t, mode));
+        for ws in writes {
+            seen.push(format!("{ws:?}: {}", all_then_pong(&mut w, ws)));
+            seen.push(format!("told: {}", then_pong(&mut t, &["ECHO", "x"])));
+        }
+        // Its own writes: the reply, then the message.
+        for ws in &writes[..2] {
+            seen.push(format!("own {ws:?}: {}", all_then_pong(&mut t, ws)));
+        }
+        seen.push(then_pong(&mut t, &["CLIENT", "TRACKING", "OFF"]));
+    }
+    // A NOLOOP writer's own keys are left out of what it hears; another client hears all.
+    seen.push(then_pong(
+        &mut t,
+        &["CLIENT", "TRACKING", "ON", "BCAST", "NOLOOP"],
+    ));
+    let _ = w.call(&[b"HELLO", b"3"]);
+    seen.push(then_pong(
+        &mut w,
+        &["CLIENT", "TRACKING", "ON", "BCAST", "NOLOOP"],
+    ));
+    seen.push(format!("w: {}", all_then_pong(&mut w, writes[0])));
+    seen.push(format!("t: {}", then_pong(&mut t, &["ECHO", "x"])));
+    seen
+}
+
+#[test]
+fn bcast_sends_one_message_per_prefix_for_a_write_across_shards() {
+    // Three keys per prefix, on both shards.
+    let keys = |p: &str| -> Vec<String> {
+        let all: Vec<String> = (0..20).map(|i| format!("{p}{i}")).collect();
+        let on = |s: usize| all.iter().filter(move |k| shard_of(k.as_bytes(), 2) == s);
+        let mut v: Vec<String> = on(0).take(1).chain(on(1).take(2)).cloned().collect();
+        v.sort();
+        v
+    };
+    let (a, b) = (keys("a"), keys("b"));
+    // The writes name a[0..3] and b[0..2]: each pair on both shards.
+    for k in [&a[..], &b[..2]] {
+        let shards: std::collections::BTreeSet<usize> =
+            k.iter().map(|k| shard_of(k.as_bytes(), 2)).collect();
+        assert_eq!(shards.len(), 2, "{k:?}");
+    }
+    let s = server();
+    let strata = run_bcast(s.port, &a, &b);
+    let dir = tempfile::tempdir().unwrap();
+    let Some(real) = RedisServer::start(dir.path(), "dump.rdb", &[]) else {
+        return;
+    };
+    let want = run_bcast(real.port, &a, &b);
     let diffs: Vec<String> = strata
         .iter()
         .zip(&want)

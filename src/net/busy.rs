@@ -66,9 +66,17 @@ struct State {
 }
 
 impl State {
-    /// Something only the connection can finish: input to parse or output to write.
+    /// Something only the connection can finish: input to parse, output to write, or
+    /// session changes to apply (RESET, WATCH, a name) as soon as the script ends.
     fn for_conn(&self) -> bool {
-        !self.stash.is_empty() || !self.pending.is_empty() || self.view.quit
+        !self.stash.is_empty()
+            || !self.pending.is_empty()
+            || self.view.quit
+            || self.view.reset
+            || self.view.name.is_some()
+            || !self.view.watch.is_empty()
+            || !self.view.watched.is_empty()
+            || !self.view.forget.is_empty()
     }
 }
 
@@ -142,13 +150,14 @@ pub fn register(socket: &Socket, view: View) -> Registered {
     if !INSTALLED.with(|h| h.replace(true)) {
         busy::install(Rc::new(serve_all));
     }
+    let parser = unauthenticated(&view);
     let port = Rc::new(Port {
         fd: socket.raw_fd(),
         st: RefCell::new(State {
             armed: true,
             view,
             stash: BytesMut::new(),
-            parser: unauthenticated(&view),
+            parser,
             pending: Vec::new(),
             left: false,
             closed: false,
@@ -174,8 +183,8 @@ impl Port {
         let mut st = self.st.borrow_mut();
         if !st.for_conn() && !st.closed {
             st.armed = true;
-            st.view = view;
             st.parser = unauthenticated(&view);
+            st.view = view;
         }
     }
 
@@ -185,7 +194,9 @@ impl Port {
     /// when the port was armed (for `busy::apply`).
     pub fn take_over(&self, inbuf: &mut BytesMut, out: &mut Vec<u8>) -> Option<View> {
         let mut st = self.st.borrow_mut();
-        let view = std::mem::replace(&mut st.armed, false).then_some(st.view);
+        let authed = st.view.authed;
+        let view = std::mem::replace(&mut st.armed, false)
+            .then(|| std::mem::replace(&mut st.view, View::fresh(authed)));
         st.view.quit = false;
         if !st.pending.is_empty() {
             out.extend_from_slice(&st.pending);

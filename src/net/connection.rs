@@ -24,7 +24,7 @@ use crate::runtime::{spawn, Poller};
 use crate::server::cmdstats;
 use crate::server::dispatch::{dispatch, Replies, Request};
 use crate::server::script::busy::{self as script_busy, View};
-use crate::server::session::{Delivery, ReplyMode, Session};
+use crate::server::session::{Delivery, Session};
 use crate::server::table::BLOCKING;
 use crate::server::Core;
 
@@ -87,15 +87,7 @@ fn idle(session: &Session, inbuf: &BytesMut, parser: &RequestParser, out: &[u8])
 
 /// What a new connection's session looks like to a busy script's hook before it exists.
 fn busy_view(core: &Core) -> View {
-    View {
-        authed: core.global.settings.requirepass().is_empty(),
-        resp3: false,
-        subscribed: false,
-        multi: None,
-        reply: ReplyMode::On,
-        unwatch: false,
-        quit: false,
-    }
+    View::fresh(core.global.settings.requirepass().is_empty())
 }
 
 async fn conn_loop(
@@ -123,7 +115,7 @@ async fn conn_loop(
         // before anything read later.
         let held = inbuf.len();
         if let Some(v) = port.take_over(&mut inbuf, &mut out) {
-            script_busy::apply(core, session, &v);
+            script_busy::apply(core, session, v).await;
         }
         let from_hook = inbuf.len() > held || session.close_after_reply;
         match woken {

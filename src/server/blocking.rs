@@ -701,6 +701,7 @@ fn pop_for(core: &Core, db: usize, key: &Bytes, op: &Op, id: u64) -> Reply {
         id,
         track: false,
         script: false,
+        core: None,
     };
     let r = pop_with(&mut shard, db, key, op);
     if !matches!(r, Reply::NilArray | Reply::Nil | Reply::Error(_)) {

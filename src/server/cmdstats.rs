@@ -577,15 +577,15 @@ impl Report {
         self.errors_of(reply);
     }
 
-    /// Counts a call; `counted`: its reply's error was counted where it arose; `failed`: it
-    /// failed whatever its reply.
+    /// Counts a call; `counted`: its reply's errors were counted already, and the times it
+    /// failed; `failed`: it failed whatever its reply.
     fn ran(
         &mut self,
         target: Target,
         reply: &Reply,
         ticks: u64,
         track: bool,
-        counted: bool,
+        counted: Option<u32>,
         failed: bool,
     ) {
         let slot = match target {
@@ -593,16 +593,14 @@ impl Report {
             Target::Refused(_) | Target::Unknown => return self.reject(target, reply),
             Target::Outside => return,
         };
-        let failed = failed
-            || if counted {
-                reply.is_error()
-            } else {
-                self.errors_of(reply)
-            };
+        let failed = match counted {
+            Some(n) => u64::from(n).max(u64::from(failed)),
+            None => u64::from(self.errors_of(reply) || failed),
+        };
         let c = self.at(slot);
         c.calls += 1;
         c.ticks += ticks;
-        c.failed += u64::from(failed);
+        c.failed += failed;
         if track {
             c.hist
                 .get_or_insert_with(|| Box::new(Latencies::new()))
@@ -633,18 +631,29 @@ pub fn rejected(target: Target, reply: &Reply) {
 #[inline]
 pub fn ran(target: Target, reply: &Reply, start: u64, track: bool) {
     let ticks = now().saturating_sub(start);
+    LOCAL.with(|l| l.borrow_mut().ran(target, reply, ticks, track, None, false));
+}
+
+/// Errors a command replied inside its reply, counted as it made them (a script's result).
+pub fn errors(msgs: &[String]) {
+    if msgs.is_empty() {
+        return;
+    }
     LOCAL.with(|l| {
-        l.borrow_mut()
-            .ran(target, reply, ticks, track, false, false)
+        let mut l = l.borrow_mut();
+        for m in msgs {
+            l.error(m);
+        }
     });
 }
 
-/// [`ran`] for a command a session ran: a script whose error came from a command it called
-/// (counted there: Redis' `ignore_error_stats_update`) only fails, and so does a command that
-/// sent another client an error (CLIENT UNBLOCK ... ERROR, as Redis sees its error count
-/// move); time the command spent blocked waiting for data is not its own.
+/// [`ran`] for a command a session ran: a script's errors are counted as it replies them
+/// ([`errors`], and those of commands it called were counted there: Redis'
+/// `ignore_error_stats_update`), so its call only fails; so does a command that sent another
+/// client an error (CLIENT UNBLOCK ... ERROR, as Redis sees its error count move); time the
+/// command spent blocked waiting for data is not its own.
 pub fn ran_for(session: &mut Session, target: Target, reply: &Reply, start: u64, track: bool) {
-    let counted = std::mem::take(&mut session.error_counted);
+    let counted = session.errors_counted.take();
     let failed = std::mem::take(&mut session.failed_elsewhere);
     let blocked = std::mem::take(&mut session.blocked_ticks);
     let ticks = now().saturating_sub(start).saturating_sub(blocked);

@@ -343,6 +343,21 @@ impl Core {
         }
     }
 
+    /// Keeps this core's BCAST invalidations until the guard drops, then sends them: work
+    /// that spans shards sends its changes on all of them together, as Redis sends once per
+    /// event-loop turn.
+    pub fn hold_invalidations(&self) -> HeldInvalidations {
+        let sink = self
+            .shard
+            .try_borrow()
+            .ok()
+            .and_then(|s| s.watches.tracking.sink.clone());
+        if let Some(s) = &sink {
+            s.hold(true);
+        }
+        HeldInvalidations(sink)
+    }
+
     /// Runs `f` on shard `shard` and returns its result; inline when the shard is local.
     /// None only if the target core is gone (shutdown). Inside a transaction that holds the
     /// shard (`txn::Scoped`), runs as that transaction's job.
@@ -425,5 +440,16 @@ impl Core {
             .into_iter()
             .flatten()
             .collect()
+    }
+}
+
+/// See [`Core::hold_invalidations`].
+pub struct HeldInvalidations(Option<crate::shard::tracking::Sink>);
+
+impl Drop for HeldInvalidations {
+    fn drop(&mut self) {
+        if let Some(s) = &self.0 {
+            s.hold(false);
+        }
     }
 }

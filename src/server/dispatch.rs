@@ -25,7 +25,7 @@ use smallvec::SmallVec;
 use super::core::Core;
 use super::session::{ReplyMode, Session};
 use super::table::{
-    self, Call, Exec, Merge, Spec, DENYOOM, MOVABLE_KEYS, NOAUTH, PUBSUB_OK, WRITE,
+    self, Call, Exec, Merge, Spec, BLOCKING, DENYOOM, MOVABLE_KEYS, NOAUTH, PUBSUB_OK, WRITE,
 };
 use super::{blocking, cmdstats, eviction, exec, multi, tracking, txn};
 use crate::cmd::args::{err, ERR_NOAUTH, ERR_OOM};
@@ -331,7 +331,15 @@ pub async fn dispatch(core: &Rc<Core>, session: &mut Session, reqs: Vec<Request>
                     .then(|| req.args.clone());
                 let target = cmdstats::target(spec, &req.args);
                 let start = cmdstats::now();
-                let run = run_barrier(core, session, spec, req.args);
+                // Its BCAST invalidations go out together when it ends (before its own are
+                // put after its reply); never across a blocking wait, which would hold other
+                // clients' too.
+                let held = (!spec.has(BLOCKING)).then(|| core.hold_invalidations());
+                let run = async {
+                    let reply = run_barrier(core, session, spec, req.args).await;
+                    drop(held);
+                    reply
+                };
                 let reply = tracking::with_own_pushes(&client, keys, run).await;
                 cmdstats::ran_for(session, target, &reply, start, track);
                 replies[i] = Some(reply);

@@ -69,7 +69,7 @@ pub async fn start_core(
 ) -> Rc<Core> {
     let mut shard = Shard::new(id, global.settings.clone());
     shard.events = Some(Arc::new(pubsub::KeyspaceEvents::new(global.clone())));
-    shard.watches.tracking.sink = Some(tracking::CoreSink::new(global.clone()));
+    shard.watches.tracking.sink = Some(tracking::CoreSink::new(global.clone(), id));
     let tier = match &global.settings.tiered {
         Some(ts) => {
             let path = ts.file_path(id);

@@ -53,8 +53,9 @@ struct Queued {
     args: Vec<Bytes>,
 }
 
+/// A key a session watches, with what EXEC checks.
 #[derive(Clone)]
-struct WatchedKey {
+pub struct WatchedKey {
     db: usize,
     key: Bytes,
     shard: usize,
@@ -167,6 +168,31 @@ pub(crate) fn discard_state(core: &Core, session: &mut Session) {
     set_queued(session, -1);
     let global = core.global.clone();
     session.multi.forget_watches(&global, Some(core));
+}
+
+/// WATCH of `key` in `db` answered by a busy script's hook: registered at once, as Redis
+/// does, when the key lives on this core's shard; None for another shard's key (the
+/// connection registers it when it takes over: that shard cannot be reached from the hook).
+pub(crate) fn watch_here(core: &Core, db: usize, key: &Bytes) -> Option<WatchedKey> {
+    if shard_of(key, core.global.shards()) != core.id {
+        return None;
+    }
+    let mut sh = core.shard.try_borrow_mut().ok()?;
+    // As `watch`: looking first deletes a key already expired.
+    let live = sh.contains(db, key, now_ms());
+    let version = sh.watches.add(db, key);
+    Some(WatchedKey {
+        db,
+        key: key.clone(),
+        shard: core.id,
+        version,
+        live,
+    })
+}
+
+/// Gives `session` keys watched for it (`watch_here`).
+pub(crate) fn adopt_watches(session: &mut Session, keys: Vec<WatchedKey>) {
+    session.multi.watched.extend(keys);
 }
 
 /// Enters MULTI (the session is not in it).

@@ -286,9 +286,10 @@ pub struct Session {
     pub reply_mode: ReplyMode,
     /// CLIENT TRACKING BCAST's prefixes (its flags are in `client`).
     pub tracking_prefixes: std::collections::BTreeSet<bytes::Bytes>,
-    /// The error a script just answered was counted where it arose, by the command the script
-    /// called (Redis' `ignore_error_stats_update`): INFO counts the script failed only.
-    pub error_counted: bool,
+    /// The errors in the reply were counted already (a script's: where they arose, by the
+    /// command the script called, Redis' `ignore_error_stats_update`, or as the script
+    /// replied them), with how many times INFO counts the command failed.
+    pub errors_counted: Option<u32>,
     /// The running command sent another client an error (CLIENT UNBLOCK ... ERROR): INFO
     /// counts it failed, as Redis does.
     pub failed_elsewhere: bool,
@@ -342,7 +343,7 @@ impl Session {
             subs: Subscriptions::default(),
             reply_mode: ReplyMode::On,
             tracking_prefixes: Default::default(),
-            error_counted: false,
+            errors_counted: None,
             failed_elsewhere: false,
             blocked_ticks: 0,
             inbox: rx,

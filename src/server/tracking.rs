@@ -8,7 +8,9 @@
 //! hook of the shard (`shard::watch::Watches::touch`) consults; each core's [`CoreSink`] turns
 //! what the shards report into messages: at once for default mode (one key each, as Redis), and
 //! for BCAST batched until the core's current work is done (what one event-loop turn of Redis
-//! gathers: one message per prefix for a MULTI/EXEC or an MSET).
+//! gathers: one message per prefix for a MULTI/EXEC or an MSET). A change another core's
+//! client made goes to that client's core ([`Registry`]'s routed keys), which sends it with the
+//! rest of the command's changes when the command ends (`Core::hold_invalidations`).
 //!
 //! Delivery (as Redis' `sendTrackingMessage`): a RESP3 client (or RESP3 redirect target) gets
 //! the push `invalidate [keys]`; a RESP2 redirect target that subscribes to anything gets a
@@ -21,10 +23,10 @@
 //! `tracking-table-max-keys` limit: memory stays bounded).
 
 use std::cell::{Cell, RefCell};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::rc::{Rc, Weak};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 
 use bytes::Bytes;
 
@@ -53,6 +55,11 @@ const CHANNEL: &[u8] = b"__redis__:invalidate";
 pub struct Registry {
     prefixes: RwLock<BTreeMap<Bytes, BTreeSet<u64>>>,
     clients: AtomicUsize,
+    /// BCAST: keys other cores' shards changed for work a core started, by that core; it
+    /// sends them with its own when that work ends.
+    routed: Mutex<HashMap<u16, BTreeMap<Bytes, u64>>>,
+    /// Whether `routed` may hold keys (skips its lock on every flush otherwise).
+    any_routed: AtomicBool,
 }
 
 impl Registry {
@@ -86,6 +93,27 @@ impl Registry {
     }
 
     /// (prefix, its clients) for every prefix some key of `keys` starts with.
+    /// Keeps `key`, changed by `writer` for work core `origin` started, for that core.
+    fn route(&self, origin: u16, key: &[u8], writer: u64) {
+        if let Ok(mut r) = self.routed.lock() {
+            merge_change(r.entry(origin).or_default(), key, writer);
+            self.any_routed.store(true, Ordering::Release);
+        }
+    }
+
+    /// The keys other cores kept for core `core` (see [`Registry::route`]).
+    fn take_routed(&self, core: u16) -> Option<BTreeMap<Bytes, u64>> {
+        if !self.any_routed.load(Ordering::Acquire) {
+            return None;
+        }
+        let mut r = self.routed.lock().ok()?;
+        let keys = r.remove(&core);
+        if r.is_empty() {
+            self.any_routed.store(false, Ordering::Release);
+        }
+        keys
+    }
+
     fn matching(&self, keys: &BTreeMap<Bytes, u64>) -> Vec<(Bytes, Vec<u64>)> {
         let Ok(p) = self.prefixes.read() else {
             return Vec::new();
@@ -114,6 +142,7 @@ pub fn caller(session: &Session) -> Caller {
         id: session.id,
         track,
         script: super::txn::in_script(),
+        core: u16::try_from(session.client.core).ok(),
     }
 }
 
@@ -271,30 +300,44 @@ pub async fn with_own_pushes(
 /// Each core's outlet for what its shard reports (installed in `Shard::watches.tracking`).
 pub struct CoreSink {
     global: Arc<Global>,
+    /// This core's id (see [`Caller::core`]).
+    core: u16,
     me: Weak<CoreSink>,
     /// BCAST: keys changed since the last flush, with the client whose command changed each
     /// last (0: none), in key order as Redis sends them.
     pending: RefCell<BTreeMap<Bytes, u64>>,
     scheduled: Cell<bool>,
+    /// Work spanning shards running now (see `Invalidations::hold`).
+    held: Cell<u32>,
 }
 
 impl CoreSink {
-    pub fn new(global: Arc<Global>) -> Rc<CoreSink> {
+    pub fn new(global: Arc<Global>, core: usize) -> Rc<CoreSink> {
         Rc::new_cyclic(|me| CoreSink {
             global,
+            core: u16::try_from(core).unwrap_or(u16::MAX),
             me: me.clone(),
             pending: RefCell::default(),
             scheduled: Cell::new(false),
+            held: Cell::new(0),
         })
     }
 
-    /// Sends what BCAST clients have to hear of the keys gathered: per prefix one array of the
-    /// matching keys, less, for a NOLOOP client, the keys it changed itself.
+    /// Sends what BCAST clients have to hear of the keys gathered (here and, for work this
+    /// core started, on other cores' shards): per prefix one array of the matching keys, less,
+    /// for a NOLOOP client, the keys it changed itself.
     fn send_gathered(&self) {
-        if !self.scheduled.replace(false) {
+        if self.held.get() > 0 {
             return;
         }
-        let keys = std::mem::take(&mut *self.pending.borrow_mut());
+        let routed = self.global.tracking.take_routed(self.core);
+        if !self.scheduled.replace(false) && routed.is_none() {
+            return;
+        }
+        let mut keys = std::mem::take(&mut *self.pending.borrow_mut());
+        for (k, w) in routed.into_iter().flatten() {
+            merge_change(&mut keys, &k, w);
+        }
         if keys.is_empty() {
             return;
         }
@@ -354,22 +397,23 @@ impl Invalidations for CoreSink {
         self.send_gathered();
     }
 
-    fn changed(&self, key: &[u8], writer: u64) {
-        {
-            let mut p = self.pending.borrow_mut();
-            match p.get_mut(key) {
-                // A second report of the same change (its transaction's, with no client) keeps
-                // the writer.
-                Some(w) => {
-                    if writer != 0 {
-                        *w = writer;
-                    }
-                }
-                None => {
-                    p.insert(Bytes::copy_from_slice(key), writer);
-                }
-            }
+    fn hold(&self, on: bool) {
+        if on {
+            self.held.set(self.held.get() + 1);
+        } else {
+            self.held.set(self.held.get().saturating_sub(1));
+            self.send_gathered();
         }
+    }
+
+    fn changed(&self, key: &[u8], writer: u64, origin: Option<u16>) {
+        if let Some(o) = origin.filter(|&o| o != self.core) {
+            // The core that started the work sends it with the rest of its changes when the
+            // work ends (after this job's reply reaches it).
+            self.global.tracking.route(o, key, writer);
+            return;
+        }
+        merge_change(&mut self.pending.borrow_mut(), key, writer);
         if self.scheduled.replace(true) {
             return;
         }
@@ -384,6 +428,21 @@ impl Invalidations for CoreSink {
             }
         })
         .detach();
+    }
+}
+
+/// Adds the change of `key` by `writer` to `keys`: a second report of the same change (its
+/// transaction's, with no client) keeps the writer.
+fn merge_change(keys: &mut BTreeMap<Bytes, u64>, key: &[u8], writer: u64) {
+    match keys.get_mut(key) {
+        Some(w) => {
+            if writer != 0 {
+                *w = writer;
+            }
+        }
+        None => {
+            keys.insert(Bytes::copy_from_slice(key), writer);
+        }
     }
 }
 

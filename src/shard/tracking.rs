@@ -48,10 +48,15 @@ pub trait Invalidations {
     /// `key` changed: tell the clients `ids` (default mode). `writer` is the client whose
     /// command changed it (0 for none: expiry, eviction, the table's own limit), for NOLOOP.
     fn invalidate(&self, ids: &[u64], key: &[u8], writer: u64);
-    /// `key` changed while BCAST prefixes exist (the sink matches and batches them).
-    fn changed(&self, key: &[u8], writer: u64);
+    /// `key` changed while BCAST prefixes exist (the sink matches and batches them), by work
+    /// core `origin` started (None: this core's own), whose end sends the batch.
+    fn changed(&self, key: &[u8], writer: u64, origin: Option<u16>);
     /// Sends what [`Invalidations::changed`] gathered (the work that changed the keys is done).
     fn flush(&self);
+    /// Work spanning shards starts (`true`) or ends: until the last that started ends,
+    /// [`Invalidations::flush`] keeps what was gathered, so that its changes on every shard
+    /// go out together.
+    fn hold(&self, _on: bool) {}
 }
 
 /// The sink a shard holds (per core: it never leaves its core).
@@ -66,6 +71,9 @@ pub struct Caller {
     /// A script's command: BCAST counts its changes as the script's, not the client's (Redis
     /// records the script's own client), so NOLOOP does not skip them there.
     pub script: bool,
+    /// The core whose client runs the command (None: this core's own work): BCAST gathers
+    /// a command's changes on all shards there, one message per prefix as Redis sends.
+    pub core: Option<u16>,
 }
 
 impl Caller {
@@ -74,6 +82,7 @@ impl Caller {
         id: 0,
         track: false,
         script: false,
+        core: None,
     };
 }
 
@@ -123,19 +132,20 @@ impl Tracking {
     #[inline]
     pub fn touch(&mut self, key: &[u8]) {
         let c = self.caller;
-        self.touch_as(key, c.id, if c.script { 0 } else { c.id });
+        self.touch_as(key, c.id, if c.script { 0 } else { c.id }, c.core);
     }
 
     /// `key` changed, by client `writer` (0: nobody's command).
     pub fn touch_by(&mut self, key: &[u8], writer: u64) {
-        self.touch_as(key, writer, writer);
+        self.touch_as(key, writer, writer, None);
     }
 
-    /// `key` changed, by client `writer` for default mode and `bcast_writer` for BCAST.
-    fn touch_as(&mut self, key: &[u8], writer: u64, bcast_writer: u64) {
+    /// `key` changed, by client `writer` for default mode and `bcast_writer` for BCAST, in
+    /// work core `origin` started.
+    fn touch_as(&mut self, key: &[u8], writer: u64, bcast_writer: u64, origin: Option<u16>) {
         if BCAST_PREFIXES.load(Ordering::Relaxed) > 0 {
             if let Some(s) = &self.sink {
-                s.changed(key, bcast_writer);
+                s.changed(key, bcast_writer, origin);
             }
         }
         if self.keys.is_empty() {
@@ -210,7 +220,7 @@ mod tests {
                 .borrow_mut()
                 .push((ids.to_vec(), key.to_vec(), writer));
         }
-        fn changed(&self, _: &[u8], _: u64) {}
+        fn changed(&self, _: &[u8], _: u64, _: Option<u16>) {}
         fn flush(&self) {}
     }
 
@@ -228,6 +238,7 @@ mod tests {
             id: 9,
             track: false,
             script: false,
+            core: None,
         };
         t.touch(b"other");
         t.touch(b"k");

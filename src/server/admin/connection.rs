@@ -77,8 +77,39 @@ pub(crate) fn authenticate(core: &Core, args: &[bytes::Bytes]) -> Result<(), Rep
 
 pub fn hello(call: Call<'_>) -> Reply {
     let (core, session, args) = call.parts();
+    let mut s = Hello {
+        id: session.id,
+        resp3: session.resp3,
+        authed: session.authed,
+        name: None,
+    };
+    let reply = hello_with(core, &args, &mut s);
+    session.authed = s.authed;
+    if let Some(n) = s.name {
+        if let Ok(mut m) = session.client.name.lock() {
+            *m = n;
+        }
+    }
+    if s.resp3 != session.resp3 {
+        session.set_resp3(s.resp3);
+    }
+    reply
+}
+
+/// The session state HELLO reads and changes (a busy script's hook answers it from a
+/// connection's view too).
+pub struct Hello {
+    pub id: u64,
+    pub resp3: bool,
+    pub authed: bool,
+    /// SETNAME's name, for the caller to give the client.
+    pub name: Option<String>,
+}
+
+/// HELLO [protover [AUTH user pass] [SETNAME name]] for the session state `session`.
+pub fn hello_with(core: &Core, args: &[bytes::Bytes], session: &mut Hello) -> Reply {
     let mut proto = if session.resp3 { 3 } else { 2 };
-    let mut opts = ArgCursor::new(&args, 1);
+    let mut opts = ArgCursor::new(args, 1);
     if let Some(v) = opts.next_arg() {
         match parse_i64(v) {
             Some(v @ 2..=3) => proto = v,
@@ -114,12 +145,8 @@ pub fn hello(call: Call<'_>) -> Reply {
     if !session.authed {
         return err("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time");
     }
-    if let Some(n) = name {
-        if let Ok(mut m) = session.client.name.lock() {
-            *m = n;
-        }
-    }
-    session.set_resp3(proto == 3);
+    session.name = name;
+    session.resp3 = proto == 3;
     Reply::Map(vec![
         (Reply::bulk_str("server"), Reply::bulk_str("redis")),
         (Reply::bulk_str("version"), Reply::bulk_str(REDIS_VERSION)),

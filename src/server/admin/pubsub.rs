@@ -8,7 +8,9 @@ use bytes::Bytes;
 use crate::cmd::{help_reply, unknown_subcommand};
 use crate::protocol::Reply;
 use crate::server::pubsub::{self, Kind};
+use crate::server::session::Session;
 use crate::server::table::Call;
+use crate::server::Core;
 
 /// A subscribe-family command: `$f` of `server::pubsub` on `$kind` with the names given.
 macro_rules! subscription_command {
@@ -97,6 +99,13 @@ pub fn pubsub(Call { core, args, .. }: Call<'_>) -> Reply {
 /// name, replies on, and unauthenticated again when a password is set.
 pub fn reset(call: Call<'_>) -> Reply {
     let (core, session, _) = call.parts();
+    reset_session(core, session);
+    Reply::Status("RESET")
+}
+
+/// What RESET does to `session` (a busy script's hook answers RESET and leaves this to the
+/// connection).
+pub fn reset_session(core: &Core, session: &mut Session) {
     let global = core.global.clone();
     let client = session.client.clone();
     session.subs.clear(&global, &client);
@@ -109,7 +118,6 @@ pub fn reset(call: Call<'_>) -> Reply {
     }
     session.authed = global.settings.requirepass().is_empty();
     session.reply_mode = crate::server::session::ReplyMode::On;
-    Reply::Status("RESET")
 }
 
 /// PING's reply: in RESP2 subscribe mode Redis answers `["pong", arg or ""]`.

@@ -7,10 +7,17 @@
 //! ([`install`]), which answers those connections' requests with [`answer`] by the session
 //! state each lent ([`View`]), and hands the changes back ([`apply`]).
 //!
-//! Never: runs from the hook a command that needs more of a session than its [`View`], or a
-//! shard (HELLO, RESET, WATCH, and in MULTI the ALLOW_BUSY commands Redis queues): those and
-//! what follows them wait for the script's end ([`Answer::Wait`]). Memcached connections on
-//! the script's core wait too (memcached has no BUSY).
+//! HELLO, RESET and WATCH are answered from the hook as Redis answers them; what they change
+//! beyond the view (the client's name, subscriptions, tracking, the keys watched) the
+//! connection applies when it takes over ([`apply`]): nothing can observe the difference
+//! meanwhile, as every other client gets -BUSY. WATCH's keys are registered then, so a write
+//! the script itself makes after the WATCH reply does not fail the EXEC as in Redis (a client
+//! cannot read them between, every read gets -BUSY).
+//!
+//! Never: runs from the hook a command that needs a shard, or in MULTI the ALLOW_BUSY commands
+//! Redis queues, or HELLO for a connection whose session has not started: those and what
+//! follows them wait for the script's end ([`Answer::Wait`]). Memcached connections on the
+//! script's core wait too (memcached has no BUSY).
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -24,6 +31,7 @@ use crate::cmd::wrong_args;
 use crate::config::Settings;
 use crate::protocol::Reply;
 use crate::server::cmdstats;
+use crate::server::multi::WatchedKey;
 use crate::server::session::{ReplyMode, Session};
 use crate::server::table::{self, Spec, NOAUTH, NO_MULTI, PUBSUB_OK};
 use crate::server::Core;
@@ -119,8 +127,10 @@ pub enum Answer {
 
 /// The session state the hook answers a connection by, lent with its socket; the hook changes
 /// it as the commands it answers would, and [`apply`] hands the changes back.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 pub struct View {
+    /// The session's client id (0: its session has not started).
+    pub id: u64,
     pub authed: bool,
     pub resp3: bool,
     /// In RESP2 subscribe mode.
@@ -132,11 +142,25 @@ pub struct View {
     pub unwatch: bool,
     /// QUIT answered: the connection closes.
     pub quit: bool,
+    /// RESET answered: the session is reset (before the rest of the view applies).
+    pub reset: bool,
+    /// The client's name HELLO SETNAME gave.
+    pub name: Option<String>,
+    /// The session's db.
+    pub db: usize,
+    /// Keys WATCH named (after any UNWATCH or RESET) on another core's shard, to register.
+    pub watch: Vec<Bytes>,
+    /// Keys WATCH registered on this core's shard, for the session.
+    pub watched: Vec<WatchedKey>,
+    /// Keys registered here and unwatched since, to forget.
+    pub forget: Vec<WatchedKey>,
 }
 
 impl View {
     pub fn of(session: &Session) -> View {
+        let db = session.db;
         View {
+            id: session.id,
             authed: session.authed,
             resp3: session.resp3,
             subscribed: session.subs.active() && !session.resp3,
@@ -144,7 +168,41 @@ impl View {
             reply: session.reply_mode,
             unwatch: false,
             quit: false,
+            reset: false,
+            name: None,
+            db,
+            watch: Vec::new(),
+            watched: Vec::new(),
+            forget: Vec::new(),
         }
+    }
+
+    /// What a new connection's session looks like before it starts.
+    pub fn fresh(authed: bool) -> View {
+        let db = 0;
+        View {
+            id: 0,
+            authed,
+            resp3: false,
+            subscribed: false,
+            multi: None,
+            reply: ReplyMode::On,
+            unwatch: false,
+            quit: false,
+            reset: false,
+            name: None,
+            db,
+            watch: Vec::new(),
+            watched: Vec::new(),
+            forget: Vec::new(),
+        }
+    }
+
+    /// UNWATCH, DISCARD, a refused EXEC, RESET: nothing stays watched.
+    fn unwatch_all(&mut self) {
+        self.unwatch = true;
+        self.watch.clear();
+        self.forget.append(&mut self.watched);
     }
 
     /// Redis' flagTransaction: a refusal inside MULTI makes EXEC abort.
@@ -157,9 +215,26 @@ impl View {
 }
 
 /// Gives `session` the changes the hook made to its view `v` (taken when it was lent).
-pub fn apply(core: &Core, session: &mut Session, v: &View) {
+pub async fn apply(core: &Rc<Core>, session: &mut Session, v: View) {
+    if v.reset {
+        crate::server::admin::pubsub::reset_session(core, session);
+    }
+    // Those unwatched since leave with the session's own.
+    crate::server::multi::adopt_watches(session, v.forget);
     if v.unwatch {
         crate::server::multi::discard_state(core, session);
+    }
+    crate::server::multi::adopt_watches(session, v.watched);
+    if !v.watch.is_empty() {
+        let mut args = vec![Bytes::from_static(b"watch")];
+        args.extend(v.watch.iter().cloned());
+        let call = crate::server::table::Call {
+            core,
+            session: &mut *session,
+            args,
+        };
+        // Its reply was sent; only a shutdown makes it fail.
+        let _ = crate::server::multi::watch(call).await;
     }
     match (session.multi.queuing(), v.multi) {
         (true, None) => crate::server::multi::discard_state(core, session),
@@ -174,6 +249,14 @@ pub fn apply(core: &Core, session: &mut Session, v: &View) {
     }
     session.reply_mode = v.reply;
     session.authed = v.authed;
+    if v.resp3 != session.resp3 {
+        session.set_resp3(v.resp3);
+    }
+    if let Some(n) = v.name {
+        if let Ok(mut m) = session.client.name.lock() {
+            *m = n;
+        }
+    }
     if v.quit {
         session.close_after_reply = true;
     }
@@ -181,7 +264,8 @@ pub fn apply(core: &Core, session: &mut Session, v: &View) {
 
 /// The reply Redis gives `args` (a whole request, name first) during a busy script, checked
 /// in processCommand's order, for a connection in state `v`; Wait for what needs more of the
-/// session than `v` (HELLO, RESET, WATCH; in MULTI, the ALLOW_BUSY commands Redis queues).
+/// session than `v` (in MULTI, the ALLOW_BUSY commands Redis queues; HELLO before the
+/// session started).
 /// Counted in INFO commandstats as the dispatcher counts: refused, or run.
 pub fn answer(core: &Core, v: &mut View, args: &[Bytes]) -> Answer {
     let spec = args.first().and_then(|n| table::lookup(n));
@@ -221,7 +305,7 @@ fn answer_counted(core: &Core, v: &mut View, args: &[Bytes]) -> (Answer, bool) {
         let busy = busy_error();
         if spec.name == "exec" {
             v.multi = None;
-            v.unwatch = true;
+            v.unwatch_all();
             return refused(Answer::Reply(exec_abort(&busy)));
         }
         return refused(v.refuse(busy));
@@ -259,7 +343,7 @@ fn ran(core: &Core, v: &mut View, spec: &Spec, args: &[Bytes], in_multi: bool) -
         }
         ("discard", _) if in_multi => {
             v.multi = None;
-            v.unwatch = true;
+            v.unwatch_all();
             Answer::Reply(Reply::Ok)
         }
         ("discard", _) => Answer::Reply(err("ERR DISCARD without MULTI")),
@@ -268,8 +352,48 @@ fn ran(core: &Core, v: &mut View, spec: &Spec, args: &[Bytes], in_multi: bool) -
             v.quit = true;
             Answer::Reply(Reply::Ok)
         }
+        // Never queued (Redis' resetCommand).
+        ("reset", _) => {
+            v.unwatch_all();
+            let fresh = View::fresh(core.global.settings.requirepass().is_empty());
+            let old = std::mem::replace(v, fresh);
+            v.id = old.id;
+            v.forget = old.forget;
+            v.reset = true;
+            v.unwatch = true;
+            Answer::Reply(Reply::Status("RESET"))
+        }
         // Queued in MULTI (the connection queues it).
         _ if in_multi => Answer::Wait,
+        ("watch", _) => {
+            for k in &args[1..] {
+                match crate::server::multi::watch_here(core, v.db, k) {
+                    Some(w) => v.watched.push(w),
+                    None => v.watch.push(k.clone()),
+                }
+            }
+            Answer::Reply(Reply::Ok)
+        }
+        ("hello", _) if v.id == 0 => Answer::Wait,
+        ("hello", _) => {
+            let mut h = crate::server::admin::connection::Hello {
+                id: v.id,
+                resp3: v.resp3,
+                authed: v.authed,
+                name: None,
+            };
+            let r = crate::server::admin::connection::hello_with(core, args, &mut h);
+            v.authed = h.authed;
+            v.resp3 = h.resp3;
+            if h.name.is_some() {
+                v.name = h.name;
+            }
+            if v.resp3 {
+                // RESP3 has no subscribe mode.
+                v.subscribed = false;
+            }
+            Answer::Reply(r)
+        }
         ("auth", _) => match crate::server::admin::connection::authenticate(core, args) {
             Ok(()) => {
                 v.authed = true;
@@ -278,7 +402,7 @@ fn ran(core: &Core, v: &mut View, spec: &Spec, args: &[Bytes], in_multi: bool) -
             Err(e) => Answer::Reply(e),
         },
         ("unwatch", _) => {
-            v.unwatch = true;
+            v.unwatch_all();
             Answer::Reply(Reply::Ok)
         }
         ("script", 2) => Answer::Reply(kill(true)),

@@ -550,11 +550,19 @@ impl Run<'_> {
                 return Err(e);
             }
         };
-        if vm::error_counted(&v) {
-            ctx.borrow_mut().session.error_counted = true;
-        }
         if ok {
-            return Ok(vm::lua_to_reply(&v, ctx.borrow().resp3));
+            let mut errors = vm::ResultErrors::default();
+            let reply = vm::lua_to_reply(&v, ctx.borrow().resp3, &mut errors);
+            // As Redis' afterErrorReply for each: an error the script made is counted now, one
+            // a command it called made was counted then and only fails the script once more;
+            // the first counted now fails it once (call()'s incrCommandStatsOnError).
+            crate::server::cmdstats::errors(&errors.fresh);
+            let failures = errors.counted + u32::from(!errors.fresh.is_empty());
+            ctx.borrow_mut().session.errors_counted = Some(failures);
+            return Ok(reply);
+        }
+        if vm::error_counted(&v) {
+            ctx.borrow_mut().session.errors_counted = Some(1);
         }
         let e = vm::script_error(&v);
         let mut msg = e.msg;

@@ -941,33 +941,22 @@ impl Parser<'_> {
 /// How deep a script's result may nest before "reached lua stack limit".
 const MAX_REPLY_DEPTH: usize = 200;
 
-/// A script's result as a reply, by Redis' rules (`luaReplyToRedisReply`); `resp3` is the
-/// version the script chose with redis.setresp.
-pub fn lua_to_reply(v: &Value, resp3: bool) -> Reply {
-    lua_to_reply_depth(v, resp3, 0)
+/// The error replies in a script's result, at any depth, as Redis' luaReplyToRedisReply
+/// counts them (each through afterErrorReply).
+#[derive(Default)]
+pub struct ResultErrors {
+    /// Errors the script made (error tables, redis.error_reply, ...): each counted in INFO
+    /// errorstats now.
+    pub fresh: Vec<String>,
+    /// Errors of commands the script called, counted where they arose
+    /// (`ignore_error_stats_update`): each only makes the script's call fail once more.
+    pub counted: u32,
 }
 
-fn lua_to_reply_depth(v: &Value, resp3: bool, depth: usize) -> Reply {
-    // Redis stops where its Lua stack runs out; here the native stack of a core bounds it.
-    if depth > MAX_REPLY_DEPTH {
-        return Reply::Error("ERR reached lua stack limit".into());
-    }
-    match v {
-        Value::String(s) => Reply::Bulk(Bytes::copy_from_slice(&s.as_bytes())),
-        Value::Boolean(b) => {
-            if resp3 {
-                Reply::Bool(*b)
-            } else if *b {
-                Reply::Int(1)
-            } else {
-                Reply::Nil
-            }
-        }
-        Value::Integer(i) => Reply::Int(*i),
-        Value::Number(n) => Reply::Int(float_to_i64(*n)),
-        Value::Table(t) => table_to_reply(t, resp3, depth),
-        _ => Reply::Nil,
-    }
+/// A script's result as a reply, by Redis' rules (`luaReplyToRedisReply`); `resp3` is the
+/// version the script chose with redis.setresp. The errors in it go to `errors`.
+pub fn lua_to_reply(v: &Value, resp3: bool, errors: &mut ResultErrors) -> Reply {
+    Conv { resp3, errors }.reply(v, 0)
 }
 
 /// C's `(long long)` of a double on x86: truncation, and i64::MIN where C is undefined
@@ -987,62 +976,105 @@ fn raw_str(t: &Table, key: &str) -> Option<mlua::LuaString> {
     }
 }
 
-fn table_to_reply(t: &Table, resp3: bool, depth: usize) -> Reply {
-    if let Some(e) = raw_str(t, "err") {
-        return Reply::Error(e.to_string_lossy().to_string());
-    }
-    if let Some(s) = raw_str(t, "ok") {
-        let s: String = s
-            .to_string_lossy()
-            .chars()
-            .map(|c| if c == '\r' || c == '\n' { ' ' } else { c })
-            .collect();
-        return Reply::StatusOwned(s);
-    }
-    if let Ok(Value::Number(_) | Value::Integer(_)) = t.raw_get::<Value>("double") {
-        let d = number(&t.raw_get::<Value>("double").unwrap_or(Value::Nil)).unwrap_or(0.0);
-        return Reply::Double(d);
-    }
-    if let Some(s) = raw_str(t, "big_number") {
-        let s: String = s
-            .to_string_lossy()
-            .chars()
-            .map(|c| if c == '\r' || c == '\n' { ' ' } else { c })
-            .collect();
-        return Reply::Bulk(Bytes::from(s.into_bytes()));
-    }
-    if let Ok(Value::Table(v)) = t.raw_get::<Value>("verbatim_string") {
-        if let (Some(_), Some(s)) = (raw_str(&v, "format"), raw_str(&v, "string")) {
-            return Reply::Verbatim(s.to_string_lossy().to_string());
+struct Conv<'a> {
+    resp3: bool,
+    errors: &'a mut ResultErrors,
+}
+
+impl Conv<'_> {
+    fn reply(&mut self, v: &Value, depth: usize) -> Reply {
+        let resp3 = self.resp3;
+        // Redis stops where its Lua stack runs out; here the native stack of a core bounds it.
+        if depth > MAX_REPLY_DEPTH {
+            let e = String::from("ERR reached lua stack limit");
+            self.errors.fresh.push(e.clone());
+            return Reply::Error(e);
+        }
+        match v {
+            Value::String(s) => Reply::Bulk(Bytes::copy_from_slice(&s.as_bytes())),
+            Value::Boolean(b) => {
+                if resp3 {
+                    Reply::Bool(*b)
+                } else if *b {
+                    Reply::Int(1)
+                } else {
+                    Reply::Nil
+                }
+            }
+            Value::Integer(i) => Reply::Int(*i),
+            Value::Number(n) => Reply::Int(float_to_i64(*n)),
+            Value::Table(t) => self.table(t, depth),
+            _ => Reply::Nil,
         }
     }
-    if let Ok(Value::Table(m)) = t.raw_get::<Value>("map") {
+
+    fn table(&mut self, t: &Table, depth: usize) -> Reply {
+        if let Some(e) = raw_str(t, "err") {
+            // Redis formats it with "-%s" (so it ends at a NUL), trims the line ends and blanks
+            // the line breaks inside.
+            let bytes = e.as_bytes();
+            let text = bytes.split(|&b| b == 0).next().unwrap_or_default();
+            let text = String::from_utf8_lossy(text);
+            let text = text
+                .trim_end_matches(['\r', '\n'])
+                .replace(['\r', '\n'], " ");
+            if matches!(t.raw_get::<Value>(COUNTED), Ok(Value::Boolean(true))) {
+                self.errors.counted += 1;
+            } else {
+                self.errors.fresh.push(text.clone());
+            }
+            return Reply::Error(text);
+        }
+        if let Some(s) = raw_str(t, "ok") {
+            let s: String = s
+                .to_string_lossy()
+                .chars()
+                .map(|c| if c == '\r' || c == '\n' { ' ' } else { c })
+                .collect();
+            return Reply::StatusOwned(s);
+        }
+        if let Ok(Value::Number(_) | Value::Integer(_)) = t.raw_get::<Value>("double") {
+            let d = number(&t.raw_get::<Value>("double").unwrap_or(Value::Nil)).unwrap_or(0.0);
+            return Reply::Double(d);
+        }
+        if let Some(s) = raw_str(t, "big_number") {
+            let s: String = s
+                .to_string_lossy()
+                .chars()
+                .map(|c| if c == '\r' || c == '\n' { ' ' } else { c })
+                .collect();
+            return Reply::Bulk(Bytes::from(s.into_bytes()));
+        }
+        if let Ok(Value::Table(v)) = t.raw_get::<Value>("verbatim_string") {
+            if let (Some(_), Some(s)) = (raw_str(&v, "format"), raw_str(&v, "string")) {
+                return Reply::Verbatim(s.to_string_lossy().to_string());
+            }
+        }
+        if let Ok(Value::Table(m)) = t.raw_get::<Value>("map") {
+            let mut out = Vec::new();
+            for (k, v) in m.pairs::<Value, Value>().flatten() {
+                out.push((self.reply(&k, depth + 1), self.reply(&v, depth + 1)));
+            }
+            return Reply::Map(out);
+        }
+        if let Ok(Value::Table(s)) = t.raw_get::<Value>("set") {
+            let mut out = Vec::new();
+            for (k, _) in s.pairs::<Value, Value>().flatten() {
+                out.push(self.reply(&k, depth + 1));
+            }
+            return Reply::Set(out);
+        }
         let mut out = Vec::new();
-        for (k, v) in m.pairs::<Value, Value>().flatten() {
-            out.push((
-                lua_to_reply_depth(&k, resp3, depth + 1),
-                lua_to_reply_depth(&v, resp3, depth + 1),
-            ));
+        let mut i = 1;
+        loop {
+            match t.raw_get::<Value>(i) {
+                Ok(Value::Nil) | Err(_) => break,
+                Ok(v) => out.push(self.reply(&v, depth + 1)),
+            }
+            i += 1;
         }
-        return Reply::Map(out);
+        Reply::Array(out)
     }
-    if let Ok(Value::Table(s)) = t.raw_get::<Value>("set") {
-        let mut out = Vec::new();
-        for (k, _) in s.pairs::<Value, Value>().flatten() {
-            out.push(lua_to_reply_depth(&k, resp3, depth + 1));
-        }
-        return Reply::Set(out);
-    }
-    let mut out = Vec::new();
-    let mut i = 1;
-    loop {
-        match t.raw_get::<Value>(i) {
-            Ok(Value::Nil) | Err(_) => break,
-            Ok(v) => out.push(lua_to_reply_depth(&v, resp3, depth + 1)),
-        }
-        i += 1;
-    }
-    Reply::Array(out)
 }
 
 /// The message of a script's error value: Redis' error table's fields (msg, source, line), or
