@@ -495,6 +495,19 @@ fn from_fields(fields: Vec<OwnedField>, limits: &PackLimits) -> Result<Value, St
     Ok(h.into_value())
 }
 
+/// A field's expiry from Redis 7.4's hash-metadata form, where 0 is none and any other `ttl`
+/// is `min + ttl - 1` ms; None when that is out of range.
+pub fn field_expiry_from_rdb(ttl: u64, min: u64) -> Option<Option<u64>> {
+    match ttl {
+        0 => Some(None),
+        t => t
+            .checked_add(min)
+            .and_then(|v| v.checked_sub(1))
+            .filter(|&v| v < 1 << 48)
+            .map(Some),
+    }
+}
+
 /// RDB_TYPE_HASH_METADATA (Redis 7.4): the soonest expiry (u64 LE ms), the field count, then
 /// per field its expiry (`at - soonest + 1`, 0 for none), name and value.
 pub fn from_rdb_metadata(body: &[u8], limits: &PackLimits) -> Result<Value, String> {
@@ -512,15 +525,8 @@ pub fn from_rdb_metadata(body: &[u8], limits: &PackLimits) -> Result<Value, Stri
         let ttl = read_len(&mut input).map_err(bad)?;
         let name = read_string(&mut input).map_err(bad)?;
         let value = read_string(&mut input).map_err(bad)?;
-        let expire_at = match ttl {
-            0 => None,
-            t => Some(
-                t.checked_add(min)
-                    .and_then(|v| v.checked_sub(1))
-                    .filter(|&v| v < 1 << 48)
-                    .ok_or("RDB hash with field expiries: an expiry out of range")?,
-            ),
-        };
+        let expire_at = field_expiry_from_rdb(ttl, min)
+            .ok_or("RDB hash with field expiries: an expiry out of range")?;
         fields.push(OwnedField {
             name,
             value,

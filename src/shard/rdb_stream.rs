@@ -214,15 +214,7 @@ impl PieceBuilder {
                 };
                 let name = read_string(input)?;
                 let value = read_string(input)?;
-                let expire_at = match ttl {
-                    0 => None,
-                    t => Some(
-                        t.checked_add(min)
-                            .and_then(|v| v.checked_sub(1))
-                            .filter(|&v| v < 1 << 48)
-                            .ok_or(None)?,
-                    ),
-                };
+                let expire_at = super::hashform::field_expiry_from_rdb(ttl, min).ok_or(None)?;
                 h.insert(&name, &value, expire_at).then_some(()).ok_or(None)
             }
             Some(Build::ZSet(z)) => {

@@ -57,22 +57,25 @@ fn big_snapshot(dir: &Path) -> std::path::PathBuf {
     path
 }
 
-#[test]
-fn compacting_150_mb_peaks_under_60_mb() {
-    let dir = tempfile::tempdir().unwrap();
-    let summary = big_snapshot(dir.path());
-    let input_bytes = std::fs::metadata(dir.path().join("dump-1-0000.strata"))
-        .unwrap()
-        .len();
-    assert!(input_bytes > 150_000_000, "{input_bytes}");
-    let out = dir.path().join("out");
-
+/// Runs `compact` of `summary` into `out` on `shards` shards, sampling the child's peak RSS
+/// (VmHWM, KiB) every 5 ms: its exit status, output, peak and how many samples were taken.
+fn compact_measured(
+    summary: &Path,
+    out: &Path,
+    shards: u32,
+) -> (std::process::ExitStatus, std::process::Output, u64, u32) {
     let mut child = bin()
         .args(["compact"])
-        .arg(&summary)
+        .arg(summary)
         .arg("--out-dir")
-        .arg(&out)
-        .args(["--shards", "4", "--compression", "lz4", "--now-ms"])
+        .arg(out)
+        .args([
+            "--shards",
+            &shards.to_string(),
+            "--compression",
+            "lz4",
+            "--now-ms",
+        ])
         .arg(NOW.to_string())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -91,7 +94,20 @@ fn compacting_150_mb_peaks_under_60_mb() {
         }
         std::thread::sleep(Duration::from_millis(5));
     };
-    let output = child.wait_with_output().unwrap();
+    (status, child.wait_with_output().unwrap(), peak, samples)
+}
+
+#[test]
+fn compacting_150_mb_peaks_under_60_mb() {
+    let dir = tempfile::tempdir().unwrap();
+    let summary = big_snapshot(dir.path());
+    let input_bytes = std::fs::metadata(dir.path().join("dump-1-0000.strata"))
+        .unwrap()
+        .len();
+    assert!(input_bytes > 150_000_000, "{input_bytes}");
+    let out = dir.path().join("out");
+
+    let (status, output, peak, samples) = compact_measured(&summary, &out, 4);
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
         status.success(),
@@ -184,29 +200,7 @@ fn compacting_a_120_mb_set_keeps_its_pieces_and_never_holds_it() {
         .len();
     assert!(input_bytes > 120_000_000, "{input_bytes}");
     let out = dir.path().join("out");
-    let mut child = bin()
-        .args(["compact"])
-        .arg(&summary)
-        .arg("--out-dir")
-        .arg(&out)
-        .args(["--shards", "2", "--compression", "lz4", "--now-ms"])
-        .arg(NOW.to_string())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let mut peak = 0u64;
-    let status = loop {
-        if let Some(kb) = proc_status_kb(pid, "VmHWM") {
-            peak = peak.max(kb);
-        }
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    };
-    let output = child.wait_with_output().unwrap();
+    let (status, output, peak, _) = compact_measured(&summary, &out, 2);
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(status.success(), "{stdout}");
     assert!(stdout.contains("\nobjects kept: 1\n"), "{stdout}");

@@ -158,28 +158,19 @@ pub struct View {
 
 impl View {
     pub fn of(session: &Session) -> View {
-        let db = session.db;
         View {
             id: session.id,
-            authed: session.authed,
             resp3: session.resp3,
             subscribed: session.subs.active() && !session.resp3,
             multi: session.multi.queuing().then(|| session.multi.refused()),
             reply: session.reply_mode,
-            unwatch: false,
-            quit: false,
-            reset: false,
-            name: None,
-            db,
-            watch: Vec::new(),
-            watched: Vec::new(),
-            forget: Vec::new(),
+            db: session.db,
+            ..View::fresh(session.authed)
         }
     }
 
     /// What a new connection's session looks like before it starts.
     pub fn fresh(authed: bool) -> View {
-        let db = 0;
         View {
             id: 0,
             authed,
@@ -191,7 +182,7 @@ impl View {
             quit: false,
             reset: false,
             name: None,
-            db,
+            db: 0,
             watch: Vec::new(),
             watched: Vec::new(),
             forget: Vec::new(),
