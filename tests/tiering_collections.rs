@@ -137,12 +137,7 @@ fn collections_at_four_times_ram_read_back_exactly_and_take_writes_while_offload
     let mut c = s.client();
     // Per-command latency histograms (a few KB per command on each core) count in used
     // memory; at this tiny maxmemory they would crowd the room the writes below need.
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("latency-tracking")
-        .arg("no")
-        .query(&mut c)
-        .unwrap();
+    let _: () = q(&mut c, &["CONFIG", "SET", "latency-tracking", "no"]);
     fill_collections(&mut c, PER_TYPE);
     let total = 4 * PER_TYPE as u64;
     let disk = wait_for_disk_keys(&mut c, total / 2);

@@ -447,12 +447,7 @@ fn swapdb_while_the_sweep_reads_hashes_back_loses_no_expiry() {
     let dir = tempfile::tempdir().unwrap();
     let s = tiered_server(&dir, "8mb", "1");
     let mut c = s.client();
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("latency-tracking")
-        .arg("no")
-        .query(&mut c)
-        .unwrap();
+    let _: () = q(&mut c, &["CONFIG", "SET", "latency-tracking", "no"]);
     let n = N / 2;
     let soon = now_ms() + 30_000;
     let late = soon + 3_600_000;

@@ -6,13 +6,33 @@ mod common;
 use common::*;
 use ondisk::{shard_file_name, Compression, SnapshotHeader, SnapshotWriter, Summary, SummaryFile};
 use std::fs::File;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 use test_support::proc_status_kb;
 
 const KEYS: u32 = 150_000;
 const VALUE: usize = 1024;
 const LIMIT_KB: u64 = 60 * 1024;
+
+/// Writes the summary of a one-shard snapshot whose only file is `name`; returns its path.
+fn write_summary(dir: &Path, name: String, stats: &ondisk::FileStats) -> PathBuf {
+    let summary = Summary {
+        snapshot_id: 1,
+        created_ms: NOW,
+        shard_count: 1,
+        db_count: 16,
+        compression: Compression::None,
+        files: vec![SummaryFile {
+            name,
+            bytes: stats.bytes,
+            crc32: stats.crc32,
+            records: stats.records,
+        }],
+    };
+    let path = dir.join("dump-summary.strata");
+    std::fs::write(&path, summary.encode()).unwrap();
+    path
+}
 
 /// Writes one uncompressed 150+ MB shard file plus its summary, quickly: the values share one
 /// buffer with the key's number stamped in front.
@@ -39,22 +59,7 @@ fn big_snapshot(dir: &Path) -> std::path::PathBuf {
         }
     }
     let stats = w.finish().unwrap();
-    let summary = Summary {
-        snapshot_id: 1,
-        created_ms: NOW,
-        shard_count: 1,
-        db_count: 16,
-        compression: Compression::None,
-        files: vec![SummaryFile {
-            name,
-            bytes: stats.bytes,
-            crc32: stats.crc32,
-            records: stats.records,
-        }],
-    };
-    let path = dir.join("dump-summary.strata");
-    std::fs::write(&path, summary.encode()).unwrap();
-    path
+    write_summary(dir, name, &stats)
 }
 
 /// Runs `compact` of `summary` into `out` on `shards` shards, sampling the child's peak RSS
@@ -173,22 +178,7 @@ fn big_object_snapshot(dir: &Path, members: u32) -> (std::path::PathBuf, u32) {
     }
     w.end_pieces().unwrap();
     let stats = w.finish().unwrap();
-    let summary = Summary {
-        snapshot_id: 1,
-        created_ms: NOW,
-        shard_count: 1,
-        db_count: 16,
-        compression: Compression::None,
-        files: vec![SummaryFile {
-            name,
-            bytes: stats.bytes,
-            crc32: stats.crc32,
-            records: stats.records,
-        }],
-    };
-    let path = dir.join("dump-summary.strata");
-    std::fs::write(&path, summary.encode()).unwrap();
-    (path, crc.finalize())
+    (write_summary(dir, name, &stats), crc.finalize())
 }
 
 #[test]
