@@ -657,3 +657,39 @@ fn values_read_often_come_back_with_a_high_offload_threshold() {
         assert!(info_u64(&mut c, "tiered", "tiered_uploaded") - uploaded0 >= first / 2);
     }
 }
+
+#[test]
+fn an_idle_server_with_nothing_to_offload_stops_sweeping() {
+    let dir = tempfile::tempdir().unwrap();
+    // Above the offload threshold with values too short to leave RAM: nothing to take.
+    let s = tiered_server_with(&dir, "64mb", "1", &["--tiered_offload_threshold", "0.01"]);
+    let mut c = s.client();
+    fill(&mut c, 0..2_000, 0, 16);
+    let rounds = |c: &mut Connection| info_u64(c, "tiered", "tiered_offload_rounds");
+    // Each INFO is a command, after which the sweep makes one more pass before it rests; a
+    // pass over this small table takes a few rounds. Sweeping on would take ~100 a second.
+    let first = rounds(&mut c);
+    thread::sleep(Duration::from_secs(2));
+    let idle = rounds(&mut c) - first;
+    assert!(first > 0, "the sweep never ran");
+    assert!(idle < 40, "{idle} rounds in 2 s with nothing to offload");
+    // A write wakes it: a value long enough to leave goes to disk.
+    let offloaded = info_u64(&mut c, "tiered", "tiered_offloaded");
+    let big = value(7, 0, 4000);
+    redis::cmd("SET")
+        .arg("big")
+        .arg(&big)
+        .query::<()>(&mut c)
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while info_u64(&mut c, "tiered", "tiered_offloaded") == offloaded {
+        assert!(
+            Instant::now() < deadline,
+            "the written value never left RAM"
+        );
+        thread::sleep(Duration::from_millis(50));
+    }
+    let back: Vec<u8> = redis::cmd("GET").arg("big").query(&mut c).unwrap();
+    assert_eq!(back, big);
+    check_all(&mut c, 0..2_000, 0, 16);
+}

@@ -126,10 +126,19 @@ pub async fn run(core: Rc<Core>, tier: Rc<TierStore>, ts: TierSettings) {
     let mut last_compact = std::time::Instant::now();
     let mut keep = KeepLevel::new();
     let mut draining = false;
+    let mut rest = Rest::default();
     loop {
         let busy = over_threshold(&core, &ts, &mut draining) && !tier.is_full();
         let hard = over_hard(&core, &ts);
-        let period = if hard {
+        rest.check(&core);
+        let period = if rest.resting() {
+            // Nothing to offload until something changes: wake only to look for a change.
+            if hard {
+                SOFT_TICK
+            } else {
+                core.global.settings.tick_period()
+            }
+        } else if hard {
             Duration::from_micros(200)
         } else if busy {
             SOFT_TICK
@@ -168,7 +177,7 @@ pub async fn run(core: Rc<Core>, tier: Rc<TierStore>, ts: TierSettings) {
         // while memory stays that high.
         let mut soft_rounds = 1;
         while over_threshold(&core, &ts, &mut draining) && !tier.is_full() {
-            if core.gate.is_locked() {
+            if core.gate.is_locked() || rest.resting() {
                 break;
             }
             let hard = over_hard(&core, &ts);
@@ -183,7 +192,8 @@ pub async fn run(core: Rc<Core>, tier: Rc<TierStore>, ts: TierSettings) {
             } else {
                 soft_buckets(&core)
             };
-            let batch = pick(&core, &tier, &ts, &mut cursor, budget);
+            let (batch, swept) = pick(&core, &tier, &ts, &mut cursor, budget);
+            rest.swept(&core, swept);
             if batch.is_empty() {
                 break;
             }
@@ -195,6 +205,73 @@ pub async fn run(core: Rc<Core>, tier: Rc<TierStore>, ts: TierSettings) {
             };
             install(&core, &tier, &batch, results);
             glommio::yield_if_needed().await;
+        }
+    }
+}
+
+/// What one CLOCK round saw: buckets visited, and whether it met an entry the sweep may take
+/// now or later (a candidate, or one spared by its referenced bit), or changed any bit.
+#[derive(Clone, Copy, Default)]
+struct Swept {
+    buckets: usize,
+    live: bool,
+}
+
+/// Rounds stop once a whole pass over the table met nothing it could ever take (every value
+/// too small, on disk already, or too large) and cleared no referenced bit: another pass would
+/// see the same. An idle server above the offload threshold would otherwise sweep its table
+/// forever, waking a hundred times a second. Rounds resume when this core ran a command, the
+/// shard changed, or a value came back to RAM (read by another core's command); and after
+/// [`REST_MAX`] whatever happened, for what none of those shows (a setting changed elsewhere).
+/// Used memory is no sign: it moves by a few hundred bytes while nothing happens.
+#[derive(Default)]
+struct Rest {
+    /// Buckets visited since the last round that met something.
+    barren: usize,
+    /// While resting: the shard's (dirty count, commands run, values uploaded) when it began,
+    /// and when.
+    mark: Option<((u64, u64, u64), std::time::Instant)>,
+}
+
+/// The longest rest.
+const REST_MAX: Duration = Duration::from_secs(30);
+
+impl Rest {
+    fn resting(&self) -> bool {
+        self.mark.is_some()
+    }
+
+    fn now(core: &Core) -> (u64, u64, u64) {
+        let shard = core.shard.borrow();
+        (shard.dirty, shard.stats.commands, shard.stats.uploaded)
+    }
+
+    /// Ends the rest when anything changed since it began.
+    fn check(&mut self, core: &Core) {
+        if self
+            .mark
+            .is_some_and(|(m, at)| m != Rest::now(core) || at.elapsed() >= REST_MAX)
+        {
+            *self = Rest::default();
+        }
+    }
+
+    fn swept(&mut self, core: &Core, round: Swept) {
+        if round.live {
+            self.barren = 0;
+            return;
+        }
+        self.barren += round.buckets;
+        let buckets: usize = core
+            .shard
+            .borrow()
+            .dbs
+            .iter()
+            .map(|d| d.table.buckets())
+            .sum();
+        // A round that visited nothing found every table empty.
+        if round.buckets == 0 || self.barren >= buckets {
+            self.mark = Some((Rest::now(core), std::time::Instant::now()));
         }
     }
 }
@@ -470,7 +547,7 @@ fn pick(
     ts: &TierSettings,
     cursor: &mut (usize, (usize, usize)),
     max_buckets: usize,
-) -> Vec<Candidate> {
+) -> (Vec<Candidate>, Swept) {
     let mut guard = core.shard.borrow_mut();
     let shard = &mut *guard;
     let dbs = shard.dbs.len();
@@ -490,6 +567,7 @@ fn pick(
     let mut empty_dbs = 0;
     let mut encodes = 0;
     let mut no_space = 0;
+    let mut live = false;
     let now = crate::shard::now_ms();
     // A round ends where it began at the latest: a small table is not swept twice, and no key
     // picked twice.
@@ -514,15 +592,16 @@ fn pick(
                 if e.is_external() {
                     // An offloaded value read again before the sweep comes back is read twice
                     // within one pass: it returns to RAM (see `exec::restore_pointers`).
+                    live |= e.has(Entry::REFERENCED);
                     e.clear_flags(Entry::REFERENCED);
                     return false;
                 }
                 if let Some(s) = e.str() {
-                    if s.len() >= ts.min_value_size
+                    let fits = s.len() >= ts.min_value_size
                         && s.len() < tiering::store::MAX_VALUE
-                        && k.len() <= u16::MAX as usize
-                        && bytes < BATCH_BYTES
-                    {
+                        && k.len() <= u16::MAX as usize;
+                    live |= fits;
+                    if fits && bytes < BATCH_BYTES {
                         if e.has(Entry::REFERENCED) {
                             e.clear_flags(Entry::REFERENCED);
                         } else {
@@ -535,9 +614,11 @@ fn pick(
                     }
                 } else if let Some(t) = e.object_type() {
                     let heap = e.heap_bytes();
-                    if heap >= ts.min_value_size
+                    let fits = heap >= ts.min_value_size
                         && heap <= MAX_COLLECTION_HEAP
-                        && k.len() <= u16::MAX as usize
+                        && k.len() <= u16::MAX as usize;
+                    live |= fits;
+                    if fits
                         && bytes < BATCH_BYTES
                         && !pins.contains(db, k.as_bytes())
                         // Fields already due go first (the field sweep would load it at once).
@@ -590,10 +671,11 @@ fn pick(
             wrapped = true;
         }
     }
+    shard.stats.offload_rounds += 1;
     shard.stats.collection_encodes += encodes;
     shard.stats.collections_no_space += no_space;
     let arena = Bytes::from(arena);
-    spans
+    let batch = spans
         .into_iter()
         .map(|(db, k, v, t)| {
             let key = arena.slice(k);
@@ -601,7 +683,12 @@ fn pick(
             let coll = t.map(|t| (t, shard.watches.add(db, &key)));
             (db, key, arena.slice(v), coll)
         })
-        .collect()
+        .collect();
+    let swept = Swept {
+        buckets: visited,
+        live,
+    };
+    (batch, swept)
 }
 
 #[cfg(test)]

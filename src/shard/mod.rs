@@ -119,6 +119,8 @@ pub struct ShardStats {
     pub collections_no_space: u64,
     /// Offloaded hashes read back because a field of theirs came due.
     pub field_expiry_loads: u64,
+    /// Rounds of the offloader's CLOCK sweep (see `server::offload`).
+    pub offload_rounds: u64,
 }
 
 impl ShardStats {

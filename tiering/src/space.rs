@@ -87,6 +87,12 @@ pub(crate) struct Space {
     /// Where the next search for sparse pages starts (they are found in turn, not always the
     /// lowest first).
     sparse_cursor: Cell<usize>,
+    /// Bumped whenever a page's live bytes change (an entry written or freed).
+    page_changes: Cell<u64>,
+    /// The last search that went over the whole map: its `below`, the change count then, and
+    /// what it found. Until a page changes, the same search finds the same, and an idle
+    /// server would walk a large file's map every tick for it.
+    sparse_seen: RefCell<Option<(u64, u64, Vec<u32>)>>,
     /// Reads in flight per first page, and frees waiting for them.
     readers: RefCell<HashMap<u32, usize>>,
     deferred: RefCell<Vec<(u64, u64)>>,
@@ -106,6 +112,8 @@ impl Space {
             alloc: RefCell::new(alloc),
             pages: RefCell::new(Vec::new()),
             sparse_cursor: Cell::new(0),
+            page_changes: Cell::new(0),
+            sparse_seen: RefCell::new(None),
             readers: RefCell::new(HashMap::new()),
             deferred: RefCell::new(Vec::new()),
             held: RefCell::new(None),
@@ -173,6 +181,7 @@ impl Space {
     /// `runs_on`.
     pub(crate) fn entry_written(&self, at: usize, size: usize, runs_on: bool) {
         let mut map = self.pages.borrow_mut();
+        self.page_changes.set(self.page_changes.get() + 1);
         map[at].add(size);
         if runs_on {
             map[at + 1].set_tail(true);
@@ -342,6 +351,8 @@ impl TierStore {
         self.stats.borrow_mut().count_out(&ptr);
         let runs: Vec<(u64, u64)> = if ptr.small() {
             let mut map = self.space.pages.borrow_mut();
+            let changes = &self.space.page_changes;
+            changes.set(changes.get() + 1);
             let p = ptr.page as usize;
             let Some(live) = map.get_mut(p).filter(|l| l.count() > 0) else {
                 return;
@@ -374,6 +385,12 @@ impl TierStore {
 
     /// Small pages whose live bytes fell under `below` (compaction candidates), `limit` at most.
     pub fn sparse_pages(&self, limit: usize, below: u64) -> Vec<u32> {
+        let changes = self.space.page_changes.get();
+        if let Some((b, c, found)) = &*self.space.sparse_seen.borrow() {
+            if (*b, *c) == (below, changes) && found.len() <= limit {
+                return found.clone();
+            }
+        }
         let map = self.space.pages.borrow();
         let n = map.len();
         let from = self.space.sparse_cursor.get().min(n);
@@ -390,6 +407,8 @@ impl TierStore {
             }
         }
         self.space.sparse_cursor.set(last);
+        let whole = out.len() < limit;
+        *self.space.sparse_seen.borrow_mut() = whole.then(|| (below, changes, out.clone()));
         out
     }
 
@@ -623,6 +642,41 @@ mod tests {
             assert!(!st.frees_held());
             glommio::timer::sleep(std::time::Duration::from_millis(50)).await;
             assert_eq!(st.stats().entries, 1);
+        });
+    }
+
+    #[test]
+    fn sparse_pages_sees_every_free_though_it_remembers_its_last_search() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t-0009.ssd");
+        run(move || async move {
+            let st = TierStore::create(&path, 16 << 20).await.unwrap();
+            // Three 1000-byte values fill about three quarters of a page each; 12 of them
+            // take four pages.
+            let vals: Vec<Vec<u8>> = (0..12).map(|i| value(i, 1000)).collect();
+            let items: Vec<(&[u8], &[u8])> =
+                vals.iter().map(|v| (&b"k"[..], v.as_slice())).collect();
+            let ptrs = write_ok(&st, &items).await;
+            let half = PAGE / 2;
+            let before = st.sparse_pages(64, half);
+            assert_eq!(st.sparse_pages(64, half), before, "nothing changed");
+            // Emptying most of one page makes it sparse; the remembered search must not hide it.
+            let page = ptrs[0].page;
+            let on_page: Vec<_> = ptrs.iter().filter(|p| p.page == page).collect();
+            assert!(on_page.len() >= 2, "{on_page:?}");
+            for p in &on_page[1..] {
+                st.free(**p);
+            }
+            let after = st.sparse_pages(64, half);
+            assert!(after.contains(&page), "{after:?} lacks page {page}");
+            assert_eq!(st.sparse_pages(64, half), after);
+            // Another threshold is another search.
+            assert!(st.sparse_pages(64, 1).is_empty());
+            // A write changes pages too.
+            let more = value(99, 1000);
+            write_ok(&st, &[(b"m", more.as_slice())]).await;
+            st.free(*on_page[0]);
+            assert!(!st.sparse_pages(64, half).contains(&page));
         });
     }
 
