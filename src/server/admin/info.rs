@@ -277,8 +277,10 @@ fn tiered_section(reports: &[ShardReport]) -> String {
     let (mut keys, mut external, mut offloaded, mut uploaded, mut dropped, mut compacted) =
         (0, 0, 0, 0, 0, 0);
     let (mut coll_out, mut coll_in, mut encodes, mut pinned) = (0, 0, 0, 0);
-    let (mut no_space, mut field_loads) = (0, 0);
+    let (mut no_space, mut field_loads, mut steps, mut steps_dropped) = (0, 0, 0, 0);
     for r in reports {
+        steps += r.stats.collection_steps;
+        steps_dropped += r.stats.collection_steps_dropped;
         no_space += r.stats.collections_no_space;
         field_loads += r.stats.field_expiry_loads;
         encodes += r.stats.collection_encodes;
@@ -340,6 +342,7 @@ fn tiered_section(reports: &[ShardReport]) -> String {
          tiered_offloaded:{offloaded}\r\ntiered_uploaded:{uploaded}\r\ntiered_compacted:{compacted}\r\n\
          tiered_collection_offloads:{coll_out}\r\ntiered_collection_loads:{coll_in}\r\n\
          tiered_collection_encodes:{encodes}\r\ntiered_collection_no_space:{no_space}\r\n\
+         tiered_collection_encoding_in_steps:{steps}\r\ntiered_collection_steps_dropped:{steps_dropped}\r\n\
          tiered_field_expiry_loads:{field_loads}\r\ntiered_pinned_keys:{pinned}\r\n\
          tiered_read_errors:{}\r\ntiered_write_errors:{}\r\ntiered_unreadable_keys_dropped:{dropped}\r\ntiered_full_events:{}\r\n\
          tiered_read_latency_p50_us:{}\r\ntiered_read_latency_p99_us:{}\r\n\
