@@ -37,6 +37,40 @@ use crate::shard::{CompactBytes, Shard, Value};
 
 type Wanted = SmallVec<[(Bytes, DiskPtr); 2]>;
 
+/// A value read back from disk: its bytes (a string, a collection's blob), or a large
+/// collection already built from its blob's pieces as they were read (see
+/// [`super::offload::collection_in_steps`]).
+pub enum Loaded {
+    Bytes(Bytes),
+    Built(Value),
+}
+
+/// Reads the value of `key` at `ptr`: a large collection (of type `t`) in steps, built as it
+/// comes, anything else whole.
+async fn read_back(
+    tier: &tiering::TierStore,
+    key: &[u8],
+    ptr: DiskPtr,
+    t: Option<crate::shard::ObjectType>,
+    limits: &crate::shard::object::PackLimits,
+) -> Result<Loaded, TierError> {
+    match t {
+        Some(t) if super::offload::read_in_steps(&ptr) => {
+            super::offload::collection_in_steps(tier, key, ptr, t, limits)
+                .await
+                .map(Loaded::Built)
+        }
+        _ => tier
+            .read(ptr, key)
+            .await
+            .map(|v| Loaded::Bytes(Bytes::from(v))),
+    }
+}
+
+fn pack_limits(core: &Core) -> crate::shard::object::PackLimits {
+    crate::shard::object::PackLimits::from_settings(&core.shard.borrow().settings)
+}
+
 /// Values brought in from disk for one command: (key, pointer, bytes, read before within the
 /// offloader's window).
 type Installed = SmallVec<[(Bytes, DiskPtr, Bytes, bool); 2]>;
@@ -91,10 +125,22 @@ pub async fn preload(core: &Rc<Core>, db: usize, cmds: &[(&'static Spec, &[Bytes
             .iter()
             .flat_map(|(spec, args)| offloaded_keys(&shard, db, spec, args))
             .collect();
-        (tier, ptrs, shard.disk_epoch())
+        // A large collection is read in steps by its command (built as it comes), not
+        // ahead as a whole blob.
+        let stepwise: Vec<DiskPtr> = ptrs
+            .iter()
+            .filter(|(k, p)| {
+                super::offload::read_in_steps(p)
+                    && matches!(shard.peek_offloaded(db, k), Some((_, Some(_))))
+            })
+            .map(|(_, p)| *p)
+            .collect();
+        (tier, (ptrs, stepwise), shard.disk_epoch())
     };
+    let (ptrs, stepwise) = ptrs;
     let offloaded = ptrs.iter().map(|(k, _)| k.clone()).collect();
     let mut reads = ptrs;
+    reads.retain(|(_, p)| !stepwise.contains(p));
     reads.sort_unstable_by_key(|(_, p)| (p.page, p.offset));
     reads.dedup_by_key(|(_, p)| *p);
     let holds = reads.iter().map(|(_, p)| tier.hold(*p)).collect();
@@ -154,14 +200,23 @@ pub async fn run_keyed(
         let Some(tier) = core.shard.borrow().tier.clone() else {
             return crate::cmd::args::err("ERR tiered storage is not available");
         };
-        let loaded = futures::future::join_all(wanted.iter().map(|(k, p)| {
+        let kinds: SmallVec<[_; 2]> = {
+            let shard = core.shard.borrow();
+            wanted
+                .iter()
+                .map(|(k, _)| shard.peek_offloaded(db, k).and_then(|(_, t)| t))
+                .collect()
+        };
+        let limits = pack_limits(core);
+        let loaded = futures::future::join_all(wanted.iter().zip(kinds).map(|((k, p), t)| {
             let ahead = pre.and_then(|m| m.values.get(p)).cloned();
             let tier = tier.clone();
             let p = *p;
+            let limits = &limits;
             async move {
                 match ahead {
-                    Some(r) => r,
-                    None => tier.read(p, k).await.map(Bytes::from),
+                    Some(r) => r.map(Loaded::Bytes),
+                    None => read_back(&tier, k, p, t, limits).await,
                 }
             }
         }))
@@ -188,7 +243,11 @@ pub async fn run_keyed(
                     }
                 }
                 Some((cur, None)) if cur == ptr => match data {
-                    Ok(v) => {
+                    Ok(Loaded::Built(_)) => {
+                        // Only collections are built; a string's key never reads one.
+                        shard.remove(db, &key);
+                    }
+                    Ok(Loaded::Bytes(v)) => {
                         if let Some(e) = shard.lookup_repr(db, &key, now) {
                             // Referenced since the offloader last looked: this read is the
                             // second within its window.
@@ -301,10 +360,10 @@ fn get_offloaded(
     core: &Core,
     db: usize,
     wanted: &Wanted,
-    loaded: &[Result<Bytes, TierError>],
+    loaded: &[Result<Loaded, TierError>],
     now: u64,
 ) -> Option<Reply> {
-    let ([(key, ptr)], [Ok(value)]) = (&wanted[..], loaded) else {
+    let ([(key, ptr)], [Ok(Loaded::Bytes(value))]) = (&wanted[..], loaded) else {
         return None;
     };
     let mut shard = core.shard.borrow_mut();
@@ -396,14 +455,16 @@ fn install_collection(
     key: &[u8],
     ptr: DiskPtr,
     t: crate::shard::ObjectType,
-    data: Result<Bytes, TierError>,
+    data: Result<Loaded, TierError>,
     now: u64,
     expire: bool,
 ) -> Option<(bool, bool)> {
     let limits = crate::shard::object::PackLimits::from_settings(&shard.settings);
-    let value = data
-        .map_err(|e| e.to_string())
-        .and_then(|b| super::offload::collection_from_blob(t, &b, &limits));
+    let value = match data {
+        Ok(Loaded::Bytes(b)) => super::offload::collection_from_blob(t, &b, &limits),
+        Ok(Loaded::Built(v)) => Ok(v),
+        Err(e) => Err(e.to_string()),
+    };
     match value {
         Ok(v) => {
             let e = shard.lookup_repr(db, key, now)?;
@@ -489,10 +550,10 @@ pub async fn load_local_collections(core: &Rc<Core>, db: usize, keys: &[Bytes]) 
             let Some(tier) = shard.tier.clone() else {
                 return;
             };
-            let wanted: Vec<(Bytes, DiskPtr)> = keys
+            let wanted: Vec<(Bytes, DiskPtr, crate::shard::ObjectType)> = keys
                 .iter()
                 .filter_map(|k| match shard.peek_offloaded(db, k)? {
-                    (p, Some(_)) => Some((k.clone(), p)),
+                    (p, Some(t)) => Some((k.clone(), p, t)),
                     _ => None,
                 })
                 .collect();
@@ -501,10 +562,11 @@ pub async fn load_local_collections(core: &Rc<Core>, db: usize, keys: &[Bytes]) 
         if wanted.is_empty() {
             return;
         }
+        let limits = pack_limits(core);
         let loaded = futures::future::join_all(
             wanted
                 .iter()
-                .map(|(k, p)| async { tier.read(*p, k).await.map(Bytes::from) }),
+                .map(|(k, p, t)| read_back(&tier, k, *p, Some(*t), &limits)),
         )
         .await;
         let now = crate::shard::now_ms();
@@ -512,7 +574,7 @@ pub async fn load_local_collections(core: &Rc<Core>, db: usize, keys: &[Bytes]) 
         // it was): the sweep comes back to them.
         let expire = !core.gate.is_locked();
         let mut shard = core.shard.borrow_mut();
-        for ((key, ptr), data) in wanted.into_iter().zip(loaded) {
+        for ((key, ptr, _), data) in wanted.into_iter().zip(loaded) {
             if let Some((cur, Some(t))) = shard.peek_offloaded(db, &key) {
                 if cur == ptr
                     && install_collection(&mut shard, db, &key, ptr, t, data, now, expire).is_some()
@@ -568,10 +630,12 @@ pub async fn load_due_hashes(core: &Rc<Core>, due: Vec<(usize, Rc<[u8]>)>) {
         }
         wanted
     };
+    let limits = pack_limits(core);
+    let hash = Some(crate::shard::ObjectType::Hash);
     let loaded = futures::future::join_all(
         wanted
             .iter()
-            .map(|(_, k, p)| async { tier.read(*p, k).await.map(Bytes::from) }),
+            .map(|(_, k, p)| read_back(&tier, k, *p, hash, &limits)),
     )
     .await;
     let now = crate::shard::now_ms();
@@ -742,8 +806,12 @@ pub async fn load_entry(
                 None => return Some((e.clone(), at)),
             }
         };
-        let tier = core.shard.borrow().tier.clone()?;
-        let data = tier.read(ptr, key).await.map(Bytes::from);
+        let (tier, t) = {
+            let shard = core.shard.borrow();
+            let t = shard.peek_offloaded(db, key).and_then(|(_, t)| t);
+            (shard.tier.clone()?, t)
+        };
+        let data = read_back(&tier, key, ptr, t, &pack_limits(core)).await;
         let mut shard = core.shard.borrow_mut();
         let now_at = shard.peek_offloaded(db, key);
         if now_at.map(|(p, _)| p) != Some(ptr) {
@@ -758,14 +826,16 @@ pub async fn load_entry(
             return Some((e.clone(), at));
         }
         return match data {
-            Ok(v) => {
+            Ok(Loaded::Bytes(v)) => {
                 shard.free_disk(ptr);
                 let (e, at) = shard.lookup_mut_ttl(db, key, now)?;
                 e.set_value(Value::Str(CompactBytes::from_vec(v.to_vec())));
                 Some((e.clone(), at))
             }
-            Err(err) => {
-                tracing::warn!("dropping a key whose value cannot be read back: {err}");
+            Ok(Loaded::Built(_)) | Err(_) => {
+                if let Err(err) = data {
+                    tracing::warn!("dropping a key whose value cannot be read back: {err}");
+                }
                 shard.stats.tiered_read_errors += 1;
                 shard.remove(db, key);
                 None

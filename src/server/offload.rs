@@ -8,7 +8,9 @@
 //! (`server::exec`). Collections whose RAM form passes [`MAX_COLLECTION_HEAP`] and those with
 //! no free extent of their size in the tier file (counted) stay in RAM. A hash with field
 //! expiries goes too: its blob carries them (Redis 7.4's RDB forms), and the shard's field
-//! sweep keeps when the first may be due in RAM, loading the hash then.
+//! sweep keeps when the first may be due in RAM, loading the hash then. A large one (over
+//! [`LARGE_COLLECTION_HEAP`]) is encoded and written in steps, clients served between them
+//! ([`offload_large`]), and read back and built in pieces ([`collection_in_steps`]).
 //!
 //! Coldness is CLOCK: a lookup sets an entry's referenced bit; the sweep clears it and takes
 //! only entries found without it (second chance). Two paces:
@@ -24,25 +26,29 @@
 //! value changed while its batch was being written is left in RAM and its fresh disk copy
 //! freed.
 //!
-//! Never: offloads more than one batch at a time, or a value changed while it was being written,
-//! or a collection while a transaction holds the shard (its steps read collections in RAM).
+//! Never: offloads more than one batch at a time, or a value changed while it was being written
+//! or encoded, or a collection while a transaction holds the shard (its steps read collections
+//! in RAM); never installs a collection read back in pieces before its checksums passed.
 
 use std::rc::Rc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use ondisk::rdb::codec::{Crc64, DUMP_RDB_VERSION};
 use ondisk::rdb::{append_dump_payload, DumpPayload};
 use tiering::alloc::PAGE;
 use tiering::TierStore;
 
 use super::core::Core;
 use crate::config::TierSettings;
-use crate::shard::object::{value_from_rdb, PackLimits};
+use crate::shard::entry::ValueRef;
+use crate::shard::object::{value_from_rdb, PackLimits, RdbPartPos, TypedObject};
+use crate::shard::rdb_stream::PieceBuilder;
 use crate::shard::{hash, Entry, ObjectType, Value};
 
-/// Collections taking more RAM than this stay there: encoding one, and decoding it when it
-/// comes back, runs on the shard's core in one go (its disk read does not), so the cap bounds
-/// that stall; its blob is one extent, written and read whole.
+/// Collections taking more RAM than this stay there. A large one is encoded and decoded in
+/// steps, so the cap no longer bounds a stall; it bounds the tier space and the time one
+/// offload or read-back takes.
 pub const MAX_COLLECTION_HEAP: usize = 64 << 20;
 
 /// Collections taking more RAM than this are large: one goes to SSD only when the tier file
@@ -80,7 +86,11 @@ pub fn collection_from_blob(
     limits: &PackLimits,
 ) -> Result<Value, String> {
     let (rdb_type, body) = blob_parts(blob)?;
-    let v = value_from_rdb(rdb_type, body, limits)?;
+    of_type(t, value_from_rdb(rdb_type, body, limits)?)
+}
+
+/// `v` when it holds type `t`; an error otherwise.
+fn of_type(t: ObjectType, v: Value) -> Result<Value, String> {
     let got = match &v {
         Value::Packed(p) => Some(p.kind.ty),
         Value::Object(o) => Some(o.object_type()),
@@ -90,6 +100,113 @@ pub fn collection_from_blob(
         return Err(format!("collection blob holds {got:?}, the key a {t:?}"));
     }
     Ok(v)
+}
+
+/// Blobs longer than this, stored raw in an extent, are read back and decoded in steps
+/// ([`collection_in_steps`]).
+pub const STEPWISE_BLOB: usize = LARGE_COLLECTION_HEAP;
+
+/// Blob bytes decoded between two yields of a read-back in steps.
+const DECODE_PIECE: usize = 64 << 10;
+
+/// Whether the blob at `ptr` is read back in steps ([`collection_in_steps`]).
+pub fn read_in_steps(ptr: &tiering::DiskPtr) -> bool {
+    !ptr.small() && !ptr.compressed() && ptr.len as usize > STEPWISE_BLOB
+}
+
+/// Reads back the large collection of type `t` whose blob is the raw extent at `ptr` and
+/// builds it as its pieces come ([`PieceBuilder`]), the shard serving others between pieces:
+/// at no time are the whole blob and the collection held together. It is built aside, and
+/// returned only once the tier's CRC32 and the blob's CRC-64 checked over all of it, so a
+/// damaged page is an error (a counted miss for the caller), never a wrong collection.
+pub async fn collection_in_steps(
+    tier: &TierStore,
+    key: &[u8],
+    ptr: tiering::DiskPtr,
+    t: ObjectType,
+    limits: &PackLimits,
+) -> Result<Value, tiering::TierError> {
+    let Some(mut reader) = tier.extent_reader(ptr, key) else {
+        return Err(tiering::TierError::Io("not a raw extent".into()));
+    };
+    let mut blob = BlobPieces::new(ptr.len as usize, limits);
+    let mut part = Vec::new();
+    while reader.next(&mut part).await? {
+        for piece in part.chunks(DECODE_PIECE) {
+            blob.feed(piece);
+            futures_lite::future::yield_now().await;
+        }
+    }
+    blob.finish(t).map_err(tiering::TierError::Io)
+}
+
+/// A collection's blob (a DUMP payload) taken in pieces: the RDB body goes to a
+/// [`PieceBuilder`], the footer is kept, the CRC-64 built up as the bytes pass.
+struct BlobPieces {
+    len: usize,
+    at: usize,
+    crc: Crc64,
+    limits: PackLimits,
+    builder: Option<PieceBuilder>,
+    footer: Vec<u8>,
+}
+
+/// RDB version (2 bytes) and CRC-64 (8) end a DUMP payload.
+const DUMP_FOOTER: usize = 10;
+
+impl BlobPieces {
+    fn new(len: usize, limits: &PackLimits) -> BlobPieces {
+        BlobPieces {
+            len,
+            at: 0,
+            crc: Crc64::new(),
+            limits: *limits,
+            builder: None,
+            footer: Vec::with_capacity(DUMP_FOOTER),
+        }
+    }
+
+    fn feed(&mut self, bytes: &[u8]) {
+        let (start, end) = (self.at, self.at + bytes.len());
+        self.at = end;
+        let body_end = self.len.saturating_sub(DUMP_FOOTER);
+        // Byte `i` of the blob is bytes[i - start].
+        let span = |from: usize, to: usize| {
+            let (a, b) = (from.max(start), to.min(end));
+            (a < b).then(|| &bytes[a - start..b - start])
+        };
+        if let Some(b) = span(0, self.len.saturating_sub(8)) {
+            self.crc.update(b);
+        }
+        if start == 0 && !bytes.is_empty() {
+            self.builder = Some(PieceBuilder::new(bytes[0], &self.limits));
+        }
+        if let (Some(b), Some(builder)) = (span(1, body_end), self.builder.as_mut()) {
+            builder.feed(b);
+        }
+        if let Some(b) = span(body_end, self.len) {
+            self.footer.extend_from_slice(b);
+        }
+    }
+
+    fn finish(self, t: ObjectType) -> Result<Value, String> {
+        if self.len <= DUMP_FOOTER || self.at != self.len || self.footer.len() != DUMP_FOOTER {
+            return Err(format!(
+                "collection blob: {} of {} bytes",
+                self.at, self.len
+            ));
+        }
+        let version = u16::from_le_bytes([self.footer[0], self.footer[1]]);
+        let mut stored = [0u8; 8];
+        stored.copy_from_slice(&self.footer[2..]);
+        if version > DUMP_RDB_VERSION || self.crc.value() != u64::from_le_bytes(stored) {
+            return Err("collection blob: bad version or CRC-64".into());
+        }
+        let Some(builder) = self.builder else {
+            return Err("collection blob: empty".into());
+        };
+        of_type(t, builder.finish()?)
+    }
 }
 
 /// Most value bytes written per round.
@@ -192,18 +309,23 @@ pub async fn run(core: Rc<Core>, tier: Rc<TierStore>, ts: TierSettings) {
             } else {
                 soft_buckets(&core)
             };
-            let (batch, swept) = pick(&core, &tier, &ts, &mut cursor, budget);
+            let (batch, large, swept) = pick(&core, &tier, &ts, &mut cursor, budget);
             rest.swept(&core, swept);
-            if batch.is_empty() {
+            if batch.is_empty() && large.is_none() {
                 break;
             }
-            let items: Vec<(&[u8], &[u8])> =
-                batch.iter().map(|(_, k, v, _)| (&k[..], &v[..])).collect();
-            let results = {
-                let _io = crate::runtime::io_wait();
-                tier.write_batch(&items).await
-            };
-            install(&core, &tier, &batch, results);
+            if !batch.is_empty() {
+                let items: Vec<(&[u8], &[u8])> =
+                    batch.iter().map(|(_, k, v, _)| (&k[..], &v[..])).collect();
+                let results = {
+                    let _io = crate::runtime::io_wait();
+                    tier.write_batch(&items).await
+                };
+                install(&core, &tier, &batch, results);
+            }
+            if let Some(large) = large {
+                offload_large(&core, &tier, large).await;
+            }
             glommio::yield_if_needed().await;
         }
     }
@@ -466,9 +588,12 @@ fn install(
                     && !shard.pins.contains(*db, key)
                     && e.is_some_and(|e| {
                         let same = e.object_type() == Some(*t) && !e.is_external();
-                        // The watch stands in for comparing the blob again: checked in tests.
+                        // The watch stands in for comparing the blob again: checked in tests
+                        // (a large one's blob, written in steps, is not kept to compare).
                         debug_assert!(
-                            !same || collection_blob(e).is_some_and(|b| b[..] == value[..]),
+                            !same
+                                || value.is_empty()
+                                || collection_blob(e).is_some_and(|b| b[..] == value[..]),
                             "a collection changed under an untouched watch"
                         );
                         same
@@ -547,7 +672,7 @@ fn pick(
     ts: &TierSettings,
     cursor: &mut (usize, (usize, usize)),
     max_buckets: usize,
-) -> (Vec<Candidate>, Swept) {
+) -> (Vec<Candidate>, Option<Large>, Swept) {
     let mut guard = core.shard.borrow_mut();
     let shard = &mut *guard;
     let dbs = shard.dbs.len();
@@ -568,6 +693,7 @@ fn pick(
     let mut encodes = 0;
     let mut no_space = 0;
     let mut live = false;
+    let mut stepwise: Option<Large> = None;
     let now = crate::shard::now_ms();
     // A round ends where it began at the latest: a small table is not swept twice, and no key
     // picked twice.
@@ -632,6 +758,28 @@ fn pick(
                         // at the hard pace the sweep passes it many times a second. Its blob
                         // is about its RAM form's size, or less (hashtables, skiplists).
                         let large = heap > LARGE_COLLECTION_HEAP;
+                        if large {
+                            if let ValueRef::Object(o) = e.value() {
+                                // Encoded in steps by `offload_large`, from a copy that shares
+                                // its nodes; one a round (the next round takes the next).
+                                if stepwise.is_some() {
+                                    return false;
+                                }
+                                if !tier.fits_extent(k.len(), blob_reserve(heap)) {
+                                    no_space += 1;
+                                    return false;
+                                }
+                                stepwise = Some(Large {
+                                    db,
+                                    key: Bytes::copy_from_slice(k.as_bytes()),
+                                    t,
+                                    object: o.capture(),
+                                    heap,
+                                    version: 0,
+                                });
+                                return false;
+                            }
+                        }
                         if large && !tier.fits_extent(k.len(), heap / 2) {
                             no_space += 1;
                             return false;
@@ -684,11 +832,105 @@ fn pick(
             (db, key, arena.slice(v), coll)
         })
         .collect();
+    // Watched from the copy on: a change of the key during the steps is seen.
+    if let Some(l) = &mut stepwise {
+        l.version = shard.watches.add(l.db, &l.key);
+    }
     let swept = Swept {
         buckets: visited,
         live,
     };
-    (batch, swept)
+    (batch, stepwise, swept)
+}
+
+/// A large collection picked to leave RAM, encoded and written in steps by
+/// [`offload_large`]: a copy of it sharing its nodes (a write to the key copies the node it
+/// changes, never the elements), and the version of the watch set on its key at the copy.
+pub struct Large {
+    db: usize,
+    key: Bytes,
+    t: ObjectType,
+    object: Box<dyn TypedObject>,
+    heap: usize,
+    version: u64,
+}
+
+/// RDB bytes a step of [`offload_large`] encodes (its writer gathers a MiB before it
+/// writes): a quarter of a MiB keeps the core's pause per step short in a debug build too.
+const ENCODE_STEP: usize = 256 << 10;
+
+/// Pages taken for a large collection's blob before its length is known: its RAM form is
+/// a bound for most (a hashtable or skiplist encodes smaller), doubled for lists whose nodes
+/// are kept compressed in RAM. One that comes out longer stays in RAM (counted as no space).
+fn blob_reserve(heap: usize) -> usize {
+    (heap.saturating_mul(2) + (1 << 20)).min(MAX_COLLECTION_BLOB - 1)
+}
+
+/// Offloads a large collection without stalling the shard: its DUMP payload is encoded
+/// [`ENCODE_STEP`] bytes at a time (its CRC-64 built up step by step), each step written to
+/// its extent as it is ready, the shard serving clients between steps. Memory held is a step
+/// and the writer's buffers, not the blob. A change of the key (its watch moved) stops it at
+/// the next step, and [`install`] checks again at the end, so a stale blob is never pointed
+/// at; the extent's pages go back.
+async fn offload_large(core: &Core, tier: &TierStore, job: Large) {
+    let Large {
+        db,
+        key,
+        t,
+        object,
+        heap,
+        version,
+    } = job;
+    let _io = crate::runtime::io_wait();
+    core.shard.borrow_mut().stats.collection_steps += 1;
+    let result = async {
+        let mut w = tier.extent_writer(&key, blob_reserve(heap))?;
+        let (mut pos, mut crc) = (RdbPartPos::default(), Crc64::new());
+        let mut buf = Vec::with_capacity(ENCODE_STEP + (64 << 10));
+        loop {
+            buf.clear();
+            if !pos.started {
+                buf.push(0);
+            }
+            let first = !pos.started;
+            let (rdb_type, done) = object.encode_rdb_part(&mut pos, &mut buf, ENCODE_STEP);
+            if first {
+                buf[0] = rdb_type;
+            }
+            if done {
+                buf.extend_from_slice(&DUMP_RDB_VERSION.to_le_bytes());
+                crc.update(&buf);
+                buf.extend_from_slice(&crc.value().to_le_bytes());
+            } else {
+                crc.update(&buf);
+            }
+            w.write(&buf).await?;
+            if done {
+                break;
+            }
+            let changed = core.shard.borrow().watches.version(db, &key) != Some(version);
+            if changed {
+                core.shard.borrow_mut().stats.collection_steps_dropped += 1;
+                return Err(tiering::TierError::Io("changed while encoded".into()));
+            }
+            // Clients between steps; `object` shares nodes with the live one, never changes.
+            futures_lite::future::yield_now().await;
+        }
+        drop(buf);
+        w.finish().await
+    }
+    .await;
+    {
+        let mut shard = core.shard.borrow_mut();
+        shard.stats.collection_encodes += 1;
+        shard.stats.collection_steps = shard.stats.collection_steps.saturating_sub(1);
+    }
+    install(
+        core,
+        tier,
+        &[(db, key, Bytes::new(), Some((t, version)))],
+        vec![result],
+    );
 }
 
 #[cfg(test)]

@@ -298,6 +298,23 @@ impl QuickList {
         ql
     }
 
+    /// Appends a node loaded whole (a checked listpack) and compresses the one before it, as
+    /// [`QuickList::compress_loaded`] would at the end: a list built a node at a time (a
+    /// snapshot's pieces, a large blob read back in steps) compresses as its nodes come,
+    /// not all at once when the last has come.
+    pub fn push_loaded(&mut self, lp: Vec<u8>) {
+        let node = Node::from_listpack(lp);
+        if node.count == 0 {
+            return;
+        }
+        if let Some(last) = self.nodes.len().checked_sub(1) {
+            self.compress(last);
+        }
+        self.len += node.count;
+        self.node_bytes += node.heap();
+        self.nodes.push_back(Arc::new(node));
+    }
+
     pub fn len(&self) -> usize {
         self.len
     }

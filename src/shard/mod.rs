@@ -117,6 +117,10 @@ pub struct ShardStats {
     pub collection_encodes: u64,
     /// Times a cold collection stayed in RAM because the tier file had no free extent for it.
     pub collections_no_space: u64,
+    /// Large collections being encoded and written in steps now (0 or 1).
+    pub collection_steps: u64,
+    /// Encodings in steps given up because the key changed meanwhile.
+    pub collection_steps_dropped: u64,
     /// Offloaded hashes read back because a field of theirs came due.
     pub field_expiry_loads: u64,
     /// Rounds of the offloader's CLOCK sweep (see `server::offload`).
@@ -129,6 +133,7 @@ impl ShardStats {
     pub fn reset(&mut self) {
         *self = ShardStats {
             external_values: self.external_values,
+            collection_steps: self.collection_steps,
             ..ShardStats::default()
         };
     }

@@ -30,8 +30,8 @@ enum Build {
     Set(SetBuilder),
     Hash(LargeHash),
     ZSet(LargeZSet),
-    /// Quicklist nodes, each a checked listpack.
-    List(Vec<Vec<u8>>),
+    /// Quicklist nodes, each a checked listpack, compressed as the next one comes.
+    List(QuickList),
 }
 
 /// One collection being built from its value's pieces: [`feed`](Self::feed) each piece in
@@ -111,10 +111,7 @@ impl PieceBuilder {
             Build::Set(set) => super::rdb_types::finish_set(set),
             Build::Hash(h) => Ok(Value::Object(Box::new(h))),
             Build::ZSet(z) => Ok(Value::Object(Box::new(z))),
-            Build::List(nodes) => super::rdb_types::finish_list(QuickList::from_listpacks(
-                self.limits.list_fill,
-                nodes,
-            )),
+            Build::List(ql) => super::rdb_types::finish_list(ql),
         }
     }
 
@@ -189,7 +186,7 @@ impl PieceBuilder {
                 Build::Hash(LargeHash::new())
             }
             types::ZSET_2 if !fits(l.zset_entries) => Build::ZSet(LargeZSet::new()),
-            types::LIST_QUICKLIST_2 => Build::List(Vec::new()),
+            types::LIST_QUICKLIST_2 => Build::List(QuickList::new(l.list_fill)),
             _ => Build::Join(Vec::new()),
         });
         self.left = Some(n);
@@ -225,7 +222,7 @@ impl PieceBuilder {
                 }
                 z.insert(&m, score).then_some(()).ok_or(None)
             }
-            Some(Build::List(nodes)) => {
+            Some(Build::List(ql)) => {
                 let container = read_len(input)?;
                 let data = read_string(input)?;
                 match container {
@@ -233,11 +230,11 @@ impl PieceBuilder {
                     1 => {
                         let mut lp = super::listpack::new();
                         super::listpack::push(&mut lp, &[&data]);
-                        nodes.push(lp);
+                        ql.push_loaded(lp);
                         Ok(())
                     }
                     2 if super::listpack::validate(&data, false) => {
-                        nodes.push(data);
+                        ql.push_loaded(data);
                         Ok(())
                     }
                     _ => Err(None),

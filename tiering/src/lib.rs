@@ -9,6 +9,8 @@
 //!   - `space`: which pages hold what, deferred and held frees, [`SpaceHold`];
 //!   - `write`: batched writes, small values packed into bins of pages;
 //!   - `read`: value reads, one I/O shared per page, within a byte budget;
+//!   - `stream`: one large extent written or read a part at a time ([`ExtentWriter`],
+//!     [`ExtentReader`]);
 //!   - `error`: [`TierError`], ENOSPC told by its code.
 //! - [`uring`]: the tier's own io_uring for reads.
 //!
@@ -23,11 +25,13 @@ mod pointer;
 mod read;
 mod space;
 pub mod store;
+mod stream;
 pub mod uring;
 mod write;
 
 pub use codec::Codec;
 pub use store::{DiskPtr, SpaceHold, StoredItem, TierError, TierStats, TierStore};
+pub use stream::{ExtentReader, ExtentWriter};
 
 /// Value bytes for the unit tests.
 #[cfg(test)]

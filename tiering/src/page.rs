@@ -343,6 +343,42 @@ pub fn build_extent(key: &[u8], value: &[u8], codec: Codec, len: u32, pages: u64
     buf
 }
 
+/// The header of an extent of a raw value of `len` bytes under a key `key_len` long, with its
+/// CRC field zero: what [`build_extent`] writes first.
+pub(crate) fn raw_extent_header(key_len: usize, len: u32) -> [u8; EXTENT_HEADER] {
+    let mut h = [0u8; EXTENT_HEADER];
+    h[..4].copy_from_slice(EXTENT_MAGIC);
+    h[4] = VERSION;
+    h[5] = 2;
+    h[6] = Codec::None.id();
+    h[12..16].copy_from_slice(&len.to_le_bytes());
+    h[16..18].copy_from_slice(&(key_len as u16).to_le_bytes());
+    h[20..24].copy_from_slice(&len.to_le_bytes());
+    h
+}
+
+/// An extent's header read back: (stored CRC, codec id, stored length, key length, value
+/// length), after checking magic and version.
+pub(crate) fn parse_extent_header(buf: &[u8]) -> Result<(u32, u8, u32, u16, u32), Corrupt> {
+    if buf.len() < EXTENT_HEADER {
+        return Err(Corrupt::Layout);
+    }
+    if &buf[..4] != EXTENT_MAGIC {
+        return Err(Corrupt::Magic);
+    }
+    if buf[4] != VERSION {
+        return Err(Corrupt::Version(buf[4]));
+    }
+    let u32_at = |i: usize| u32::from_le_bytes([buf[i], buf[i + 1], buf[i + 2], buf[i + 3]]);
+    Ok((
+        u32_at(8),
+        buf[6],
+        u32_at(12),
+        u16::from_le_bytes([buf[16], buf[17]]),
+        u32_at(20),
+    ))
+}
+
 /// The value stored in an extent and its codec, after checking magic, version, CRC and owner
 /// key.
 pub fn extent_value<'a>(buf: &'a [u8], key: &[u8]) -> Result<(&'a [u8], Codec), Corrupt> {

@@ -198,7 +198,7 @@ impl Drop for Reading<'_> {
 
 /// The bytes of one page read: the tier ring's buffer, handed over without a copy, or
 /// glommio's when the file has no ring of its own.
-enum Pages {
+pub(crate) enum Pages {
     Direct(crate::uring::PageBuf),
     Dma(glommio::io::ReadResult),
 }
@@ -368,6 +368,33 @@ impl TierStore {
             }
         }
         value
+    }
+
+    /// Reads `len` bytes at `pos` (both whole pages), unverified, through the tier's ring when
+    /// it has one; the caller holds frees of those pages (a stream of one extent's parts, see
+    /// `stream`), and counts what it read.
+    pub(crate) async fn read_span(&self, pos: u64, len: usize) -> Result<Pages, TierError> {
+        let pages = len as u64 / PAGE;
+        let gate = self.reads.gate.borrow().clone();
+        let units = pages.min(self.reads.gate_pages.get());
+        if gate.available() < units {
+            self.stats.borrow_mut().budget_waits += 1;
+        }
+        let _permit = gate.acquire_static_permit(units).await.ok();
+        let r = match self.reads.direct.as_ref().map(|d| d.read(pos, len)) {
+            Some(read) => Pages::Direct(read.await.map_err(io_err)?),
+            None => Pages::Dma(self.file.read_at_aligned(pos, len).await.map_err(io_err)?),
+        };
+        if r.len() != len {
+            return Err(TierError::Io(format!(
+                "short read: {} of {len} bytes",
+                r.len()
+            )));
+        }
+        let mut st = self.stats.borrow_mut();
+        st.reads += 1;
+        st.bytes_read += pages * PAGE;
+        Ok(r)
     }
 
     /// Reads a whole small page (verified) for compaction: every (offset, key, value).

@@ -138,7 +138,7 @@ impl TierStore {
         Ok(())
     }
 
-    async fn write_at(&self, bytes: &[u8], pos: u64) -> Result<(), TierError> {
+    pub(crate) async fn write_at(&self, bytes: &[u8], pos: u64) -> Result<(), TierError> {
         self.ensure_len(pos + bytes.len() as u64).await?;
         let mut buf = self.file.alloc_dma_buffer(bytes.len());
         buf.as_bytes_mut().copy_from_slice(bytes);

@@ -277,9 +277,12 @@ fn tiered_section(reports: &[ShardReport]) -> String {
     let (mut keys, mut external, mut offloaded, mut uploaded, mut dropped, mut compacted) =
         (0, 0, 0, 0, 0, 0);
     let (mut coll_out, mut coll_in, mut encodes, mut pinned) = (0, 0, 0, 0);
-    let (mut no_space, mut field_loads, mut rounds) = (0, 0, 0);
+    let (mut no_space, mut field_loads, mut steps, mut steps_dropped) = (0, 0, 0, 0);
+    let mut rounds = 0;
     for r in reports {
         rounds += r.stats.offload_rounds;
+        steps += r.stats.collection_steps;
+        steps_dropped += r.stats.collection_steps_dropped;
         no_space += r.stats.collections_no_space;
         field_loads += r.stats.field_expiry_loads;
         encodes += r.stats.collection_encodes;
@@ -341,6 +344,7 @@ fn tiered_section(reports: &[ShardReport]) -> String {
          tiered_offloaded:{offloaded}\r\ntiered_uploaded:{uploaded}\r\ntiered_compacted:{compacted}\r\n\
          tiered_collection_offloads:{coll_out}\r\ntiered_collection_loads:{coll_in}\r\n\
          tiered_collection_encodes:{encodes}\r\ntiered_collection_no_space:{no_space}\r\n\
+         tiered_collection_encoding_in_steps:{steps}\r\ntiered_collection_steps_dropped:{steps_dropped}\r\n\
          tiered_field_expiry_loads:{field_loads}\r\ntiered_pinned_keys:{pinned}\r\n\
          tiered_offload_rounds:{rounds}\r\n\
          tiered_read_errors:{}\r\ntiered_write_errors:{}\r\ntiered_unreadable_keys_dropped:{dropped}\r\ntiered_full_events:{}\r\n\
