@@ -225,7 +225,7 @@ pub(crate) fn watch_from_hook(
     Some(watched)
 }
 
-/// Gives `session` keys watched for it (`watch_here`).
+/// Gives `session` keys watched for it (`watch_from_hook`).
 pub(crate) fn adopt_watches(session: &mut Session, keys: Vec<WatchedKey>) {
     session.multi.watched.extend(keys);
 }
