@@ -112,11 +112,17 @@ fn errorstats(raw: &mut Raw) -> String {
 }
 
 fn total_error_replies(raw: &mut Raw) -> u64 {
+    stat(raw, "total_error_replies")
+}
+
+/// A counter of INFO stats.
+fn stat(raw: &mut Raw, name: &str) -> u64 {
     let text = info(raw, "stats");
+    let prefix = format!("{name}:");
     text.split("\r\n")
-        .find_map(|l| l.strip_prefix("total_error_replies:"))
+        .find_map(|l| l.strip_prefix(prefix.as_str()))
         .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("no total_error_replies in INFO stats: {text}"))
+        .unwrap_or_else(|| panic!("no {name} in INFO stats: {text}"))
 }
 
 /// Compares the counts of both servers (each read on its connection `s` / `r`), leaving out
@@ -228,6 +234,13 @@ fn transactions() {
         ],
     );
     same_counts(&mut s, &mut r, &[]);
+    // A queued command is processed when EXEC runs it, not when queued; a refused or
+    // discarded transaction's never.
+    assert_eq!(
+        stat(&mut s, "total_commands_processed"),
+        stat(&mut r, "total_commands_processed"),
+        "total_commands_processed"
+    );
 }
 
 const INCR_CALL: &str = "return redis.call('incr', KEYS[1])";

@@ -3,8 +3,12 @@
 //! SCRIPT KILL and FUNCTION KILL from any client stop it; new connections are answered
 //! meanwhile; a pipelined client's commands all get their replies, in order; connections in
 //! MULTI, RESP2 subscribe mode, CLIENT REPLY OFF/SKIP or not authenticated, and MULTI, EXEC,
-//! DISCARD, UNWATCH, AUTH, QUIT sent meanwhile, get Redis' answers; INFO counts what ran. The
-//! transcripts are compared byte for byte with a real redis-server.
+//! DISCARD, UNWATCH, AUTH, QUIT sent meanwhile, get Redis' answers; HELLO (a connection made
+//! during the script included), RESET and WATCH are answered, and a WATCH answered then sees
+//! the script's later writes, on either shard; INFO counts what ran. The transcripts are
+//! compared byte for byte with a real redis-server. Nothing waits on a fixed sleep: each step
+//! that must come before another is seen to have happened (a -BUSY reply, a command counted)
+//! or, for scripts that wrote and so end only by themselves, has seconds of room.
 mod common;
 
 use std::thread;
@@ -100,12 +104,14 @@ fn transcript(port: u16) -> Vec<(&'static str, Vec<u8>)> {
     t.push(("fcall's reply", runner.reply()));
     t.push(("ping after fcall", other.call(&[b"ping"])));
 
-    // Once it wrote, it cannot be killed; it ends by itself.
+    // Once it wrote, it cannot be killed; it ends by itself, after long enough (to the
+    // millisecond, not a whole second that may be nearly over) for the two calls below on a
+    // loaded machine.
     send(
         &mut runner,
         &[
             "eval",
-            "redis.call('set', KEYS[1], '1'); local t = tonumber(redis.call('time')[1]); while tonumber(redis.call('time')[1]) < t + 2 do end; return 'done'",
+            "redis.call('set', KEYS[1], '1'); local function ms() local t = redis.call('time') return t[1] * 1000 + t[2] / 1000 end local s = ms() while ms() < s + 3000 do end return 'done'",
             "1",
             "w",
         ],
@@ -325,6 +331,9 @@ fn states_transcript(port: u16) -> Vec<(&'static str, Vec<u8>)> {
     send(&mut off, &["client", "reply", "off"]);
     let mut skip = client(port);
     send(&mut skip, &["client", "reply", "skip"]);
+    // Neither answers: the script must not start before both ran (another connection, on
+    // another core maybe), or the hook would answer them -BUSY.
+    wait_for_calls(&mut admin, "client|reply", 2);
     rt(
         &mut admin,
         &["config", "set", "requirepass", "pw"],
@@ -419,6 +428,24 @@ fn states_transcript(port: u16) -> Vec<(&'static str, Vec<u8>)> {
     t
 }
 
+/// Waits until INFO commandstats counts `calls` calls of `command` (a command that sends no
+/// reply has run).
+fn wait_for_calls(admin: &mut Raw, command: &str, calls: u64) {
+    let want = format!("cmdstat_{command}:calls={calls},");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let info = String::from_utf8_lossy(&admin.call(&[b"info", b"commandstats"])).into_owned();
+        if info.lines().any(|l| l.starts_with(&want)) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{command} did not run {calls} times"
+        );
+        thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// The states transcript on Strata with `threads` threads and on redis-server, byte for byte
 /// (fails when redis-server is missing and required, see `redis_server_binary`).
 fn states_match_redis(threads: usize) {
@@ -493,6 +520,14 @@ fn masked(reply: Vec<u8>) -> Vec<u8> {
     lines.join("\r\n").into_bytes()
 }
 
+/// The `id` field of a HELLO reply, as its RESP line (`:5`).
+fn hello_id(reply: &[u8]) -> Option<String> {
+    let text = String::from_utf8_lossy(reply).into_owned();
+    let mut lines = text.split("\r\n");
+    lines.find(|l| *l == "id")?;
+    lines.next().map(str::to_string)
+}
+
 /// HELLO, RESET and WATCH outside MULTI (Redis flags them ALLOW_BUSY) from clients on the
 /// script's core (with one thread) during a busy script: answered while it runs, and what
 /// they changed holds once it ends (protocol, name, subscriptions, MULTI, db, keys watched).
@@ -518,6 +553,11 @@ fn allow_busy_transcript(port: u16) -> Vec<(&'static str, Vec<u8>)> {
 
     send(&mut runner, &["eval", SPIN, "0"]);
     t.push(("ping", wait_busy(&mut other)));
+    // Connected during the script: accepted by it, its session not started.
+    let mut hn = client(port);
+    let hello_new = hn.call(&[b"hello", b"3", b"setname", b"newname"]);
+    t.push(("hello, new connection", masked(hello_new.clone())));
+    t.push(("hello, new connection: get", hn.call(&[b"get", b"k"])));
     t.push(("hello", masked(h.call(&[b"hello"]))));
     t.push(("hello 3", masked(h.call(&[b"hello", b"3"]))));
     t.push(("hello 3: ping", h.call(&[b"ping"])));
@@ -543,6 +583,21 @@ fn allow_busy_transcript(port: u16) -> Vec<(&'static str, Vec<u8>)> {
     t.push(("eval's reply", runner.reply()));
 
     t.push(("hello 3: hgetall after", h.call(&[b"hgetall", b"nokey"])));
+    t.push((
+        "new connection: hgetall after",
+        hn.call(&[b"hgetall", b"nokey"]),
+    ));
+    t.push((
+        "new connection: getname after",
+        hn.call(&[b"client", b"getname"]),
+    ));
+    let id = String::from_utf8_lossy(&hn.call(&[b"client", b"id"])).into_owned();
+    t.push((
+        "new connection: HELLO's id is CLIENT ID",
+        (hello_id(&hello_new).as_deref() == Some(id.trim_end()))
+            .to_string()
+            .into_bytes(),
+    ));
     t.push(("h2: getname after", h2.call(&[b"client", b"getname"])));
     rt(&mut admin, &["set", "k", "changed"], "+OK\r\n");
     t.push(("watch: exec after a change", {
@@ -566,7 +621,7 @@ fn allow_busy_transcript(port: u16) -> Vec<(&'static str, Vec<u8>)> {
     let (mut w3, mut w4) = (client(port), client(port));
     rt(&mut w3, &["ping"], "+PONG\r\n");
     rt(&mut w4, &["ping"], "+PONG\r\n");
-    let writer = "local function ms() local t = redis.call('time') return t[1] * 1000 + t[2] / 1000 end local s = ms() while ms() < s + 2500 do end redis.call('set', KEYS[1], 'script') return 'done'";
+    let writer = "local function ms() local t = redis.call('time') return t[1] * 1000 + t[2] / 1000 end local s = ms() while ms() < s + 4000 do end redis.call('set', KEYS[1], 'script') return 'done'";
     send(&mut runner, &["eval", writer, "1", "sw"]);
     t.push(("ping (writer)", wait_busy(&mut other)));
     t.push(("w3: watch", w3.call(&[b"watch", b"sw"])));
@@ -599,6 +654,107 @@ fn hello_reset_and_watch_are_answered_during_a_busy_script_as_redis() {
     assert_eq!(show(&ours), show(&theirs));
 }
 
+/// Each of `clients` clients (connected before the script) sends WATCH of one of `keys`
+/// (client i the key i % 2) and a PING in one write while a script is busy writing both keys
+/// over and over until `ms` milliseconds have passed (and once more at its end); once it
+/// ended, MULTI, SET, EXEC. (index of the key watched, [WATCH, PING, MULTI, SET, EXEC
+/// replies]) for each client. A client on the script's core is answered by the script's hook
+/// (PING: -BUSY); on another core of Strata WATCH waits for the script's end, and so does the
+/// PING after it.
+fn watch_while_writing(
+    port: u16,
+    keys: &[String; 2],
+    clients: usize,
+    ms: u64,
+) -> Vec<(usize, Vec<Vec<u8>>)> {
+    let mut admin = client(port);
+    rt(
+        &mut admin,
+        &["config", "set", "busy-reply-threshold", "100"],
+        "+OK\r\n",
+    );
+    let (mut runner, mut other) = (client(port), client(port));
+    let mut cs: Vec<Raw> = (0..clients).map(|_| client(port)).collect();
+    // Every connection has been served once before the script starts: one the server accepted
+    // but had not served yet may wait for the script's end (see RESULTS.md, coord27).
+    rt(&mut other, &["ping"], "+PONG\r\n");
+    for c in &mut cs {
+        rt(c, &["ping"], "+PONG\r\n");
+    }
+    // Mostly plain Lua (so the hook runs often), a write of both keys between.
+    let writer =
+        "local function ms() local t = redis.call('time') return t[1] * 1000 + t[2] / 1000 end \
+        local s = ms() while ms() < s + tonumber(ARGV[1]) do \
+        local x = 0 for i = 1, 20000 do x = x + i end \
+        redis.call('incr', KEYS[1]) redis.call('incr', KEYS[2]) end \
+        redis.call('incr', KEYS[1]) redis.call('incr', KEYS[2]) return 'done'";
+    send(
+        &mut runner,
+        &["eval", writer, "2", &keys[0], &keys[1], &ms.to_string()],
+    );
+    assert_eq!(wait_busy(&mut other), BUSY_EVAL);
+    for (i, c) in cs.iter_mut().enumerate() {
+        let mut req = cmd(&[b"watch", keys[i % 2].as_bytes()]);
+        req.extend(cmd(&[b"ping"]));
+        c.send(&req);
+    }
+    let mut out: Vec<(usize, Vec<Vec<u8>>)> = cs
+        .iter_mut()
+        .enumerate()
+        .map(|(i, c)| (i % 2, vec![c.reply(), c.reply()]))
+        .collect();
+    assert_eq!(runner.reply(), b"$4\r\ndone\r\n");
+    for ((g, replies), c) in out.iter_mut().zip(cs.iter_mut()) {
+        replies.push(c.call(&[b"multi"]));
+        replies.push(c.call(&[b"set", keys[*g].as_bytes(), b"client"]));
+        replies.push(c.call(&[b"exec"]));
+    }
+    out
+}
+
+/// A WATCH the busy script's hook answers registers the key at once on every shard, as Redis
+/// does: the script's writes of it after the reply fail the EXEC, the key on the other shard
+/// than the script's core included. Clients land on cores as the kernel hands out
+/// connections; a round counts when the hook answered clients of both keys (so one of them
+/// watched a key of the other shard).
+#[test]
+fn watch_during_a_busy_script_sees_its_later_writes_on_every_shard() {
+    let dir = tempfile::tempdir().unwrap();
+    let real = RedisServer::start(dir.path(), "dump.rdb", &[])
+        .expect("redis-server is needed for this comparison");
+    let (k0, k1) = keys_on_different_shards("sw", 2);
+    let keys = [k0, k1];
+    let show = |r: &[Vec<u8>]| -> Vec<String> {
+        r.iter()
+            .map(|b| String::from_utf8_lossy(b).into_owned())
+            .collect()
+    };
+    let theirs = watch_while_writing(real.port, &keys, 2, 1000);
+    let want = show(&theirs[0].1);
+    assert_eq!(want[1], String::from_utf8_lossy(BUSY_EVAL));
+    assert_eq!(want[4], "*-1\r\n");
+    assert!(theirs.iter().all(|(_, r)| show(r) == want));
+
+    let one = server_with_threads(1);
+    for (g, r) in watch_while_writing(one.port, &keys, 4, 1000) {
+        assert_eq!(show(&r), want, "one core, key {g}");
+    }
+    let two = server_with_threads(2);
+    for round in 0..8 {
+        let mut hooked = [false; 2];
+        for (g, r) in watch_while_writing(two.port, &keys, 12, 1500) {
+            if r[1] == BUSY_EVAL {
+                assert_eq!(show(&r), want, "two cores, round {round}, key {g}");
+                hooked[g] = true;
+            }
+        }
+        if hooked == [true, true] {
+            return;
+        }
+    }
+    panic!("no round where the hook answered WATCHes of both shards' keys");
+}
+
 /// INFO's total_commands_processed after a busy period: what the busy script refused
 /// (-BUSY, unknown or malformed commands, a refused EXEC) is not counted, what it ran
 /// (MULTI, FUNCTION STATS, SCRIPT KILL) is, as in Redis.
@@ -609,10 +765,17 @@ fn commands_processed(port: u16) -> String {
         &["config", "set", "busy-reply-threshold", "100"],
         "+OK\r\n",
     );
-    let (mut runner, mut other) = (client(port), client(port));
+    let (mut runner, mut other, mut probe) = (client(port), client(port), client(port));
+    // Commands queued in MULTI are not counted, nor are those refused with -BUSY: the probe
+    // waits for the busy period without changing the count.
+    rt(&mut probe, &["multi"], "+OK\r\n");
     rt(&mut admin, &["config", "resetstat"], "+OK\r\n");
     send(&mut runner, &["eval", SPIN, "0"]);
-    thread::sleep(Duration::from_millis(500));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while probe.call(&[b"ping"]) != BUSY_EVAL {
+        assert!(Instant::now() < deadline, "the script did not get busy");
+        thread::sleep(Duration::from_millis(20));
+    }
     for args in [
         &[&b"ping"[..]][..],
         &[b"get", b"k"],

@@ -74,7 +74,6 @@ impl State {
             || self.view.quit
             || self.view.reset
             || self.view.name.is_some()
-            || !self.view.watch.is_empty()
             || !self.view.watched.is_empty()
             || !self.view.forget.is_empty()
     }
@@ -195,8 +194,9 @@ impl Port {
     pub fn take_over(&self, inbuf: &mut BytesMut, out: &mut Vec<u8>) -> Option<View> {
         let mut st = self.st.borrow_mut();
         let authed = st.view.authed;
+        let id = st.view.id;
         let view = std::mem::replace(&mut st.armed, false)
-            .then(|| std::mem::replace(&mut st.view, View::fresh(authed)));
+            .then(|| std::mem::replace(&mut st.view, View::fresh(id, authed)));
         st.view.quit = false;
         if !st.pending.is_empty() {
             out.extend_from_slice(&st.pending);

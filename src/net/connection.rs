@@ -44,10 +44,13 @@ pub async fn accept(poller: Rc<Poller>, listener: std::net::TcpListener, core: R
     let p = poller.clone();
     let on_conn: Rc<dyn Fn(OwnedFd)> = Rc::new(move |fd| match Socket::new(fd, p.clone()) {
         Ok(sock) => {
-            let port = busy::register(&sock, busy_view(&core));
+            // Numbered now, as Redis numbers its clients: a busy script's hook answers HELLO
+            // for it before its task starts.
+            let id = core.global.next_client_id();
+            let port = busy::register(&sock, busy_view(&core, id));
             let c = core.clone();
             spawn(async move {
-                serve(c, sock, port).await;
+                serve(c, sock, port, id).await;
             })
             .detach();
         }
@@ -57,10 +60,11 @@ pub async fn accept(poller: Rc<Poller>, listener: std::net::TcpListener, core: R
     accept_loop(poller, listener, move |fd| on_conn(fd)).await
 }
 
-/// Serves a connection until the client leaves, breaks the protocol or is killed.
-pub async fn serve(core: Rc<Core>, stream: Socket, port: busy::Registered) {
+/// Serves a connection (client `id`) until the client leaves, breaks the protocol or is
+/// killed.
+pub async fn serve(core: Rc<Core>, stream: Socket, port: busy::Registered, id: u64) {
     let peer = super::peer_of(&stream);
-    let mut session = Session::open(&core.global, core.id, peer);
+    let mut session = Session::open_as(&core.global, core.id, peer, id);
     if let Err(e) = conn_loop(&core, &mut session, &stream, &port).await {
         debug!(client = session.id, "connection closed: {e}");
     }
@@ -85,9 +89,10 @@ fn idle(session: &Session, inbuf: &BytesMut, parser: &RequestParser, out: &[u8])
     inbuf.is_empty() && !parser.in_progress() && out.is_empty() && !session.close_after_reply
 }
 
-/// What a new connection's session looks like to a busy script's hook before it exists.
-fn busy_view(core: &Core) -> View {
-    View::fresh(core.global.settings.requirepass().is_empty())
+/// What a new connection's session (client `id`) looks like to a busy script's hook before it
+/// exists.
+fn busy_view(core: &Core, id: u64) -> View {
+    View::fresh(id, core.global.settings.requirepass().is_empty())
 }
 
 async fn conn_loop(

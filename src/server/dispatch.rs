@@ -207,7 +207,8 @@ pub async fn dispatch(core: &Rc<Core>, session: &mut Session, reqs: Vec<Request>
         .last_cmd_ms
         .store(core.global.uptime_ms(), Ordering::Relaxed);
     core.shard.borrow_mut().stats.commands += n as u64;
-    // Refused before they run: not processed (Redis counts them in rejected_calls only).
+    // Refused or queued in MULTI: not processed (Redis counts refusals in rejected_calls
+    // only).
     let mut rejected = 0u64;
     let track = core.global.settings.latency_tracking();
     let mut replies: Vec<Option<Reply>> = vec![None; n];
@@ -271,8 +272,9 @@ pub async fn dispatch(core: &Rc<Core>, session: &mut Session, reqs: Vec<Request>
         if session.multi.queuing() {
             // Inside MULTI: queued (or refused) here, unless it is one that runs at once.
             if let Some(r) = multi::queue(core, session, &req, &mut oom) {
+                // Not processed now: a queued command counts when EXEC runs it, as in Redis.
+                rejected += 1;
                 if r.is_error() {
-                    rejected += 1;
                     cmdstats::rejected(cmdstats::target_of(req.spec, &req.args), &r);
                 }
                 replies[i] = Some(r);

@@ -170,27 +170,62 @@ pub(crate) fn discard_state(core: &Core, session: &mut Session) {
     session.multi.forget_watches(&global, Some(core));
 }
 
-/// WATCH of `key` in `db` answered by a busy script's hook: registered at once, as Redis
-/// does, when the key lives on this core's shard; None for another shard's key (the
-/// connection registers it when it takes over: that shard cannot be reached from the hook).
-pub(crate) fn watch_here(core: &Core, db: usize, key: &Bytes) -> Option<WatchedKey> {
-    if shard_of(key, core.global.shards()) != core.id {
-        return None;
-    }
-    let mut sh = core.shard.try_borrow_mut().ok()?;
-    // As `watch`: looking first deletes a key already expired.
-    let live = sh.contains(db, key, now_ms());
-    let version = sh.watches.add(db, key);
-    Some(WatchedKey {
-        db,
-        key: key.clone(),
-        shard: core.id,
-        version,
-        live,
-    })
+/// Registers `keys` of `db`, all on `shard` (this `sh`), for WATCH in one step of that shard:
+/// each key's version there and whether it is live.
+fn register(sh: &mut Shard, shard: usize, db: usize, keys: Vec<Bytes>) -> Vec<WatchedKey> {
+    let now = now_ms();
+    keys.into_iter()
+        .map(|key| {
+            // Looking first deletes a key already expired: watching it is watching a missing
+            // key.
+            let live = sh.contains(db, &key, now);
+            let version = sh.watches.add(db, &key);
+            WatchedKey {
+                db,
+                key,
+                shard,
+                version,
+                live,
+            }
+        })
+        .collect()
 }
 
-/// Gives `session` keys watched for it (`watch_here`).
+/// WATCH of `keys` in `db` answered by a busy script's hook: registered at once, as Redis
+/// does, so a write the script makes after the reply fails the EXEC. A key on this core's
+/// shard is registered in place; one on another shard by a job sent under the script's
+/// transaction `locked` (which holds every shard), driven to its reply here. None when
+/// shutting down.
+pub(crate) fn watch_from_hook(
+    core: &Rc<Core>,
+    locked: &Locked,
+    db: usize,
+    keys: &[Bytes],
+) -> Option<Vec<WatchedKey>> {
+    let n = core.global.shards();
+    let mut by_shard: Vec<(usize, Vec<Bytes>)> = Vec::new();
+    for k in keys {
+        let s = shard_of(k, n);
+        match by_shard.iter_mut().find(|(id, _)| *id == s) {
+            Some((_, ks)) => ks.push(k.clone()),
+            None => by_shard.push((s, vec![k.clone()])),
+        }
+    }
+    let mut watched = Vec::new();
+    for (s, keys) in by_shard {
+        if s == core.id {
+            // The script holds this shard and is not inside a command of its own now.
+            let mut sh = core.shard.try_borrow_mut().ok()?;
+            watched.extend(register(&mut sh, s, db, keys));
+        } else {
+            let job = locked.on_shard(core, s, move |sh| register(sh, s, db, keys));
+            watched.extend(super::script::call::drive(job)?);
+        }
+    }
+    Some(watched)
+}
+
+/// Gives `session` keys watched for it (`watch_from_hook`).
 pub(crate) fn adopt_watches(session: &mut Session, keys: Vec<WatchedKey>) {
     session.multi.watched.extend(keys);
 }
@@ -254,26 +289,9 @@ pub async fn watch(call: Call<'_>) -> Reply {
             None => by_shard.push((s, vec![k.clone()])),
         }
     }
-    let registering = by_shard.into_iter().map(|(s, keys)| {
-        core.on_shard(s, move |sh| {
-            let now = now_ms();
-            keys.into_iter()
-                .map(|key| {
-                    // Looking first deletes a key already expired: watching it is watching
-                    // a missing key.
-                    let live = sh.contains(db, &key, now);
-                    let version = sh.watches.add(db, &key);
-                    WatchedKey {
-                        db,
-                        key,
-                        shard: s,
-                        version,
-                        live,
-                    }
-                })
-                .collect::<Vec<_>>()
-        })
-    });
+    let registering = by_shard
+        .into_iter()
+        .map(|(s, keys)| core.on_shard(s, move |sh| register(sh, s, db, keys)));
     for part in futures::future::join_all(registering).await {
         match part {
             Some(ws) => session.multi.watched.extend(ws),
@@ -306,6 +324,17 @@ fn check_watched(sh: &mut Shard, keys: &[WatchedKey], now: u64) -> bool {
 
 /// EXEC
 pub async fn exec(call: Call<'_>) -> Reply {
+    let core = call.core;
+    let reply = exec_queue(call).await;
+    if let Reply::Array(ran) = &reply {
+        // Each command it ran is processed now (queueing did not count it), as Redis counts.
+        core.shard.borrow_mut().stats.commands += ran.len() as u64;
+    }
+    reply
+}
+
+/// EXEC's work: the queued commands' replies (an array), or why they did not run.
+async fn exec_queue(call: Call<'_>) -> Reply {
     let (core, session, _) = call.parts();
     let Some(queue) = session.multi.queue.take() else {
         return err("ERR EXEC without MULTI");

@@ -305,7 +305,12 @@ pub struct Session {
 impl Session {
     /// A new session on core `core`, registered so that CLIENT LIST and other cores see it.
     pub fn open(global: &Arc<Global>, core: usize, peer: Peer) -> Session {
-        let id = global.next_client_id();
+        Session::open_as(global, core, peer, global.next_client_id())
+    }
+
+    /// [`Session::open`] for client `id` (`Global::next_client_id`, taken when the connection
+    /// was accepted, as Redis numbers its clients).
+    pub fn open_as(global: &Arc<Global>, core: usize, peer: Peer, id: u64) -> Session {
         let (tx, rx) = mpsc::unbounded();
         let client = Arc::new(ClientInfo {
             id,

@@ -8,14 +8,15 @@
 //! state each lent ([`View`]), and hands the changes back ([`apply`]).
 //!
 //! HELLO, RESET and WATCH are answered from the hook as Redis answers them; what they change
-//! beyond the view (the client's name, subscriptions, tracking, the keys watched) the
-//! connection applies when it takes over ([`apply`]): nothing can observe the difference
-//! meanwhile, as every other client gets -BUSY. WATCH's keys are registered then, so a write
-//! the script itself makes after the WATCH reply does not fail the EXEC as in Redis (a client
-//! cannot read them between, every read gets -BUSY).
+//! beyond the view (the client's name, subscriptions, tracking) the connection applies when it
+//! takes over ([`apply`]): nothing can observe the difference meanwhile, as every other client
+//! gets -BUSY. WATCH registers its keys at once, on every shard, under the script's
+//! transaction (which holds them all), so a write the script makes after the WATCH reply
+//! fails the EXEC, as in Redis. A connection accepted but not started yet has its client id
+//! already (given at accept, as Redis does), so HELLO is answered for it too.
 //!
-//! Never: runs from the hook a command that needs a shard, or in MULTI the ALLOW_BUSY commands
-//! Redis queues, or HELLO for a connection whose session has not started: those and what
+//! Never: runs from the hook a command that needs a shard (but WATCH's registration, under
+//! the script's own locks), or in MULTI the ALLOW_BUSY commands Redis queues: those and what
 //! follows them wait for the script's end ([`Answer::Wait`]). Memcached connections on the
 //! script's core wait too (memcached has no BUSY).
 
@@ -31,6 +32,7 @@ use crate::cmd::wrong_args;
 use crate::config::Settings;
 use crate::protocol::Reply;
 use crate::server::cmdstats;
+use crate::server::locked::Locked;
 use crate::server::multi::WatchedKey;
 use crate::server::session::{ReplyMode, Session};
 use crate::server::table::{self, Spec, NOAUTH, NO_MULTI, PUBSUB_OK};
@@ -129,7 +131,7 @@ pub enum Answer {
 /// it as the commands it answers would, and [`apply`] hands the changes back.
 #[derive(Clone)]
 pub struct View {
-    /// The session's client id (0: its session has not started).
+    /// The session's client id (given when the connection was accepted).
     pub id: u64,
     pub authed: bool,
     pub resp3: bool,
@@ -148,9 +150,7 @@ pub struct View {
     pub name: Option<String>,
     /// The session's db.
     pub db: usize,
-    /// Keys WATCH named (after any UNWATCH or RESET) on another core's shard, to register.
-    pub watch: Vec<Bytes>,
-    /// Keys WATCH registered on this core's shard, for the session.
+    /// Keys WATCH registered (after any UNWATCH or RESET), for the session.
     pub watched: Vec<WatchedKey>,
     /// Keys registered here and unwatched since, to forget.
     pub forget: Vec<WatchedKey>,
@@ -165,14 +165,14 @@ impl View {
             multi: session.multi.queuing().then(|| session.multi.refused()),
             reply: session.reply_mode,
             db: session.db,
-            ..View::fresh(session.authed)
+            ..View::fresh(session.id, session.authed)
         }
     }
 
-    /// What a new connection's session looks like before it starts.
-    pub fn fresh(authed: bool) -> View {
+    /// What a new connection's session (client `id`) looks like before it starts.
+    pub fn fresh(id: u64, authed: bool) -> View {
         View {
-            id: 0,
+            id,
             authed,
             resp3: false,
             subscribed: false,
@@ -183,7 +183,6 @@ impl View {
             reset: false,
             name: None,
             db: 0,
-            watch: Vec::new(),
             watched: Vec::new(),
             forget: Vec::new(),
         }
@@ -192,7 +191,6 @@ impl View {
     /// UNWATCH, DISCARD, a refused EXEC, RESET: nothing stays watched.
     fn unwatch_all(&mut self) {
         self.unwatch = true;
-        self.watch.clear();
         self.forget.append(&mut self.watched);
     }
 
@@ -216,17 +214,6 @@ pub async fn apply(core: &Rc<Core>, session: &mut Session, v: View) {
         crate::server::multi::discard_state(core, session);
     }
     crate::server::multi::adopt_watches(session, v.watched);
-    if !v.watch.is_empty() {
-        let mut args = vec![Bytes::from_static(b"watch")];
-        args.extend(v.watch.iter().cloned());
-        let call = crate::server::table::Call {
-            core,
-            session: &mut *session,
-            args,
-        };
-        // Its reply was sent; only a shutdown makes it fail.
-        let _ = crate::server::multi::watch(call).await;
-    }
     match (session.multi.queuing(), v.multi) {
         (true, None) => crate::server::multi::discard_state(core, session),
         (false, Some(refused)) => {
@@ -255,14 +242,14 @@ pub async fn apply(core: &Rc<Core>, session: &mut Session, v: View) {
 
 /// The reply Redis gives `args` (a whole request, name first) during a busy script, checked
 /// in processCommand's order, for a connection in state `v`; Wait for what needs more of the
-/// session than `v` (in MULTI, the ALLOW_BUSY commands Redis queues; HELLO before the
-/// session started).
+/// session than `v` (in MULTI, the ALLOW_BUSY commands Redis queues). `locked`: the running
+/// script's transaction (WATCH registers its keys under it).
 /// Counted in INFO commandstats as the dispatcher counts: refused, or run.
-pub fn answer(core: &Core, v: &mut View, args: &[Bytes]) -> Answer {
+pub fn answer(core: &Rc<Core>, locked: &Locked, v: &mut View, args: &[Bytes]) -> Answer {
     let spec = args.first().and_then(|n| table::lookup(n));
     let target = cmdstats::target_of(spec, args);
     let start = cmdstats::now();
-    let (answer, ran) = answer_counted(core, v, args);
+    let (answer, ran) = answer_counted(core, locked, v, args);
     if let Answer::Reply(r) = &answer {
         if ran {
             let track = core.global.settings.latency_tracking();
@@ -275,7 +262,12 @@ pub fn answer(core: &Core, v: &mut View, args: &[Bytes]) -> Answer {
 }
 
 /// [`answer`], with whether the command ran (else it was refused).
-fn answer_counted(core: &Core, v: &mut View, args: &[Bytes]) -> (Answer, bool) {
+fn answer_counted(
+    core: &Rc<Core>,
+    locked: &Locked,
+    v: &mut View,
+    args: &[Bytes],
+) -> (Answer, bool) {
     let refused = |a: Answer| (a, false);
     let Some(spec) = args.first().and_then(|n| table::lookup(n)) else {
         return refused(v.refuse(table::unknown_command(args)));
@@ -302,7 +294,7 @@ fn answer_counted(core: &Core, v: &mut View, args: &[Bytes]) -> (Answer, bool) {
         return refused(v.refuse(busy));
     }
     let in_multi = v.multi.is_some();
-    let answer = ran(core, v, spec, args, in_multi);
+    let answer = ran(core, locked, v, spec, args, in_multi);
     if let Answer::Reply(_) = answer {
         // Run, not refused: counted as Redis' call() counts it.
         RAN.fetch_add(1, Ordering::Relaxed);
@@ -325,7 +317,14 @@ pub fn reset_stats() {
 }
 
 /// [`answer`] for an ALLOW_BUSY command.
-fn ran(core: &Core, v: &mut View, spec: &Spec, args: &[Bytes], in_multi: bool) -> Answer {
+fn ran(
+    core: &Rc<Core>,
+    locked: &Locked,
+    v: &mut View,
+    spec: &Spec,
+    args: &[Bytes],
+    in_multi: bool,
+) -> Answer {
     match (spec.name, args.len()) {
         ("multi", _) if in_multi => Answer::Reply(err("ERR MULTI calls can not be nested")),
         ("multi", _) => {
@@ -346,9 +345,8 @@ fn ran(core: &Core, v: &mut View, spec: &Spec, args: &[Bytes], in_multi: bool) -
         // Never queued (Redis' resetCommand).
         ("reset", _) => {
             v.unwatch_all();
-            let fresh = View::fresh(core.global.settings.requirepass().is_empty());
+            let fresh = View::fresh(v.id, core.global.settings.requirepass().is_empty());
             let old = std::mem::replace(v, fresh);
-            v.id = old.id;
             v.forget = old.forget;
             v.reset = true;
             v.unwatch = true;
@@ -357,15 +355,16 @@ fn ran(core: &Core, v: &mut View, spec: &Spec, args: &[Bytes], in_multi: bool) -
         // Queued in MULTI (the connection queues it).
         _ if in_multi => Answer::Wait,
         ("watch", _) => {
-            for k in &args[1..] {
-                match crate::server::multi::watch_here(core, v.db, k) {
-                    Some(w) => v.watched.push(w),
-                    None => v.watch.push(k.clone()),
+            // A key named twice (here or before the script) is registered twice and
+            // forgotten twice: the same as once.
+            match crate::server::multi::watch_from_hook(core, locked, v.db, &args[1..]) {
+                Some(ws) => {
+                    v.watched.extend(ws);
+                    Answer::Reply(Reply::Ok)
                 }
+                None => Answer::Reply(err("ERR server is shutting down")),
             }
-            Answer::Reply(Reply::Ok)
         }
-        ("hello", _) if v.id == 0 => Answer::Wait,
         ("hello", _) => {
             let mut h = crate::server::admin::connection::Hello {
                 id: v.id,
@@ -457,11 +456,11 @@ pub fn install(s: Servicer) {
     SERVICER.with(|c| *c.borrow_mut() = Some(s));
 }
 
-/// Called from the interpreter's hook while the script is past the threshold: answers what
-/// this core's idle connections sent meanwhile.
-pub fn serve_own_core(core: &Core) {
+/// Called from the interpreter's hook while the script (holding `locked`) is past the
+/// threshold: answers what this core's idle connections sent meanwhile.
+pub fn serve_own_core(core: &Rc<Core>, locked: &Locked) {
     let s = SERVICER.with(|c| c.borrow().clone());
     if let Some(s) = s {
-        s(&|v, args| answer(core, v, args));
+        s(&|v, args| answer(core, locked, v, args));
     }
 }

@@ -426,7 +426,9 @@ impl vm::RunApi for RefCell<RunCtx<'_>> {
         let ctx = self.try_borrow().ok()?;
         if busy::past_threshold(&ctx.core.global.settings) {
             // A SCRIPT KILL among what it answers is seen just below.
-            busy::serve_own_core(ctx.core);
+            if let Some(locked) = ctx.locked {
+                busy::serve_own_core(ctx.core, locked);
+            }
         }
         ctx.state
             .kill
