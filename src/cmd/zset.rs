@@ -835,36 +835,54 @@ fn zadd_generic(ctx: &mut Ctx, args: &[Bytes], incr_cmd: bool) -> Reply {
         let (mut added, mut updated, mut processed) = (0i64, 0i64, 0i64);
         let mut last = 0.0;
         for &(score, m) in &pairs {
-            match z.view().score(m) {
-                Some(cur) => {
-                    if f.nx {
-                        continue;
-                    }
-                    let mut score = score;
-                    if f.incr {
-                        score += cur;
-                        if score.is_nan() {
-                            return Err(err(ERR_NAN));
-                        }
-                    }
-                    if (f.lt && score >= cur) || (f.gt && score <= cur) {
-                        continue;
-                    }
-                    if score != cur {
-                        z.set_score(m, score);
-                        updated += 1;
-                    }
-                    processed += 1;
-                    last = score;
+            // The score to give `m`, given its current one (None: leave it as it is).
+            let decide = |cur: Option<f64>| -> Result<Option<f64>, Reply> {
+                let Some(cur) = cur else {
+                    return Ok((!f.xx).then_some(score));
+                };
+                if f.nx {
+                    return Ok(None);
                 }
-                None if !f.xx => {
-                    z.add_new(m, score, lim);
-                    added += 1;
-                    processed += 1;
-                    last = score;
+                let mut score = score;
+                if f.incr {
+                    score += cur;
+                    if score.is_nan() {
+                        return Err(err(ERR_NAN));
+                    }
                 }
-                None => {}
+                if (f.lt && score >= cur) || (f.gt && score <= cur) {
+                    return Ok(None);
+                }
+                Ok(Some(score))
+            };
+            let mut had = None;
+            let new = match z.large() {
+                // One hash and one lookup for the read and the write.
+                Some(large) => large.update(m, |cur| {
+                    had = cur;
+                    decide(cur)
+                })?,
+                None => {
+                    had = z.view().score(m);
+                    let new = decide(had)?;
+                    match (new, had) {
+                        (Some(s), Some(cur)) if s != cur => z.set_score(m, s),
+                        (Some(s), None) => z.add_new(m, s, lim),
+                        _ => {}
+                    }
+                    new
+                }
+            };
+            let Some(new) = new else {
+                continue;
+            };
+            match had {
+                Some(cur) if new != cur => updated += 1,
+                Some(_) => {}
+                None => added += 1,
             }
+            processed += 1;
+            last = new;
         }
         Ok((added, updated, processed, last))
     });

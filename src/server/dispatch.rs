@@ -241,8 +241,11 @@ pub async fn dispatch(core: &Rc<Core>, session: &mut Session, reqs: Vec<Request>
     if core.shard.borrow().snapshot_backlog() > backlog_limit {
         wait_for_snapshot(core, &reqs, backlog_limit).await;
     }
-    // Values the batch's local commands read from disk are fetched together.
-    let pre = if tiered && n > 1 {
+    // Values the batch's local commands read from disk are fetched together (without a tier
+    // there is nothing to fetch, and nothing to build or drop per batch).
+    let pre = if !tiered {
+        None
+    } else if n > 1 {
         let local: Vec<(&'static Spec, &[Bytes])> = reqs
             .iter()
             .filter_map(|r| {
@@ -257,9 +260,9 @@ pub async fn dispatch(core: &Rc<Core>, session: &mut Session, reqs: Vec<Request>
             // Other connections ran while the reads were out.
             prefetch_local(core, session.db, &reqs);
         }
-        pre
+        Some(pre)
     } else {
-        exec::Preloaded::default()
+        Some(exec::Preloaded::default())
     };
     // One clock read per batch: commands of one batch see the same time, like Redis' per-call
     // snapshot.
@@ -301,7 +304,8 @@ pub async fn dispatch(core: &Rc<Core>, session: &mut Session, reqs: Vec<Request>
                 let target = cmdstats::target(spec, &req.args);
                 let start = cmdstats::now();
                 let reply = if tiered {
-                    exec::run_keyed(core, db, spec, f, &req.args, now, 0, Some(&pre), caller).await
+                    exec::run_keyed(core, db, spec, f, &req.args, now, 0, pre.as_ref(), caller)
+                        .await
                 } else {
                     exec::call_own(
                         &mut core.shard.borrow_mut(),
@@ -359,7 +363,9 @@ pub async fn dispatch(core: &Rc<Core>, session: &mut Session, reqs: Vec<Request>
             break;
         }
     }
-    flush_groups(core, session.db, &mut groups, &mut replies).await;
+    if !groups.is_empty() {
+        flush_groups(core, session.db, &mut groups, &mut replies).await;
+    }
     core.shard.borrow_mut().stats.commands -= rejected;
     core.flush_invalidations();
     for i in silent {

@@ -368,11 +368,7 @@ impl Leaf {
     }
 
     fn remove(&mut self, score: f64, member: &[u8]) -> bool {
-        let hit = self
-            .records()
-            .find(|&(_, s, m)| s == score && m == member)
-            .map(|(o, _, m)| (o, o + record_size(m)));
-        match hit {
+        match self.find(score, member) {
             Some((a, b)) => {
                 self.data.drain(a..b);
                 self.len -= 1;
@@ -385,11 +381,31 @@ impl Leaf {
         }
     }
 
-    /// The offset of the first record after (score, member). The hot loop of an insert: it
-    /// reads a score and a one-byte length inline and compares members only on equal scores.
-    fn after(&self, score: f64, member: &[u8]) -> usize {
+    /// The offset of the first record scored `score` or more: the hot loop of an insert and
+    /// a removal, which reads a score and a one-byte length inline and no member.
+    fn skip_below(&self, score: f64) -> usize {
         let d = &self.data[..];
         let mut at = 0;
+        while let Some(head) = d.get(at..at + 9) {
+            let mut sb = [0u8; 8];
+            sb.copy_from_slice(&head[..8]);
+            if f64::from_le_bytes(sb) >= score {
+                break;
+            }
+            at = if head[8] < 0x80 {
+                at + 9 + usize::from(head[8])
+            } else {
+                read_record(d, at).2
+            };
+        }
+        at
+    }
+
+    /// The offset of the first record after (score, member); members are compared only on
+    /// equal scores.
+    fn after(&self, score: f64, member: &[u8]) -> usize {
+        let d = &self.data[..];
+        let mut at = self.skip_below(score);
         while let Some(head) = d.get(at..at + 9) {
             let mut sb = [0u8; 8];
             sb.copy_from_slice(&head[..8]);
@@ -411,6 +427,37 @@ impl Leaf {
             at = next;
         }
         at
+    }
+
+    /// The byte range of the record (score, member), found with `after`'s inline scan.
+    fn find(&self, score: f64, member: &[u8]) -> Option<(usize, usize)> {
+        let d = &self.data[..];
+        let mut at = self.skip_below(score);
+        while let Some(head) = d.get(at..at + 9) {
+            let mut sb = [0u8; 8];
+            sb.copy_from_slice(&head[..8]);
+            let s = f64::from_le_bytes(sb);
+            if s > score {
+                return None;
+            }
+            let (m, next) = if head[8] < 0x80 {
+                let start = at + 9;
+                let end = start + usize::from(head[8]);
+                (&d[start..end], end)
+            } else {
+                let (_, m, next) = read_record(d, at);
+                (m, next)
+            };
+            if s == score {
+                match m.cmp(member) {
+                    Ordering::Equal => return Some((at, next)),
+                    Ordering::Greater => return None,
+                    Ordering::Less => {}
+                }
+            }
+            at = next;
+        }
+        None
     }
 
     /// Takes out the first (or, `last`, the last) record.
@@ -489,6 +536,10 @@ impl Node {
     /// after it (the first kid when all are).
     fn kid_for(inner: &Inner, score: f64, member: &[u8]) -> usize {
         let below = inner.lows.partition_point(|&l| l < score);
+        if inner.lows.get(below).is_none_or(|&l| l > score) {
+            // No kid starts at this score: members need no comparing.
+            return below.saturating_sub(1);
+        }
         let equal = inner.lows[below..].partition_point(|&l| l <= score);
         let n = below
             + inner.kids[below..below + equal]
@@ -756,15 +807,20 @@ struct Chunk {
 
 impl Chunk {
     fn find(&self, h: u64, member: &[u8]) -> Option<usize> {
+        self.search(h, member).ok()
+    }
+
+    /// The slot of `member` (hash `h`), or where it would be inserted.
+    fn search(&self, h: u64, member: &[u8]) -> Result<usize, usize> {
         let mut i = self.hashes.partition_point(|&x| x < h);
         while i < self.hashes.len() && self.hashes[i] == h {
             let (_, m, _) = read_record(&self.data, self.offs[i] as usize);
             if m == member {
-                return Some(i);
+                return Ok(i);
             }
             i += 1;
         }
-        None
+        Err(i)
     }
 
     fn score(&self, slot: usize) -> f64 {
@@ -778,6 +834,11 @@ impl Chunk {
 
     fn insert(&mut self, h: u64, member: &[u8], score: f64) {
         let i = self.hashes.partition_point(|&x| x <= h);
+        self.insert_at(i, h, member, score);
+    }
+
+    /// Inserts at slot `i`, which keeps the hashes sorted (see `search`).
+    fn insert_at(&mut self, i: usize, h: u64, member: &[u8], score: f64) {
         grow_for(&mut self.data, record_size(member));
         let off = self.data.len() as u32;
         put_record(&mut self.data, score, member);
@@ -946,6 +1007,42 @@ impl LargeZSet {
             self.index.double();
         }
         true
+    }
+
+    /// ZADD's step: `decide` gets the member's current score (None when absent) and returns
+    /// the score to give it (None: leave it as it is). The member is hashed and looked up
+    /// once. Returns what `decide` returned, or its error.
+    pub fn update<E>(
+        &mut self,
+        member: &[u8],
+        decide: impl FnOnce(Option<f64>) -> Result<Option<f64>, E>,
+    ) -> Result<Option<f64>, E> {
+        let h = field_hash(member);
+        let c = self.index.chunk_of(h);
+        let chunk = &self.index.chunks[c];
+        let found = chunk
+            .search(h, member)
+            .map(|slot| (slot, chunk.score(slot)));
+        let Some(score) = decide(found.ok().map(|(_, old)| old))? else {
+            return Ok(None);
+        };
+        match found {
+            Ok((slot, old)) => {
+                if old != score {
+                    Arc::make_mut(&mut self.root).remove(old, member);
+                    self.tree_insert(score, member);
+                    Arc::make_mut(&mut self.index.chunks[c]).set_score(slot, score);
+                }
+            }
+            Err(slot) => {
+                self.tree_insert(score, member);
+                Arc::make_mut(&mut self.index.chunks[c]).insert_at(slot, h, member, score);
+                if self.len() > self.index.chunks.len() * CHUNK_TARGET {
+                    self.index.double();
+                }
+            }
+        }
+        Ok(Some(score))
     }
 
     fn tree_insert(&mut self, score: f64, member: &[u8]) {
@@ -1379,11 +1476,33 @@ mod tests {
         let mut z = LargeZSet::new();
         let mut model: BTreeMap<Vec<u8>, f64> = BTreeMap::new();
         for round in 0..40_000 {
-            let m = format!("m{}", rng.gen_range(0..3000)).into_bytes();
+            let mut m = format!("m{}", rng.gen_range(0..3000)).into_bytes();
+            if rng.gen_bool(0.05) {
+                // Past a one-byte length in the records.
+                m.resize(200, b'x');
+            }
             let s = f64::from(rng.gen_range(0..50)) / 2.0;
-            if rng.gen_bool(0.6) {
+            let op = rng.gen_range(0..10);
+            if op < 4 {
                 let new = z.insert(&m, s);
                 assert_eq!(new, model.insert(m, s).is_none());
+            } else if op < 6 {
+                // ZADD GT's decision through `update`: sees the current score, may refuse.
+                let gt = |cur: Option<f64>| match cur {
+                    Some(c) if c >= s => None,
+                    _ => Some(s),
+                };
+                let mut seen = None;
+                let got = z.update(&m, |cur| {
+                    seen = cur;
+                    Ok::<_, ()>(gt(cur))
+                });
+                let had = model.get(&m).copied();
+                assert_eq!(seen, had);
+                assert_eq!(got, Ok(gt(had)));
+                if let Some(v) = gt(had) {
+                    model.insert(m, v);
+                }
             } else {
                 assert_eq!(z.remove(&m), model.remove(&m));
             }
