@@ -272,8 +272,8 @@ pub unsafe fn defrag_hint(ptr: *const u8) -> bool {
 }
 
 /// Moves the `size`-byte block at `ptr` to a new one (bypassing the thread cache, so the copy
-/// lands in the fullest slab jemalloc has room in and the old room goes straight back to its
-/// slab) and returns the new address; null when no memory was available (the block stays).
+/// lands in the slab the class fills now, its current or lowest-addressed non-full one, and the
+/// old room goes straight back to its slab) and returns the new address; null when no memory was available (the block stays).
 /// The byte count does not change, so the counters are left alone.
 ///
 /// # Safety
