@@ -273,6 +273,18 @@ pub struct Settings {
     /// `latency-tracking-info-percentiles`: the percentiles INFO latencystats shows (default
     /// 50 99 99.9).
     pub latency_percentiles: RwLock<Vec<f64>>,
+    /// Active defrag (`activedefrag`, `active-defrag-*`, as Redis names them). On by default,
+    /// unlike Redis: maxmemory here bounds the process's owned RSS, so the free room left inside
+    /// half-empty slabs takes room from the data or pushes RSS past the bound.
+    pub active_defrag: AtomicBool,
+    /// Fragmentation (allocator active past allocated, in bytes) below which defrag does not start.
+    pub active_defrag_ignore_bytes: AtomicU64,
+    /// Percent of fragmentation at which defrag starts / runs at its most effort.
+    pub active_defrag_threshold_lower: AtomicU64,
+    pub active_defrag_threshold_upper: AtomicU64,
+    /// Least / most share of each tick, in percent, a running defrag takes.
+    pub active_defrag_cycle_min: AtomicU64,
+    pub active_defrag_cycle_max: AtomicU64,
     pub requirepass: RwLock<String>,
     pub port: u16,
     pub bind: String,
@@ -394,6 +406,14 @@ impl Settings {
             zset_max_listpack_value: AtomicU64::new(64),
             latency_tracking: AtomicBool::new(true),
             latency_percentiles: RwLock::new(vec![50.0, 99.0, 99.9]),
+            active_defrag: AtomicBool::new(true),
+            // Redis' 100mb would never start at the maxmemory sizes where tiering's
+            // fragmentation matters (tens of MB); a few MB is not worth a walk.
+            active_defrag_ignore_bytes: AtomicU64::new(4 << 20),
+            active_defrag_threshold_lower: AtomicU64::new(10),
+            active_defrag_threshold_upper: AtomicU64::new(100),
+            active_defrag_cycle_min: AtomicU64::new(1),
+            active_defrag_cycle_max: AtomicU64::new(25),
             requirepass: RwLock::new(f.requirepass.clone()),
             port: f.port,
             bind: f.bind.clone(),
@@ -564,6 +584,40 @@ impl Settings {
             (
                 "tracking-table-max-keys",
                 self.tracking_table_max_keys().to_string(),
+            ),
+            (
+                "activedefrag",
+                yes_no(self.active_defrag.load(Ordering::Relaxed)).to_string(),
+            ),
+            (
+                "active-defrag-ignore-bytes",
+                self.active_defrag_ignore_bytes
+                    .load(Ordering::Relaxed)
+                    .to_string(),
+            ),
+            (
+                "active-defrag-threshold-lower",
+                self.active_defrag_threshold_lower
+                    .load(Ordering::Relaxed)
+                    .to_string(),
+            ),
+            (
+                "active-defrag-threshold-upper",
+                self.active_defrag_threshold_upper
+                    .load(Ordering::Relaxed)
+                    .to_string(),
+            ),
+            (
+                "active-defrag-cycle-min",
+                self.active_defrag_cycle_min
+                    .load(Ordering::Relaxed)
+                    .to_string(),
+            ),
+            (
+                "active-defrag-cycle-max",
+                self.active_defrag_cycle_max
+                    .load(Ordering::Relaxed)
+                    .to_string(),
             ),
             // Redis 7's names, and the pre-7 names it keeps as aliases.
             (
@@ -741,6 +795,41 @@ impl Settings {
             "zset-max-listpack-value" | "zset-max-ziplist-value" => {
                 self.zset_max_listpack_value
                     .store(memory_to_i64_max()?, Ordering::Relaxed);
+            }
+            "activedefrag" => {
+                let on =
+                    parse_yes_no(value).ok_or_else(|| bad("argument must be 'yes' or 'no'"))?;
+                self.active_defrag.store(on, Ordering::Relaxed);
+            }
+            "active-defrag-ignore-bytes" => {
+                let v = memory_to_i64_max()?;
+                if v == 0 {
+                    return Err(bad(&format!(
+                        "argument must be between 1 and {} inclusive",
+                        i64::MAX
+                    )));
+                }
+                self.active_defrag_ignore_bytes.store(v, Ordering::Relaxed);
+            }
+            "active-defrag-threshold-lower" => {
+                let v = int_in(0, 1000)?;
+                self.active_defrag_threshold_lower
+                    .store(v as u64, Ordering::Relaxed);
+            }
+            "active-defrag-threshold-upper" => {
+                let v = int_in(0, 1000)?;
+                self.active_defrag_threshold_upper
+                    .store(v as u64, Ordering::Relaxed);
+            }
+            "active-defrag-cycle-min" => {
+                let v = int_in(1, 99)?;
+                self.active_defrag_cycle_min
+                    .store(v as u64, Ordering::Relaxed);
+            }
+            "active-defrag-cycle-max" => {
+                let v = int_in(1, 99)?;
+                self.active_defrag_cycle_max
+                    .store(v as u64, Ordering::Relaxed);
             }
             "latency-tracking" => {
                 let on =

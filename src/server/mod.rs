@@ -24,6 +24,7 @@ pub mod admin;
 pub mod blocking;
 pub mod cmdstats;
 pub mod core;
+pub mod defrag;
 pub mod dispatch;
 pub mod error;
 pub mod eviction;
@@ -128,12 +129,14 @@ pub async fn before_serving(core: &Rc<Core>, snapshot: Option<&load::Shared>) {
     }
 }
 
-/// Periodic per-core work at `--hz`: active expiry with a CPU budget, memory peak tracking.
+/// Periodic per-core work at `--hz`: active expiry with a CPU budget, active defrag, memory peak
+/// tracking.
 async fn background(core: Rc<Core>) {
     let mut last_trim = (std::time::Instant::now(), std::time::Instant::now());
     let tracking_over = std::cell::Cell::new(0);
     // Offloaded hashes with fields due are being read back (one batch at a time).
     let loading_fields = Rc::new(std::cell::Cell::new(false));
+    let mut defrag = defrag::Defrag::default();
     loop {
         let settings = &core.global.settings;
         let (period, hz) = (
@@ -161,6 +164,7 @@ async fn background(core: Rc<Core>) {
         if settings.cache_mode {
             eviction::heartbeat(&core, period / 4);
         }
+        defrag::heartbeat(&core, &mut defrag, period);
         // Idle times kept from wrapping: every table covered about every ten minutes.
         core.shard.borrow_mut().age_step(600 * hz as usize);
         if !core.global.active_expire_enabled() {
@@ -189,8 +193,9 @@ async fn background(core: Rc<Core>) {
 
 /// Ten times a second notes how far the process's own RSS (`memory::owned_rss_bytes`: not the
 /// binary's file pages) runs past what is allocated, and hands freed heap memory back to the OS
-/// when that is a lot, or when RSS nears maxmemory (glibc keeps freed blocks otherwise, e.g.
-/// after values moved to SSD): once a second at most, ten times a second near the bound.
+/// when that is a lot, or when RSS nears maxmemory (jemalloc returns emptied pages only after
+/// their decay time, glibc keeps freed blocks, e.g. after values moved to SSD): once a second at
+/// most, ten times a second near the bound.
 fn trim_heap(
     global: &Global,
     used: u64,
@@ -210,6 +215,8 @@ fn trim_heap(
     };
     if (near_bound || rss > used + (16 << 20)) && trimmed.elapsed() >= every {
         *trimmed = std::time::Instant::now();
+        // The heap is jemalloc's; C libraries' blocks are glibc's.
+        crate::memory::purge();
         #[cfg(target_env = "gnu")]
         // SAFETY: malloc_trim has no preconditions; it only returns free heap pages to the OS.
         unsafe {

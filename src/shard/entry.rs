@@ -87,6 +87,27 @@ mod block {
     pub fn size(len: usize) -> usize {
         4 + len
     }
+
+    /// Active defrag: moves the block at `addr` when jemalloc says its slab is emptier than
+    /// its size class's average. Returns the new address, or None when it stays.
+    ///
+    /// # Safety
+    /// As for [`bytes`], and jemalloc serves the heap ([`crate::memory::jemalloc_heap`]); on
+    /// Some the caller stores the new address in place of `addr`, which is freed.
+    pub unsafe fn defrag(addr: usize) -> Option<usize> {
+        let p = std::ptr::with_exposed_provenance_mut::<u8>(addr);
+        // SAFETY: the caller guarantees a live block made by the global allocator, which is
+        // jemalloc's; it was allocated as a boxed slice of 4 + len bytes with alignment 1, the
+        // size and alignment `move_block` asks for.
+        unsafe {
+            if !crate::memory::defrag_hint(p) {
+                return None;
+            }
+            let len = u32::from_le_bytes(p.cast::<[u8; 4]>().read()) as usize;
+            let new = crate::memory::move_block(p, size(len));
+            (!new.is_null()).then(|| new.expose_provenance())
+        }
+    }
 }
 
 /// Bytes held inline when they fit (short keys, small values), else in one exact-size heap
@@ -585,6 +606,24 @@ impl Entry {
             KIND_OBJECT => ValueRef::Object(unsafe { &**self.object_ptr() }),
             n => ValueRef::Str(&self.val[..(n as usize).min(VALUE_INLINE)]),
         }
+    }
+
+    /// Active defrag of the value's heap block (a long string or a packed collection): Some(true)
+    /// when it moved to a fuller slab, Some(false) when it was looked at and stays, None when
+    /// the value has no such block. The bytes, and so everything a reader sees, stay the same.
+    pub fn defrag(&mut self) -> Option<bool> {
+        if !matches!(self.kind(), KIND_HEAP | KIND_PACKED) || !crate::memory::jemalloc_heap() {
+            return None;
+        }
+        // SAFETY: a heap- or packed-kind entry owns the live block at its address (made by
+        // `block::alloc*` through the global allocator, jemalloc's as just checked); `&mut self`
+        // means no borrow of the old bytes is alive, and the new address replaces the old one
+        // before anything else can read it.
+        let moved = unsafe { block::defrag(self.addr()) };
+        if let Some(addr) = moved {
+            self.val = (addr as u64).to_le_bytes();
+        }
+        Some(moved.is_some())
     }
 
     /// The large object, for changing it in place.

@@ -85,6 +85,7 @@ pub struct Db {
     expire_cursor: (usize, usize),
     volatile_seen: usize,
     age_cursor: (usize, usize),
+    defrag_cursor: (usize, usize),
     /// Estimated average remaining TTL of the keys with one, in ms (INFO keyspace's
     /// `avg_ttl`): a running average of what the active-expiry sweep sees, as Redis keeps it.
     pub avg_ttl: u64,
@@ -125,6 +126,11 @@ pub struct ShardStats {
     pub field_expiry_loads: u64,
     /// Rounds of the offloader's CLOCK sweep (see `server::offload`).
     pub offload_rounds: u64,
+    /// Active defrag: heap blocks moved to fuller slabs / looked at and left in place.
+    pub active_defrag_hits: u64,
+    pub active_defrag_misses: u64,
+    /// Share of the tick, in percent, active defrag runs at now (0 = not running).
+    pub active_defrag_running: u64,
 }
 
 impl ShardStats {
@@ -148,6 +154,8 @@ pub struct Shard {
     started: Instant,
     /// Seconds since start, refreshed by the background tick (entries store it for IDLETIME).
     clock: u32,
+    /// The db active defrag walks now (each db keeps its own cursor).
+    defrag_db: usize,
     /// This shard's tier file, with `--tiered_prefix`.
     pub tier: Option<Rc<TierStore>>,
     /// Writes so far (rdb_changes_since_last_save is the growth since a save started).
@@ -218,6 +226,7 @@ impl Shard {
             rng: SmallRng::seed_from_u64(0x5eed ^ id as u64),
             started: Instant::now(),
             clock: 0,
+            defrag_db: 0,
             tier: None,
             dirty: 0,
             snap_db: None,
@@ -903,6 +912,48 @@ impl Shard {
                 |_, _, _| {},
             );
         }
+    }
+
+    /// One step of active defrag: walks the tables from where the last step stopped, moving the
+    /// heap blocks of string values and packed collections that jemalloc says sit in emptier
+    /// slabs than their size class's average, until `budget` is spent. Returns true when the
+    /// walk reached the end of every table (the next step starts over). Values keep their bytes.
+    pub fn defrag_step(&mut self, budget: std::time::Duration) -> bool {
+        const BUCKETS_PER_CHECK: usize = 64;
+        let start = Instant::now();
+        let (mut hits, mut misses) = (0u64, 0u64);
+        let mut finished = false;
+        while let Some(d) = self.dbs.get_mut(self.defrag_db) {
+            let visited = d.table.sweep(
+                &mut d.defrag_cursor,
+                BUCKETS_PER_CHECK,
+                |_, e, _| {
+                    match e.defrag() {
+                        Some(true) => hits += 1,
+                        Some(false) => misses += 1,
+                        None => {}
+                    }
+                    false
+                },
+                |_, _, _| {},
+            );
+            if visited < BUCKETS_PER_CHECK {
+                // The end of this table: its cursor went back to the start; on to the next db.
+                d.defrag_cursor = (0, 0);
+                self.defrag_db += 1;
+                if self.defrag_db == self.dbs.len() {
+                    self.defrag_db = 0;
+                    finished = true;
+                    break;
+                }
+            }
+            if start.elapsed() >= budget {
+                break;
+            }
+        }
+        self.stats.active_defrag_hits += hits;
+        self.stats.active_defrag_misses += misses;
+        finished
     }
 
     pub fn key_count(&self) -> usize {

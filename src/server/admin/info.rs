@@ -91,6 +91,11 @@ pub async fn info(Call { core, args, .. }: Call<'_>) -> Reply {
         total.commands += r.stats.commands;
         total.evicted_ram += r.stats.evicted_ram;
         total.evicted_ssd += r.stats.evicted_ssd;
+        total.active_defrag_hits += r.stats.active_defrag_hits;
+        total.active_defrag_misses += r.stats.active_defrag_misses;
+        total.active_defrag_running = total
+            .active_defrag_running
+            .max(r.stats.active_defrag_running);
         table_bytes += r.table_bytes;
         for (i, &(k, v, ttl)) in r.keys.iter().enumerate() {
             if let Some(slot) = keys.get_mut(i) {
@@ -143,19 +148,28 @@ pub async fn info(Call { core, args, .. }: Call<'_>) -> Reply {
         let rss = crate::memory::rss_bytes();
         let peak = g.peak_memory.load(Ordering::Relaxed);
         let max = g.settings.maxmemory();
+        // Zeros where jemalloc does not serve the heap, as Redis shows them built with libc.
+        let alloc = crate::memory::allocator_stats().unwrap_or_default();
         section(
             "Memory",
             format!(
-                "used_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\nused_memory_table:{table_bytes}\r\nmaxmemory:{max}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\ncache_mode:{}\r\nmem_fragmentation_ratio:{:.2}\r\nused_memory_scripts:{}\r\nnumber_of_cached_scripts:{}\r\nlazyfree_pending_objects:{}\r\n",
+                "used_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\nused_memory_table:{table_bytes}\r\nallocator_allocated:{}\r\nallocator_active:{}\r\nallocator_resident:{}\r\nmaxmemory:{max}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\ncache_mode:{}\r\nallocator_frag_ratio:{:.2}\r\nallocator_frag_bytes:{}\r\nmem_fragmentation_ratio:{:.2}\r\nused_memory_scripts:{}\r\nnumber_of_cached_scripts:{}\r\nmem_allocator:{}\r\nactive_defrag_running:{}\r\nlazyfree_pending_objects:{}\r\n",
                 human_bytes(used),
                 human_bytes(rss),
                 human_bytes(peak),
+                alloc.allocated,
+                alloc.active,
+                alloc.resident,
                 human_bytes(max),
                 g.settings.policy_name(),
                 u8::from(g.settings.cache_mode),
+                alloc.frag_ratio(),
+                alloc.frag_bytes(),
                 if used > 0 { rss as f64 / used as f64 } else { 0.0 },
                 crate::server::script::cached_scripts().1,
                 crate::server::script::cached_scripts().0,
+                crate::memory::allocator_name(),
+                total.active_defrag_running,
                 crate::shard::lazyfree::pending(),
             ),
         );
@@ -197,7 +211,7 @@ pub async fn info(Call { core, args, .. }: Call<'_>) -> Reply {
         section(
             "Stats",
             format!(
-                "total_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:0\r\nexpired_keys:{}\r\nexpired_subkeys:{}\r\nevicted_keys:{}\r\nevicted_keys_ram:{}\r\nevicted_keys_ssd:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\npubsubshard_channels:{}\r\nlazyfreed_objects:{}\r\ntracking_total_keys:{}\r\ntracking_total_items:{}\r\ntracking_total_prefixes:{}\r\nunexpected_error_replies:0\r\ntotal_error_replies:{}\r\n",
+                "total_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:0\r\nexpired_keys:{}\r\nexpired_subkeys:{}\r\nevicted_keys:{}\r\nevicted_keys_ram:{}\r\nevicted_keys_ssd:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\npubsubshard_channels:{}\r\nactive_defrag_hits:{}\r\nactive_defrag_misses:{}\r\nlazyfreed_objects:{}\r\ntracking_total_keys:{}\r\ntracking_total_items:{}\r\ntracking_total_prefixes:{}\r\nunexpected_error_replies:0\r\ntotal_error_replies:{}\r\n",
                 g.total_connections.load(Ordering::Relaxed),
                 total.commands,
                 total.expired_keys,
@@ -210,6 +224,8 @@ pub async fn info(Call { core, args, .. }: Call<'_>) -> Reply {
                 g.pubsub.channels(false),
                 g.pubsub.patterns(),
                 g.pubsub.channels(true),
+                total.active_defrag_hits,
+                total.active_defrag_misses,
                 crate::shard::lazyfree::freed(),
                 crate::shard::tracking::total_keys(),
                 crate::shard::tracking::total_items(),
