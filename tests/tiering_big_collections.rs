@@ -14,19 +14,8 @@ use redis::Connection;
 /// Elements per collection: 40,000 of ~100 bytes make a blob of about 4 MiB.
 const N: usize = 40_000;
 
-/// Element `j` of a kind: distinct, not an integer (no intset), 100 bytes of pseudo-random hex
-/// (the RDB codec's LZF would shrink repeated text, and the blob with it).
 fn elem(kind: &str, j: usize) -> String {
-    let mut s = format!("{kind}-{j:06}-");
-    let mut x = (j as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ kind.len() as u64;
-    while s.len() < 100 {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        s.push_str(&format!("{x:016x}"));
-    }
-    s.truncate(100);
-    s
+    hex_elem(kind, j, 6, 100)
 }
 
 fn score(j: usize) -> f64 {

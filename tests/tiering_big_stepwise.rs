@@ -32,19 +32,8 @@ fn bin() -> String {
     std::env::var("STEPWISE_STRATA_BIN").unwrap_or_else(|_| STRATA.to_string())
 }
 
-/// Element `j`: distinct, not an integer, 120 bytes of pseudo-random hex (LZF would shrink
-/// repeated text, and the blob with it).
 fn elem(kind: &str, j: usize) -> String {
-    let mut s = format!("{kind}-{j:07}-");
-    let mut x = (j as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ kind.len() as u64;
-    while s.len() < 120 {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        s.push_str(&format!("{x:016x}"));
-    }
-    s.truncate(120);
-    s
+    hex_elem(kind, j, 7, 120)
 }
 
 /// Fills `key` with N elements of `kind`, 2,000 to a command, pipelined.
@@ -152,23 +141,6 @@ impl Pinger {
     }
 }
 
-/// Samples the server's owned RSS every 2 ms until stopped: the peak.
-fn rss_peak(pid: u32) -> RssSampler {
-    let stop = Arc::new(AtomicBool::new(false));
-    let s = stop.clone();
-    let h = std::thread::spawn(move || {
-        let mut peak = 0u64;
-        while !s.load(Ordering::Relaxed) {
-            if let Some(rss) = owned_rss(pid) {
-                peak = peak.max(rss);
-            }
-            std::thread::sleep(Duration::from_millis(2));
-        }
-        peak
-    });
-    (stop, h)
-}
-
 fn stop_peak((stop, h): RssSampler) -> u64 {
     stop.store(true, Ordering::Relaxed);
     h.join().expect("sampler")
@@ -192,7 +164,7 @@ fn the_shard_serves_others_and_rss_stays_near_the_size_while_big_collections_mov
         let size = info_u64(&mut c, "memory", "used_memory").saturating_sub(used);
         let filled = owned_rss(s.pid()).unwrap();
         let pinger = Pinger::start(&s);
-        let sampler = rss_peak(s.pid());
+        let sampler = rss_sampler_every(s.pid(), Duration::from_millis(2));
         let t = Instant::now();
         wait_info(&mut c, "tiered_disk_keys", |v| v == 1, "offloaded");
         let offload_s = t.elapsed().as_secs_f64();
@@ -203,7 +175,7 @@ fn the_shard_serves_others_and_rss_stays_near_the_size_while_big_collections_mov
         std::thread::sleep(Duration::from_millis(200));
         let low = owned_rss(s.pid()).unwrap();
         let pinger = Pinger::start(&s);
-        let sampler = rss_peak(s.pid());
+        let sampler = rss_sampler_every(s.pid(), Duration::from_millis(2));
         let t = Instant::now();
         assert_eq!(card(&mut c, kind, key), count(kind) as i64, "{kind}");
         let back_s = t.elapsed().as_secs_f64();

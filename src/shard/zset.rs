@@ -290,6 +290,20 @@ fn record_size(member: &[u8]) -> usize {
 
 /// (score, member, offset of the next record) of the record at `at` (records are written
 /// only by this module, so they are whole).
+/// The record at `at` (as [`read_record`]), None past the last; a member under 128 bytes (one
+/// length byte) is read inline, without the varint loop.
+#[inline]
+fn record_from(d: &[u8], at: usize) -> Option<(f64, &[u8], usize)> {
+    let head = d.get(at..at + 9)?;
+    if head[8] >= 0x80 {
+        return Some(read_record(d, at));
+    }
+    let mut sb = [0u8; 8];
+    sb.copy_from_slice(&head[..8]);
+    let end = at + 9 + usize::from(head[8]);
+    Some((f64::from_le_bytes(sb), &d[at + 9..end], end))
+}
+
 fn read_record(b: &[u8], at: usize) -> (f64, &[u8], usize) {
     let mut s = [0u8; 8];
     s.copy_from_slice(&b[at..at + 8]);
@@ -406,21 +420,10 @@ impl Leaf {
     fn after(&self, score: f64, member: &[u8]) -> usize {
         let d = &self.data[..];
         let mut at = self.skip_below(score);
-        while let Some(head) = d.get(at..at + 9) {
-            let mut sb = [0u8; 8];
-            sb.copy_from_slice(&head[..8]);
-            let s = f64::from_le_bytes(sb);
+        while let Some((s, m, next)) = record_from(d, at) {
             if s > score {
                 break;
             }
-            let (m, next) = if head[8] < 0x80 {
-                let start = at + 9;
-                let end = start + usize::from(head[8]);
-                (&d[start..end], end)
-            } else {
-                let (_, m, next) = read_record(d, at);
-                (m, next)
-            };
             if s == score && m > member {
                 break;
             }
@@ -433,21 +436,10 @@ impl Leaf {
     fn find(&self, score: f64, member: &[u8]) -> Option<(usize, usize)> {
         let d = &self.data[..];
         let mut at = self.skip_below(score);
-        while let Some(head) = d.get(at..at + 9) {
-            let mut sb = [0u8; 8];
-            sb.copy_from_slice(&head[..8]);
-            let s = f64::from_le_bytes(sb);
+        while let Some((s, m, next)) = record_from(d, at) {
             if s > score {
                 return None;
             }
-            let (m, next) = if head[8] < 0x80 {
-                let start = at + 9;
-                let end = start + usize::from(head[8]);
-                (&d[start..end], end)
-            } else {
-                let (_, m, next) = read_record(d, at);
-                (m, next)
-            };
             if s == score {
                 match m.cmp(member) {
                     Ordering::Equal => return Some((at, next)),

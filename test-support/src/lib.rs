@@ -23,7 +23,9 @@ pub mod resp;
 pub mod server;
 
 pub use memcached::{memcached_binary, Memcached};
-pub use memory::{assert_peak_rss_within, owned_rss, proc_status_kb, rss_sampler, RssSampler};
+pub use memory::{
+    assert_peak_rss_within, owned_rss, proc_status_kb, rss_sampler, rss_sampler_every, RssSampler,
+};
 pub use raw::{rt, Raw, Reply};
 pub use redis_server::{redis_server_binary, RedisLookup, RedisServer, REQUIRE_REDIS};
 pub use resp::*;

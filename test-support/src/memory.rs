@@ -30,6 +30,11 @@ pub type RssSampler = (Arc<AtomicBool>, JoinHandle<u64>);
 /// Samples the owned RSS ([`owned_rss`]) of process `pid` every 20 ms until stopped; returns
 /// the peak.
 pub fn rss_sampler(pid: u32) -> RssSampler {
+    rss_sampler_every(pid, Duration::from_millis(20))
+}
+
+/// [`rss_sampler`] with a sample every `period` (short peaks need a short one).
+pub fn rss_sampler_every(pid: u32, period: Duration) -> RssSampler {
     let stop = Arc::new(AtomicBool::new(false));
     let s = stop.clone();
     let h = std::thread::spawn(move || {
@@ -38,7 +43,7 @@ pub fn rss_sampler(pid: u32) -> RssSampler {
             if let Some(rss) = owned_rss(pid) {
                 peak = peak.max(rss);
             }
-            std::thread::sleep(Duration::from_millis(20));
+            std::thread::sleep(period);
         }
         peak
     });

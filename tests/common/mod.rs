@@ -324,3 +324,19 @@ pub fn keyspace_messages(listener: &mut Raw, publisher: &mut Raw) -> Vec<(String
         out.push((channel, payload));
     }
 }
+
+/// Element `j` of a kind for large collections: distinct, not an integer (no intset), `len`
+/// bytes of pseudo-random hex after `kind-j-` (the RDB codec's LZF would shrink repeated text,
+/// and the blob with it).
+pub fn hex_elem(kind: &str, j: usize, digits: usize, len: usize) -> String {
+    let mut s = format!("{kind}-{j:0digits$}-");
+    let mut x = (j as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ kind.len() as u64;
+    while s.len() < len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        s.push_str(&format!("{x:016x}"));
+    }
+    s.truncate(len);
+    s
+}
