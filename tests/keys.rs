@@ -365,7 +365,10 @@ fn move_between_dbs() {
     rt(&mut raw, &["GET", "k"], &b("here"));
     rt(&mut raw, &["SELECT", "1"], OK);
     rt(&mut raw, &["GET", "k"], &b("v"));
-    rt(&mut raw, &["TTL", "k"], &i(100));
+    // Moved with its TTL. Rounded to the nearest second: on a loaded machine the round trips
+    // above may take half a second.
+    let ttl = String::from_utf8_lossy(&raw.call(&[b"TTL", b"k"])).into_owned();
+    assert!([i(100), i(99)].contains(&ttl), "TTL after MOVE: {ttl:?}");
     rt(&mut raw, &["MOVE", "k", "1"], SAME);
     rt(&mut raw, &["DEL", "k"], &i(1));
     rt(&mut raw, &["SELECT", "0"], OK);
@@ -498,13 +501,15 @@ fn object_idletime_and_what_touches_a_key() {
         let idle: i64 = q(&mut c, &["OBJECT", "IDLETIME", k]);
         assert!((1..=3).contains(&idle), "IDLETIME {k} after 1.1 s: {idle}");
     }
-    // Accesses reset it.
-    let _: i64 = q(&mut c, &["TOUCH", "a"]);
-    let _: String = q(&mut c, &["GET", "b"]);
-    let _: () = q(&mut c, &["SET", "c", "x"]);
-    for k in ["a", "b", "c"] {
-        let idle: i64 = q(&mut c, &["OBJECT", "IDLETIME", k]);
-        assert_eq!(idle, 0, "IDLETIME {k} after an access");
+    // Accesses reset it. The clock is whole seconds: when it ticks between the access and the
+    // query, the query reads 1, so a key gets three tries.
+    let accesses: [&[&str]; 3] = [&["TOUCH", "a"], &["GET", "b"], &["SET", "c", "x"]];
+    for (k, access) in ["a", "b", "c"].into_iter().zip(accesses) {
+        let reset = (0..3).any(|_| {
+            let _: redis::Value = q(&mut c, access);
+            q::<i64>(&mut c, &["OBJECT", "IDLETIME", k]) == 0
+        });
+        assert!(reset, "IDLETIME {k} after an access");
     }
     let idle: i64 = q(&mut c, &["OBJECT", "IDLETIME", "d"]);
     assert!(idle >= 1);

@@ -151,6 +151,9 @@ const MB: f64 = 1048576.0;
 #[test]
 fn the_shard_serves_others_and_rss_stays_near_the_size_while_big_collections_move() {
     let (mut report, mut failed) = (Vec::new(), Vec::new());
+    // The control: an idle server the same pinger runs against, to measure the machine's delays.
+    let idle = Server::start(STRATA, &["--proactor_threads", "1"]);
+    let _: () = q(&mut idle.client(), &["SET", "small", "still here"]);
     for (kind, key) in [("set", "s"), ("hash", "h"), ("list", "l"), ("zset", "z")] {
         // A server of its own: what one type left in the allocator does not hide the next.
         let dir = tempfile::tempdir().unwrap();
@@ -164,23 +167,27 @@ fn the_shard_serves_others_and_rss_stays_near_the_size_while_big_collections_mov
         let size = info_u64(&mut c, "memory", "used_memory").saturating_sub(used);
         let filled = owned_rss(s.pid()).unwrap();
         let pinger = Pinger::start(&s);
+        let control = Pinger::start(&idle);
         let sampler = rss_sampler_every(s.pid(), Duration::from_millis(2));
         let t = Instant::now();
         wait_info(&mut c, "tiered_disk_keys", |v| v == 1, "offloaded");
         let offload_s = t.elapsed().as_secs_f64();
         let out_peak = stop_peak(sampler);
         let out_wait = pinger.worst_ms();
+        let out_noise = control.worst_ms();
         let blob = info_u64(&mut c, "tiered", "tiered_bytes");
         // Back: a command that reads it (the reply is one number).
         std::thread::sleep(Duration::from_millis(200));
         let low = owned_rss(s.pid()).unwrap();
         let pinger = Pinger::start(&s);
+        let control = Pinger::start(&idle);
         let sampler = rss_sampler_every(s.pid(), Duration::from_millis(2));
         let t = Instant::now();
         assert_eq!(card(&mut c, kind, key), count(kind) as i64, "{kind}");
         let back_s = t.elapsed().as_secs_f64();
         let back_peak = stop_peak(sampler);
         let back_wait = pinger.worst_ms();
+        let back_noise = control.worst_ms();
         let out_extra = out_peak.saturating_sub(filled) as f64 / size as f64;
         let back_extra = back_peak.saturating_sub(filled) as f64 / size as f64;
         report.push(format!(
@@ -205,15 +212,18 @@ fn the_shard_serves_others_and_rss_stays_near_the_size_while_big_collections_mov
         // also held the blob beside the collection on the way out, and the read buffer and
         // the blob beside the collection on the way back (a set +1.7 and +0.65 x its RAM, a
         // list +2.4 and +1.6). Failures are gathered, so a run against another build reports
-        // every type.
-        if out_wait >= 400.0 {
+        // every type. A loaded machine (CI runs tests side by side) delays every process: the
+        // same pinger on an idle server meanwhile measures that, and is allowed for twice.
+        if out_wait >= 400.0 + 2.0 * out_noise {
             failed.push(format!(
-                "{kind}: a PING waited {out_wait:.1} ms during the offload"
+                "{kind}: a PING waited {out_wait:.1} ms during the offload \
+                 ({out_noise:.1} ms on an idle server meanwhile)"
             ));
         }
-        if back_wait >= 400.0 {
+        if back_wait >= 400.0 + 2.0 * back_noise {
             failed.push(format!(
-                "{kind}: a PING waited {back_wait:.1} ms during the read-back"
+                "{kind}: a PING waited {back_wait:.1} ms during the read-back \
+                 ({back_noise:.1} ms on an idle server meanwhile)"
             ));
         }
         // The steps hold a quarter MiB of encoding and the writer's MiB or two, and the

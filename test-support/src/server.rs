@@ -50,6 +50,16 @@ pub fn poll_started<T>(
     }
 }
 
+/// True when a server on `port` answers an inline PING with +PONG.
+fn answers_ping(port: u16) -> bool {
+    let Ok(mut c) = TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = c.set_read_timeout(Some(Duration::from_secs(2)));
+    let mut buf = [0u8; 7];
+    c.write_all(b"PING\r\n").is_ok() && c.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n"
+}
+
 /// A running `strata`; killed when dropped.
 pub struct Server {
     pub port: u16,
@@ -60,8 +70,22 @@ pub struct Server {
 }
 
 impl Server {
-    /// Starts `bin` with `args` (plus `--port`), waiting until it answers PING.
+    /// Starts `bin` with `args` (plus `--port`), waiting until it answers PING. A server that
+    /// exits at once is started again on another port, twice at most: between [`free_port`]'s
+    /// check and the server's bind, a client socket of another test process may take the port
+    /// as its ephemeral one (seen in CI: "Address already in use").
     pub fn start(bin: impl AsRef<OsStr>, args: &[&str]) -> Server {
+        for _ in 0..2 {
+            let mut s = Server::spawn(bin.as_ref(), args);
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while !matches!(s.child.try_wait(), Ok(Some(_))) {
+                if answers_ping(s.port) {
+                    return s;
+                }
+                assert!(Instant::now() < deadline, "strata did not start");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
         let mut s = Server::spawn(bin, args);
         s.wait_ready();
         s
@@ -106,14 +130,7 @@ impl Server {
 
     /// Waits until a [`Server::spawn`]ed server answers PING.
     pub fn wait_ready(&mut self) {
-        let ready = self.poll_started("strata", |port| {
-            let mut c = TcpStream::connect(("127.0.0.1", port)).ok()?;
-            let _ = c.set_read_timeout(Some(Duration::from_secs(2)));
-            c.write_all(b"PING\r\n").ok()?;
-            let mut buf = [0u8; 7];
-            c.read_exact(&mut buf).ok()?;
-            (&buf == b"+PONG\r\n").then_some(())
-        });
+        let ready = self.poll_started("strata", |port| answers_ping(port).then_some(()));
         assert!(ready.is_some(), "strata did not start");
     }
 

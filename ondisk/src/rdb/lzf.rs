@@ -101,21 +101,71 @@ pub fn lzf_compress(input: &[u8]) -> Option<Vec<u8>> {
 /// compress comes out byte for byte as Redis writes it; `None` when liblzf would give up
 /// (the output does not fit in `out_len`, checked where liblzf checks it).
 pub fn lzf_compress_within(input: &[u8], out_len: usize) -> Option<Vec<u8>> {
-    const HLOG: u32 = 16;
-    const HSIZE: usize = 1 << HLOG;
+    if input.len() < 3 || out_len == 0 {
+        return None;
+    }
+    SLOTS.with(|slots| {
+        let mut slots = slots.borrow_mut();
+        slots.start(input.len());
+        let out = compress_with(input, out_len, &mut slots);
+        slots.finish(input.len());
+        out
+    })
+}
+
+const HLOG: u32 = 16;
+const HSIZE: usize = 1 << HLOG;
+
+thread_local! {
+    /// The compressor's hash table, kept between calls: most values are short, and clearing
+    /// 64K slots for each would cost far more than compressing it.
+    static SLOTS: std::cell::RefCell<Slots> =
+        const { std::cell::RefCell::new(Slots { table: Vec::new(), base: 0 }) };
+}
+
+/// liblzf's table of where each hash slot was last seen. A call sees a slot as empty unless
+/// the call itself wrote it: positions are stored as `base + position + 1`, and each call's
+/// `base` is at or above all that calls before it stored, so the table starts empty for
+/// every call without being cleared (but on wrap-around).
+struct Slots {
+    table: Vec<u32>,
+    base: u32,
+}
+
+impl Slots {
+    /// Readies the table for an input of `n` bytes.
+    fn start(&mut self, n: usize) {
+        if self.table.len() != HSIZE || self.base as u64 + n as u64 + 1 > u32::MAX as u64 {
+            self.table.clear();
+            self.table.resize(HSIZE, 0);
+            self.base = 0;
+        }
+    }
+
+    /// Position + 1 of the last place `slot` saw in this call; 0 = never.
+    fn get(&self, slot: usize) -> usize {
+        self.table[slot].saturating_sub(self.base) as usize
+    }
+
+    fn set(&mut self, slot: usize, pos: usize) {
+        self.table[slot] = self.base + pos as u32 + 1;
+    }
+
+    /// Ends a call over `n` bytes: it stored at most `base + n`.
+    fn finish(&mut self, n: usize) {
+        self.base += n as u32;
+    }
+}
+
+fn compress_with(input: &[u8], out_len: usize, table: &mut Slots) -> Option<Vec<u8>> {
     const MAX_LIT: usize = 1 << 5;
     const MAX_OFF: usize = 1 << 13;
     const MAX_REF: usize = (1 << 8) + (1 << 3);
     let n = input.len();
-    if n < 3 || out_len == 0 {
-        return None;
-    }
     // liblzf's rolling hash of the last bytes (an unsigned int) and its slot function.
     let idx =
         |h: u32| (((h >> (3 * 8 - HLOG)).wrapping_sub(h.wrapping_mul(5))) as usize) & (HSIZE - 1);
     let next = |h: u32, p: usize| (h << 8) | u32::from(input[p + 2]);
-    // Position + 1 of the last place each slot saw; 0 = never.
-    let mut table = vec![0u32; HSIZE];
     let mut out = vec![0u8; out_len + 1];
     let mut op = 1usize; // out[0] is the first run's control byte
     let mut lit = 0usize;
@@ -124,8 +174,8 @@ pub fn lzf_compress_within(input: &[u8], out_len: usize) -> Option<Vec<u8>> {
     while ip < n - 2 {
         hval = next(hval, ip);
         let slot = idx(hval);
-        let cand = table[slot] as usize;
-        table[slot] = ip as u32 + 1;
+        let cand = table.get(slot);
+        table.set(slot, ip);
         let matched = cand > 1 && {
             let r = cand - 1;
             r < ip
@@ -183,10 +233,10 @@ pub fn lzf_compress_within(input: &[u8], out_len: usize) -> Option<Vec<u8>> {
             ip -= 2;
             hval = u32::from(input[ip]) << 8 | u32::from(input[ip + 1]);
             hval = next(hval, ip);
-            table[idx(hval)] = ip as u32 + 1;
+            table.set(idx(hval), ip);
             ip += 1;
             hval = next(hval, ip);
-            table[idx(hval)] = ip as u32 + 1;
+            table.set(idx(hval), ip);
             ip += 1;
         } else {
             if op >= out_len {
@@ -292,6 +342,24 @@ mod tests {
         let noise: Vec<u8> = (0..5000).map(|_| random()).collect();
         assert!(lzf_compress(&noise).is_none());
         assert!(lzf_compress(b"abc").is_none());
+    }
+
+    #[test]
+    fn a_call_sees_nothing_of_the_calls_before_it() {
+        let text = b"strata strata strata keeps strata values strata".to_vec();
+        // A fresh thread's first call: the table as liblzf starts it, empty.
+        let t = text.clone();
+        let first = std::thread::spawn(move || lzf_compress(&t)).join().unwrap();
+        assert!(first.is_some());
+        // After other inputs that fill the same slots, and across the table's wrap-around.
+        for other in [&b"values strata keeps values"[..], &[b'x'; 3000][..]] {
+            lzf_compress(other);
+            assert_eq!(lzf_compress(&text), first);
+        }
+        SLOTS.with(|s| s.borrow_mut().base = u32::MAX - 20);
+        lzf_compress(b"strata keeps values strata keeps");
+        assert_eq!(lzf_compress(&text), first);
+        assert_eq!(lzf_compress(&text), first);
     }
 
     #[test]
