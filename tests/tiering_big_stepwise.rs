@@ -2,7 +2,8 @@
 //! encoded and written, and while it is read back and built, another client's PINGs and GETs
 //! on the same core are answered within a small fraction of the one-go stall; RSS meanwhile
 //! stays near the collection's own size; a write to the key during the encoding is never lost;
-//! a damaged page anywhere in the extent is a counted miss.
+//! a damaged page anywhere in the extent is a counted miss; a save copies an offloaded one into
+//! the snapshot a part at a time.
 //!
 //! `STEPWISE_STRATA_BIN` runs the same checks against another build (the figures in
 //! benches/RESULTS.md compare the one-go build this way; its asserts then fail, as they must).
@@ -86,22 +87,25 @@ fn wait_info(c: &mut Connection, field: &str, ok: impl Fn(u64) -> bool, what: &s
 
 /// One shard; 512 MB of RAM and an offload threshold of 0.02, so every cold collection goes.
 fn server(dir: &tempfile::TempDir) -> Server {
+    server_with(dir, &[])
+}
+
+fn server_with(dir: &tempfile::TempDir, extra: &[&str]) -> Server {
     let prefix = dir.path().join("strata");
-    Server::start(
-        bin(),
-        &[
-            "--proactor_threads",
-            "1",
-            "--maxmemory",
-            "512mb",
-            "--tiered_prefix",
-            prefix.to_str().unwrap(),
-            "--log_level",
-            "error",
-            "--tiered_offload_threshold",
-            "0.02",
-        ],
-    )
+    let mut args = vec![
+        "--proactor_threads",
+        "1",
+        "--maxmemory",
+        "512mb",
+        "--tiered_prefix",
+        prefix.to_str().unwrap(),
+        "--log_level",
+        "error",
+        "--tiered_offload_threshold",
+        "0.02",
+    ];
+    args.extend_from_slice(extra);
+    Server::start(bin(), &args)
 }
 
 /// Another client PINGing (and GETting a small key) back to back until stopped: the longest
@@ -313,4 +317,65 @@ fn a_damaged_page_early_or_late_in_a_big_extent_is_a_counted_miss() {
         let pong: String = q(&mut c, &["PING"]);
         assert_eq!(pong, "PONG");
     }
+}
+
+#[test]
+fn a_save_copies_an_offloaded_big_collection_a_part_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap().to_string();
+    let mut want: Vec<String> = (0..N).map(|j| elem("sm", j)).collect();
+    want.sort();
+    {
+        let s = server_with(&dir, &["--dir", &d, "--dbfilename", "unused"]);
+        let mut c = s.client();
+        fill_big(&mut c, "set", "s");
+        wait_info(&mut c, "tiered_disk_keys", |v| v == 1, "offloaded");
+        for save in [["SAVE", "DF", "good"], ["SAVE", "RDB", "good.rdb"]] {
+            let ok: String = q(&mut c, &save);
+            assert_eq!(ok, "OK", "{save:?}");
+            // The blob is about 28 MiB; the save held a part of it and a piece of encoding.
+            let peak = info_u64(&mut c, "persistence", "rdb_last_save_peak_buffered_bytes");
+            assert!(
+                peak < 4 << 20,
+                "{save:?} buffered {peak} bytes of an offloaded collection"
+            );
+            assert_eq!(
+                info_u64(&mut c, "tiered", "tiered_disk_keys"),
+                1,
+                "{save:?}"
+            );
+        }
+        // A damaged extent is left out of the save (counted), the save itself succeeds.
+        flip_tier_file_bytes(&dir, 3000..3001, 99);
+        let ok: String = q(&mut c, &["SAVE", "DF", "damaged"]);
+        assert_eq!(ok, "OK");
+        assert_eq!(
+            info_u64(&mut c, "persistence", "rdb_last_save_keys"),
+            0,
+            "a damaged collection was saved"
+        );
+    }
+    for name in ["good", "good.rdb"] {
+        let s = Server::start(
+            STRATA,
+            &["--dir", &d, "--dbfilename", name, "--proactor_threads", "1"],
+        );
+        let mut c = s.client();
+        let mut got: Vec<String> = q(&mut c, &["SMEMBERS", "s"]);
+        got.sort();
+        assert!(got == want, "{name}: {} members back of {N}", got.len());
+    }
+    let s = Server::start(
+        STRATA,
+        &[
+            "--dir",
+            &d,
+            "--dbfilename",
+            "damaged",
+            "--proactor_threads",
+            "1",
+        ],
+    );
+    let mut c = s.client();
+    assert_eq!(q::<u64>(&mut c, &["DBSIZE"]), 0);
 }

@@ -260,11 +260,14 @@ pub async fn read(
 
 /// Least time between two passes of [`serve_all`].
 const MIN_PAUSE: Duration = Duration::from_millis(1);
+/// Most time between two passes: a pass the OS paused midway (a loaded machine) must not
+/// leave the connections unserved for ten times that pause.
+const MAX_PAUSE: Duration = Duration::from_millis(100);
 
 /// Serves every armed connection of this core once (the hook's call, see the module doc). A
 /// pass costs a syscall or two per connection, so passes are spaced by ten times what the last
-/// one took (at least [`MIN_PAUSE`]): with many connections the script still gets most of
-/// the core.
+/// one took (within [`MIN_PAUSE`]..[`MAX_PAUSE`]): with many connections the script still gets
+/// most of the core.
 fn serve_all(answer: &dyn Fn(&mut View, &[Bytes]) -> Answer) {
     thread_local! {
         static NEXT_PASS: std::cell::Cell<Option<Instant>> = const { std::cell::Cell::new(None) };
@@ -275,7 +278,8 @@ fn serve_all(answer: &dyn Fn(&mut View, &[Bytes]) -> Answer) {
     }
     serve_pass(answer);
     let took = start.elapsed();
-    NEXT_PASS.with(|n| n.set(Some(Instant::now() + (took * 10).max(MIN_PAUSE))));
+    let pause = (took * 10).clamp(MIN_PAUSE, MAX_PAUSE);
+    NEXT_PASS.with(|n| n.set(Some(Instant::now() + pause)));
 }
 
 fn serve_pass(answer: &dyn Fn(&mut View, &[Bytes]) -> Answer) {

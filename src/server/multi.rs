@@ -28,6 +28,7 @@ use super::core::{Core, Global, Job, Msg};
 use super::dispatch;
 use super::exec;
 use super::locked::{Locked, ShardSet};
+use super::script::busy;
 use super::session::Session;
 use super::table::{Call, Exec, Spec, DENYOOM, NO_MULTI, NO_QUEUE};
 use crate::cmd::args::{err, ERR_OOM};
@@ -289,9 +290,17 @@ pub async fn watch(call: Call<'_>) -> Reply {
             None => by_shard.push((s, vec![k.clone()])),
         }
     }
-    let registering = by_shard
-        .into_iter()
-        .map(|(s, keys)| core.on_shard(s, move |sh| register(sh, s, db, keys)));
+    // During a busy script (which holds every shard) registered at once, as Redis does.
+    let script_core = busy::busy_core(&core.global.settings);
+    let registering = by_shard.into_iter().map(|(s, keys)| {
+        let f = move |sh: &mut Shard| register(sh, s, db, keys);
+        async move {
+            match script_core {
+                Some(sc) => busy::on_shard_beside_script(core, s, sc, f).await,
+                None => core.on_shard(s, f).await,
+            }
+        }
+    });
     for part in futures::future::join_all(registering).await {
         match part {
             Some(ws) => session.multi.watched.extend(ws),

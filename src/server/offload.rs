@@ -140,33 +140,36 @@ pub async fn collection_in_steps(
     blob.finish(t).map_err(tiering::TierError::Io)
 }
 
-/// A collection's blob (a DUMP payload) taken in pieces: the RDB body goes to a
-/// [`PieceBuilder`], the footer is kept, the CRC-64 built up as the bytes pass.
-struct BlobPieces {
+/// A collection's blob (a DUMP payload) taken in parts: where its RDB type, body and footer
+/// lie, its CRC-64 built up as the bytes pass. What reads an extent a part at a time (the
+/// read-back in steps, a snapshot) feeds it every part and may use what it got only once
+/// [`BlobCheck::finish`] said the footer checks.
+pub struct BlobCheck {
     len: usize,
     at: usize,
     crc: Crc64,
-    limits: PackLimits,
-    builder: Option<PieceBuilder>,
+    rdb_type: Option<u8>,
     footer: Vec<u8>,
 }
 
 /// RDB version (2 bytes) and CRC-64 (8) end a DUMP payload.
 const DUMP_FOOTER: usize = 10;
 
-impl BlobPieces {
-    fn new(len: usize, limits: &PackLimits) -> BlobPieces {
-        BlobPieces {
+impl BlobCheck {
+    /// For a blob `len` bytes long.
+    pub fn new(len: usize) -> BlobCheck {
+        BlobCheck {
             len,
             at: 0,
             crc: Crc64::new(),
-            limits: *limits,
-            builder: None,
+            rdb_type: None,
             footer: Vec::with_capacity(DUMP_FOOTER),
         }
     }
 
-    fn feed(&mut self, bytes: &[u8]) {
+    /// Takes the blob's next bytes; returns those of them that are RDB body (the type byte
+    /// and the footer are kept here).
+    pub fn feed<'a>(&mut self, bytes: &'a [u8]) -> &'a [u8] {
         let (start, end) = (self.at, self.at + bytes.len());
         self.at = end;
         let body_end = self.len.saturating_sub(DUMP_FOOTER);
@@ -179,17 +182,21 @@ impl BlobPieces {
             self.crc.update(b);
         }
         if start == 0 && !bytes.is_empty() {
-            self.builder = Some(PieceBuilder::new(bytes[0], &self.limits));
-        }
-        if let (Some(b), Some(builder)) = (span(1, body_end), self.builder.as_mut()) {
-            builder.feed(b);
+            self.rdb_type = Some(bytes[0]);
         }
         if let Some(b) = span(body_end, self.len) {
             self.footer.extend_from_slice(b);
         }
+        span(1, body_end).unwrap_or(&[])
     }
 
-    fn finish(self, t: ObjectType) -> Result<Value, String> {
+    /// The blob's RDB type, once its first byte came.
+    pub fn rdb_type(&self) -> Option<u8> {
+        self.rdb_type
+    }
+
+    /// Its RDB type when every byte came and the footer (version, CRC-64) checks.
+    pub fn finish(&self) -> Result<u8, String> {
         if self.len <= DUMP_FOOTER || self.at != self.len || self.footer.len() != DUMP_FOOTER {
             return Err(format!(
                 "collection blob: {} of {} bytes",
@@ -202,6 +209,41 @@ impl BlobPieces {
         if version > DUMP_RDB_VERSION || self.crc.value() != u64::from_le_bytes(stored) {
             return Err("collection blob: bad version or CRC-64".into());
         }
+        self.rdb_type
+            .ok_or_else(|| "collection blob: empty".to_string())
+    }
+}
+
+/// A collection's blob taken in pieces: its RDB body goes to a [`PieceBuilder`].
+struct BlobPieces {
+    check: BlobCheck,
+    limits: PackLimits,
+    builder: Option<PieceBuilder>,
+}
+
+impl BlobPieces {
+    fn new(len: usize, limits: &PackLimits) -> BlobPieces {
+        BlobPieces {
+            check: BlobCheck::new(len),
+            limits: *limits,
+            builder: None,
+        }
+    }
+
+    fn feed(&mut self, bytes: &[u8]) {
+        let body = self.check.feed(bytes);
+        if self.builder.is_none() {
+            if let Some(t) = self.check.rdb_type() {
+                self.builder = Some(PieceBuilder::new(t, &self.limits));
+            }
+        }
+        if let (false, Some(builder)) = (body.is_empty(), self.builder.as_mut()) {
+            builder.feed(body);
+        }
+    }
+
+    fn finish(self, t: ObjectType) -> Result<Value, String> {
+        self.check.finish()?;
         let Some(builder) = self.builder else {
             return Err("collection blob: empty".into());
         };

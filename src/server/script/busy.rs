@@ -12,17 +12,19 @@
 //! takes over ([`apply`]): nothing can observe the difference meanwhile, as every other client
 //! gets -BUSY. WATCH registers its keys at once, on every shard, under the script's
 //! transaction (which holds them all), so a write the script makes after the WATCH reply
-//! fails the EXEC, as in Redis. A connection accepted but not started yet has its client id
+//! fails the EXEC, as in Redis; a WATCH from another core's client does the same beside the
+//! script ([`on_shard_beside_script`]: its own shard in place, the script's by the hook). A connection accepted but not started yet has its client id
 //! already (given at accept, as Redis does), so HELLO is answered for it too.
 //!
 //! Never: runs from the hook a command that needs a shard (but WATCH's registration, under
-//! the script's own locks), or in MULTI the ALLOW_BUSY commands Redis queues: those and what
+//! the script's own locks or asked by another core), or in MULTI the ALLOW_BUSY commands Redis queues: those and what
 //! follows them wait for the script's end ([`Answer::Wait`]). Memcached connections on the
 //! script's core wait too (memcached has no BUSY).
 
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use bytes::Bytes;
 
@@ -32,11 +34,14 @@ use crate::cmd::wrong_args;
 use crate::config::Settings;
 use crate::protocol::Reply;
 use crate::server::cmdstats;
+use crate::server::core::{Job, Msg};
 use crate::server::locked::Locked;
 use crate::server::multi::WatchedKey;
 use crate::server::session::{ReplyMode, Session};
 use crate::server::table::{self, Spec, NOAUTH, NO_MULTI, PUBSUB_OK};
 use crate::server::Core;
+use crate::shard::Shard;
+use futures::channel::oneshot;
 
 const BUSY_EVAL: &str =
     "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.";
@@ -457,10 +462,116 @@ pub fn install(s: Servicer) {
 }
 
 /// Called from the interpreter's hook while the script (holding `locked`) is past the
-/// threshold: answers what this core's idle connections sent meanwhile.
+/// threshold: runs what other cores' WATCH asked of this shard, and answers what this core's
+/// idle connections sent meanwhile.
 pub fn serve_own_core(core: &Rc<Core>, locked: &Locked) {
+    run_hook_jobs(core);
     let s = SERVICER.with(|c| c.borrow().clone());
     if let Some(s) = s {
         s(&|v, args| answer(core, locked, v, args));
+    }
+}
+
+/// The core of the script past the threshold now; None when none is.
+pub fn busy_core(settings: &Settings) -> Option<usize> {
+    if !past_threshold(settings) {
+        return None;
+    }
+    running()
+        .lock()
+        .ok()
+        .and_then(|r| r.as_ref().map(|r| r.core))
+}
+
+/// A job for shard `.0` that whichever comes first runs: the busy script's hook, or that
+/// core's mailbox once the script ended.
+type HookJob = (usize, Arc<Mutex<Option<Job>>>);
+
+fn hook_jobs() -> &'static Mutex<Vec<HookJob>> {
+    static Q: OnceLock<Mutex<Vec<HookJob>>> = OnceLock::new();
+    Q.get_or_init(Default::default)
+}
+
+/// Takes `job` out of its slot (None when the other path ran it).
+fn take(job: &Mutex<Option<Job>>) -> Option<Job> {
+    job.lock().ok().and_then(|mut j| j.take())
+}
+
+/// Runs `f` on `shard` now although the busy script on `script_core` holds every shard, as
+/// Redis runs WATCH during a busy script: in place on this core's own shard, by the script's
+/// hook on its core, at once on any other (their executors are free; the script's jobs there
+/// run whole, so `f` lands between two of them). None when shutting down. Only for what
+/// changes no data (WATCH's registration).
+pub async fn on_shard_beside_script<R, F>(
+    core: &Rc<Core>,
+    shard: usize,
+    script_core: usize,
+    f: F,
+) -> Option<R>
+where
+    R: Send + 'static,
+    F: FnOnce(&mut Shard) -> R + Send + 'static,
+{
+    if shard == core.id {
+        return Some(f(&mut core.shard.borrow_mut()));
+    }
+    let (tx, rx) = oneshot::channel();
+    let job: Job = Box::new(move |core| {
+        let r = f(&mut core.shard.borrow_mut());
+        core.flush_invalidations();
+        let _ = tx.send(r);
+    });
+    let job = Arc::new(Mutex::new(Some(job)));
+    if shard == script_core {
+        if let Ok(mut q) = hook_jobs().lock() {
+            q.push((shard, job.clone()));
+        }
+    }
+    // Also mailed, so it runs even when the script ends before its hook took it.
+    let mail: Job = Box::new(move |core| {
+        if let Some(j) = take(&job) {
+            j(core)
+        }
+    });
+    let _waiting = crate::runtime::remote_wait();
+    if !core.global.send(shard, Msg::RunTx(0, mail)) {
+        return None;
+    }
+    rx.await.ok()
+}
+
+/// Runs the jobs other cores left for this core's shard (see [`on_shard_beside_script`]).
+fn run_hook_jobs(core: &Rc<Core>) {
+    let mine: Vec<HookJob> = {
+        let Ok(mut q) = hook_jobs().lock() else {
+            return;
+        };
+        if q.is_empty() {
+            return;
+        }
+        let (mine, rest) = std::mem::take(&mut *q)
+            .into_iter()
+            .partition(|(s, _)| *s == core.id);
+        *q = rest;
+        mine
+    };
+    for (_, job) in mine {
+        // The hook runs between the script's commands: the shard is free.
+        if core.shard.try_borrow_mut().is_err() {
+            if let Ok(mut q) = hook_jobs().lock() {
+                q.push((core.id, job));
+            }
+            continue;
+        }
+        if let Some(j) = take(&job) {
+            j(core);
+        }
+    }
+}
+
+/// Drops what a script's end left in the hook's queue: those jobs run from their mail.
+pub fn forget_hook_jobs() {
+    if let Ok(mut q) = hook_jobs().lock() {
+        q.clear();
     }
 }

@@ -109,6 +109,8 @@ pub struct Running {
     dirty: AtomicBool,
     /// EVAL (true) or FCALL (false): each KILL only stops its own kind.
     eval: bool,
+    /// The core it runs on (its hook serves that core's shard for other cores' WATCH).
+    core: usize,
 }
 
 fn running() -> &'static Mutex<Option<Arc<Running>>> {
@@ -469,6 +471,7 @@ impl Run<'_> {
             kill: AtomicBool::new(false),
             dirty: AtomicBool::new(false),
             eval: self.eval,
+            core: core.id,
         });
         if let Ok(mut r) = running().lock() {
             *r = Some(state.clone());
@@ -514,6 +517,7 @@ impl Run<'_> {
         if let Ok(mut r) = running().lock() {
             *r = None;
         }
+        busy::forget_hook_jobs();
         drop(locked);
         reply
     }

@@ -41,7 +41,8 @@ pub trait RunApi {
     ) -> mlua::Result<(bool, Value)>;
     /// redis.setresp(2|3).
     fn set_resp3(&self, resp3: bool);
-    /// Checked every 100000 instructions: an error message ends the script (SCRIPT KILL).
+    /// Checked every 100000 instructions and after each call: an error message ends the
+    /// script (SCRIPT KILL).
     fn interrupted(&self) -> Option<String>;
 }
 
@@ -278,6 +279,12 @@ fn install_hook(
 
 type Watch = Box<dyn Fn() -> Result<(), String>>;
 
+/// What [`install_hook`] was given, kept in the interpreter for redis.call to reinstall it.
+struct HookState {
+    watch: std::rc::Rc<std::cell::RefCell<Option<Watch>>>,
+    every_line: std::rc::Rc<Cell<bool>>,
+}
+
 impl Vm {
     /// A fresh interpreter; a run lends its API the command caller with [`with_run`].
     pub fn new() -> mlua::Result<Vm> {
@@ -368,6 +375,10 @@ impl Vm {
         let watch: std::rc::Rc<std::cell::RefCell<Option<Watch>>> = Default::default();
         let every_line = std::rc::Rc::new(Cell::new(false));
         install_hook(&lua, watch.clone(), every_line.clone())?;
+        lua.set_app_data(HookState {
+            watch: watch.clone(),
+            every_line: every_line.clone(),
+        });
         Ok(Vm {
             globals: hidden.raw_get("globals")?,
             run: hidden.raw_get("run")?,
@@ -639,6 +650,17 @@ fn register_api(lua: &Lua, redis: &Table) -> mlua::Result<()> {
                 );
             };
             let (failed, v) = out?;
+            // The hook counts instructions only, so a script of slow calls (keys of other
+            // cores) would meet it seldom: each call also serves this core's clients, and a
+            // SCRIPT KILL among them turns the hook to every line, which ends the script at
+            // its next line as the hook itself would.
+            if with_active(|run| run.interrupted()).flatten().is_some() {
+                if let Some(h) = lua.app_data_ref::<HookState>() {
+                    if !h.every_line.replace(true) {
+                        install_hook(lua, h.watch.clone(), h.every_line.clone())?;
+                    }
+                }
+            }
             if failed && raising {
                 return raise(lua, v, "redis.call failed");
             }

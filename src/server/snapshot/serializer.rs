@@ -1,7 +1,7 @@
 //! One shard's part of a save, on the shard's own core: walks its tables a few buckets per
 //! step between client commands, takes the entries writes copied aside, reads offloaded values
-//! back from the tier file, and encodes everything (Strata records or an RDB fragment) into its
-//! file as it goes.
+//! back from the tier file (a large collection's extent a part at a time, straight into the
+//! file), and encodes everything (Strata records or an RDB fragment) into its file as it goes.
 //!
 //! A large collection (one whose RDB encoding reaches a piece, 64 KiB) is encoded a piece at a
 //! time from the entry the walk handed out, the core serving clients between pieces: that
@@ -20,12 +20,14 @@ use std::rc::Rc;
 use bytes::Bytes;
 use ondisk::rdb::RdbEncoder;
 use ondisk::snapshot::{KeyHead, SnapshotEncoder, SnapshotHeader, PIECE_LEN};
+use tiering::{DiskPtr, TierError, TierStore};
 use tracing::{info, warn};
 
 use super::sink::{FileWriter, Throttle};
 use super::Format;
 use crate::server::core::Core;
 use crate::server::error::{ErrorKind, Result, ServerError};
+use crate::server::offload::BlobCheck;
 use crate::shard::object::RdbPartPos;
 use crate::shard::{Element, Entry, TypedObject, ValueRef};
 
@@ -183,6 +185,14 @@ async fn write_shard(core: &Rc<Core>, job: &ShardJob) -> Result<ShardOutput> {
                     "offloaded values without a tier file",
                 ));
             };
+            // A large collection's extent is copied a part at a time, never read whole.
+            let (large, reads): (Vec<_>, Vec<_>) = reads
+                .into_iter()
+                .partition(|r| r.5 && crate::server::offload::read_in_steps(&r.2));
+            for (db, key, p, expire, flags, _) in &large {
+                let head = (*db, key.as_bytes(), *expire, *flags);
+                put_offloaded_large(&mut enc, &mut w, &throttle, &mut out, &tier, head, *p).await?;
+            }
             // A bounded number of reads at a time: a write burst can capture thousands of
             // offloaded entries, and their values must not all come to RAM at once.
             for range in read_groups(reads.iter().map(|r| r.2.len as u64)) {
@@ -364,6 +374,92 @@ async fn put_large(
         futures_lite::future::yield_now().await;
         buf.clear();
         done = o.encode_rdb_part(&mut pos, &mut buf, PIECE_LEN).1;
+    }
+    if let Encoder::Strata(e) = enc {
+        e.end_pieces();
+    }
+    out.keys += 1;
+    Ok(())
+}
+
+/// Copies a large collection's blob from its raw extent into the file a part at a time (about
+/// 1 MiB), its RDB body as pieces, so the save never holds the blob whole. The extent is read
+/// twice: first to check its CRCs, so a damaged one is a counted miss (as a value read whole)
+/// rather than a record cut short; then to copy. Frees wait for the save, so both reads meet
+/// the same bytes; a second read that disagrees is a disk failing under the save, and fails it.
+async fn put_offloaded_large(
+    enc: &mut Encoder,
+    w: &mut FileWriter,
+    throttle: &Throttle,
+    out: &mut ShardOutput,
+    tier: &TierStore,
+    (db, key, expire, client_flags): (usize, &[u8], Option<u64>, u32),
+    ptr: DiskPtr,
+) -> Result<()> {
+    let blob_len = ptr.len as usize;
+    let mut part = Vec::new();
+    let checked: std::result::Result<u8, TierError> = async {
+        let mut reader = tier
+            .extent_reader(ptr, key)
+            .ok_or_else(|| TierError::Io("not a raw extent".into()))?;
+        let mut check = BlobCheck::new(blob_len);
+        while reader.next(&mut part).await? {
+            check.feed(&part);
+            futures_lite::future::yield_now().await;
+        }
+        check.finish().map_err(TierError::Io)
+    }
+    .await;
+    let rdb_type = match checked {
+        Ok(t) => t,
+        Err(e) => {
+            warn!("snapshot: the collection of {key:?} on the tier file is unreadable: {e}");
+            out.unreadable += 1;
+            return Ok(());
+        }
+    };
+    let failed = |e: String| {
+        ServerError::new(
+            ErrorKind::Io,
+            format!("the collection of {key:?} changed on the tier file during the save: {e}"),
+        )
+    };
+    let mut reader = tier
+        .extent_reader(ptr, key)
+        .ok_or_else(|| failed("not a raw extent".into()))?;
+    match enc {
+        Encoder::Strata(e) => {
+            let head = KeyHead {
+                db: db as u16,
+                key,
+                expire_at_ms: expire,
+                client_flags,
+            };
+            e.begin_pieces(&head, rdb_type);
+        }
+        Encoder::Rdb(e) => {
+            e.select_db(db as u32);
+            e.begin_object(key, rdb_type, expire);
+        }
+    }
+    let mut check = BlobCheck::new(blob_len);
+    while reader
+        .next(&mut part)
+        .await
+        .map_err(|e| failed(e.to_string()))?
+    {
+        let body = check.feed(&part);
+        match enc {
+            Encoder::Strata(e) => e.write_piece(body),
+            Encoder::Rdb(e) => e.object_bytes(body),
+        }
+        let held = enc.pending() + part.capacity();
+        out.peak_buffered = out.peak_buffered.max(held as u64);
+        drain(enc, w, throttle, out).await?;
+        futures_lite::future::yield_now().await;
+    }
+    if check.finish().map_err(failed)? != rdb_type {
+        return Err(failed("another RDB type".into()));
     }
     if let Encoder::Strata(e) = enc {
         e.end_pieces();
