@@ -633,3 +633,35 @@ fn sections_shown_as_redis_shows_them() {
         );
     }
 }
+
+/// CLUSTER without cluster mode: Redis' replies byte for byte (arity per subcommand, unknown
+/// subcommand, cluster support disabled, CLUSTER RESET refused in scripts), counted as Redis
+/// counts them.
+#[test]
+fn cluster_without_cluster_mode() {
+    let p = Pair::start();
+    let (mut s, mut r) = p.conns();
+    reset(&mut s, &mut r);
+    both_same(
+        &mut s,
+        &mut r,
+        &[
+            &["CLUSTER"],
+            &["CLUSTER", "INFO"],
+            &["cluster", "keyslot"],
+            &["cluster", "keyslot", "a"],
+            &["CLUSTER", "nosuch"],
+            &["CLUSTER", "HELP"],
+            &["CLUSTER", "RESET", "HARD"],
+            &["CLUSTER", "SLOTS"],
+            &["EVAL", "return redis.call('cluster', 'reset', 'hard')", "0"],
+            &["EVAL", "return redis.pcall('cluster', 'info')", "0"],
+        ],
+    );
+    assert_eq!(
+        call(&mut s, &["CLUSTER", "INFO"]),
+        b"-ERR This instance has cluster support disabled\r\n"
+    );
+    call(&mut r, &["CLUSTER", "INFO"]);
+    same_counts(&mut s, &mut r, &[]);
+}

@@ -14,7 +14,9 @@ use std::sync::OnceLock;
 use bytes::Bytes;
 use futures::future::LocalBoxFuture;
 
-use super::admin::{client, command, config, connection, debug, info, keyspace, persist, pubsub};
+use super::admin::{
+    client, cluster, command, config, connection, debug, info, keyspace, persist, pubsub,
+};
 use super::blocking;
 use super::core::Core;
 use super::multi;
@@ -510,6 +512,7 @@ pub static TABLE: &[Spec] = &[
     spec!("auth", -2, F | NOAUTH | LOADING, 0, 0, 0, Exec::Session(connection::auth), "connection", "1.0.0", "Authenticates the connection."),
     spec!("hello", -1, F | NOAUTH | LOADING, 0, 0, 0, Exec::Session(connection::hello), "connection", "6.0.0", "Handshakes with the Redis server."),
     spec!("client", -2, LOADING, 0, 0, 0, Exec::Session(client::client), "connection", "2.4.0", "A container for client connection commands."),
+    spec!("cluster", -2, 0, 0, 0, 0, Exec::Session(cluster::cluster), "cluster", "3.0.0", "A container for Redis Cluster commands."),
     spec!("reset", 1, F | NOAUTH | LOADING | PUBSUB_OK | NO_QUEUE, 0, 0, 0, Exec::Session(pubsub::reset), "connection", "6.2.0", "Resets the connection."),
     // pub/sub
     spec!("subscribe", -2, LOADING | PUBSUB_OK, 0, 0, 0, Exec::Session(pubsub::subscribe), "pubsub", "2.0.0", "Listens for messages published to channels."),

@@ -6,6 +6,7 @@
 //! Never: runs on another core's shard except through `Core::on_shard` / `on_all`.
 
 pub mod client;
+pub mod cluster;
 pub mod command;
 pub mod config;
 pub mod connection;
