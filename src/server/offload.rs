@@ -30,7 +30,10 @@
 //! or encoded, or a collection while a transaction holds the shard (its steps read collections
 //! in RAM); never installs a collection read back in pieces before its checksums passed.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::rc::Rc;
+use std::task::{Poll, Waker};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -116,9 +119,10 @@ pub fn read_in_steps(ptr: &tiering::DiskPtr) -> bool {
 
 /// Reads back the large collection of type `t` whose blob is the raw extent at `ptr` and
 /// builds it as its pieces come ([`PieceBuilder`]), the shard serving others between pieces:
-/// at no time are the whole blob and the collection held together. It is built aside, and
-/// returned only once the tier's CRC32 and the blob's CRC-64 checked over all of it, so a
-/// damaged page is an error (a counted miss for the caller), never a wrong collection.
+/// at no time are the whole blob and the collection held together, nor two builds of one
+/// extent on this core ([`ReadTurn`]). It is built aside, and returned only once the tier's
+/// CRC32 and the blob's CRC-64 checked over all of it, so a damaged page is an error (a
+/// counted miss for the caller), never a wrong collection.
 pub async fn collection_in_steps(
     tier: &TierStore,
     key: &[u8],
@@ -126,6 +130,7 @@ pub async fn collection_in_steps(
     t: ObjectType,
     limits: &PackLimits,
 ) -> Result<Value, tiering::TierError> {
+    let _turn = ReadTurn::take(ptr).await;
     let Some(mut reader) = tier.extent_reader(ptr, key) else {
         return Err(tiering::TierError::Io("not a raw extent".into()));
     };
@@ -138,6 +143,49 @@ pub async fn collection_in_steps(
         }
     }
     blob.finish(t).map_err(tiering::TierError::Io)
+}
+
+thread_local! {
+    /// Extents of large collections being read back on this core, with the tasks waiting
+    /// for their turn at each.
+    static READING: RefCell<HashMap<tiering::DiskPtr, Vec<Waker>>> = RefCell::new(HashMap::new());
+}
+
+/// A task's turn at reading back the large collection at an extent: one at a time per extent
+/// on a core, so commands that want the same collection at once build it one after the other
+/// (the first's is in RAM or back on disk by the next's turn) rather than each its own copy
+/// together.
+struct ReadTurn(tiering::DiskPtr);
+
+impl ReadTurn {
+    async fn take(ptr: tiering::DiskPtr) -> ReadTurn {
+        std::future::poll_fn(|cx| {
+            READING.with(|r| {
+                let mut r = r.borrow_mut();
+                match r.get_mut(&ptr) {
+                    Some(waiting) => {
+                        waiting.push(cx.waker().clone());
+                        Poll::Pending
+                    }
+                    None => {
+                        r.insert(ptr, Vec::new());
+                        Poll::Ready(())
+                    }
+                }
+            })
+        })
+        .await;
+        ReadTurn(ptr)
+    }
+}
+
+impl Drop for ReadTurn {
+    fn drop(&mut self) {
+        let waiting = READING.with(|r| r.borrow_mut().remove(&self.0));
+        for w in waiting.into_iter().flatten() {
+            w.wake();
+        }
+    }
 }
 
 /// A collection's blob (a DUMP payload) taken in parts: where its RDB type, body and footer
