@@ -473,12 +473,10 @@ fn busy_states_match_redis_on_two_cores() {
     states_match_redis(2);
 }
 
-/// Connections the server accepted but whose tasks had not started when the script began
-/// (connected just before it, no request yet), and ones still in the listen queue then, get
-/// -BUSY like the others while it runs, on the script's own core.
-#[test]
-fn connections_not_started_when_a_script_begins_get_busy() {
-    let s = server_with_threads(1);
+/// A server on `threads` cores whose scripts are busy past 100 ms, an admin client and a
+/// runner client (served once).
+fn busy_server(threads: usize) -> (Server, Raw, Raw) {
+    let s = server_with_threads(threads);
     let mut admin = client(s.port);
     rt(
         &mut admin,
@@ -487,6 +485,15 @@ fn connections_not_started_when_a_script_begins_get_busy() {
     );
     let mut runner = client(s.port);
     rt(&mut runner, &["ping"], "+PONG\r\n");
+    (s, admin, runner)
+}
+
+/// Connections the server accepted but whose tasks had not started when the script began
+/// (connected just before it, no request yet), and ones still in the listen queue then, get
+/// -BUSY like the others while it runs, on the script's own core.
+#[test]
+fn connections_not_started_when_a_script_begins_get_busy() {
+    let (s, mut admin, mut runner) = busy_server(1);
     let mut early: Vec<Raw> = (0..4).map(|_| client(s.port)).collect();
     send(&mut runner, &["eval", SPIN, "0"]);
     let mut queued: Vec<Raw> = (0..4).map(|_| client(s.port)).collect();
@@ -511,15 +518,7 @@ fn connections_not_started_when_a_script_begins_get_busy() {
 /// at once.
 #[test]
 fn a_script_of_calls_to_the_other_core_serves_its_core_and_stops_at_once() {
-    let s = server_with_threads(2);
-    let mut admin = client(s.port);
-    rt(
-        &mut admin,
-        &["config", "set", "busy-reply-threshold", "100"],
-        "+OK\r\n",
-    );
-    let mut runner = client(s.port);
-    rt(&mut runner, &["ping"], "+PONG\r\n");
+    let (s, mut admin, mut runner) = busy_server(2);
     // Several, so that some share the script's core whichever it is.
     let mut early: Vec<Raw> = (0..6).map(|_| client(s.port)).collect();
     send(

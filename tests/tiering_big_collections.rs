@@ -6,7 +6,7 @@
 mod common;
 
 use std::collections::{BTreeSet, HashMap};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
 use redis::Connection;
@@ -25,12 +25,7 @@ fn score(j: usize) -> f64 {
 /// HSET/RPUSH/SADD/ZADD `key` with its N elements, a thousand to a command.
 fn fill_big(c: &mut Connection, kind: &str, key: &str) {
     for start in (0..N).step_by(1000) {
-        let mut cmd = redis::cmd(match kind {
-            "hash" => "HSET",
-            "list" => "RPUSH",
-            "set" => "SADD",
-            _ => "ZADD",
-        });
+        let mut cmd = redis::cmd(adding_command(kind));
         cmd.arg(key);
         for j in start..(start + 1000).min(N) {
             match kind {
@@ -92,15 +87,8 @@ fn zrange(c: &mut Connection, key: &str) -> Vec<(String, f64)> {
 
 /// Waits until `field` of INFO tiered satisfies `ok`; its last value.
 fn wait_info(c: &mut Connection, field: &str, ok: impl Fn(u64) -> bool, what: &str) -> u64 {
-    let deadline = Instant::now() + Duration::from_secs(40);
-    loop {
-        let v = info_u64(c, "tiered", field);
-        if ok(v) {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "{what}: {field} is {v}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let timing = (Duration::from_secs(40), Duration::from_millis(100));
+    wait_tiered(c, field, ok, what, timing)
 }
 
 /// One shard; 64 MB of RAM and an offload threshold of 0.05, so every cold collection goes.

@@ -42,12 +42,7 @@ fn fill_big(c: &mut Connection, kind: &str, key: &str) {
     let mut pipe = redis::pipe();
     let n = count(kind);
     for start in (0..n).step_by(2000) {
-        let mut cmd = redis::cmd(match kind {
-            "hash" => "HSET",
-            "list" => "RPUSH",
-            "set" => "SADD",
-            _ => "ZADD",
-        });
+        let mut cmd = redis::cmd(adding_command(kind));
         cmd.arg(key);
         for j in start..(start + 2000).min(n) {
             match kind {
@@ -73,16 +68,10 @@ fn card(c: &mut Connection, kind: &str, key: &str) -> i64 {
     q(c, &[cmd, key])
 }
 
+/// Waits until `field` of INFO tiered satisfies `ok`; its last value.
 fn wait_info(c: &mut Connection, field: &str, ok: impl Fn(u64) -> bool, what: &str) -> u64 {
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        let v = info_u64(c, "tiered", field);
-        if ok(v) {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "{what}: {field} is {v}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let timing = (Duration::from_secs(120), Duration::from_millis(20));
+    wait_tiered(c, field, ok, what, timing)
 }
 
 /// One shard; 512 MB of RAM and an offload threshold of 0.02, so every cold collection goes.
@@ -335,6 +324,7 @@ fn a_save_copies_an_offloaded_big_collection_a_part_at_a_time() {
             assert_eq!(ok, "OK", "{save:?}");
             // The blob is about 28 MiB; the save held a part of it and a piece of encoding.
             let peak = info_u64(&mut c, "persistence", "rdb_last_save_peak_buffered_bytes");
+            eprintln!("{save:?}: peak buffered {peak} bytes");
             assert!(
                 peak < 4 << 20,
                 "{save:?} buffered {peak} bytes of an offloaded collection"

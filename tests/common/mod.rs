@@ -88,6 +88,40 @@ pub fn info_u64s<const N: usize>(c: &mut Connection, section: &str, fields: [&st
     })
 }
 
+/// The command that adds elements to a collection of `kind` ("hash", "list", "set", else a
+/// sorted set).
+pub fn adding_command(kind: &str) -> &'static str {
+    match kind {
+        "hash" => "HSET",
+        "list" => "RPUSH",
+        "set" => "SADD",
+        _ => "ZADD",
+    }
+}
+
+/// Polls `field` of INFO tiered every `every` until it satisfies `ok` (panics, naming `what`,
+/// after `within`); its last value.
+pub fn wait_tiered(
+    c: &mut Connection,
+    field: &str,
+    ok: impl Fn(u64) -> bool,
+    what: &str,
+    (within, every): (std::time::Duration, std::time::Duration),
+) -> u64 {
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        let v = info_u64(c, "tiered", field);
+        if ok(v) {
+            return v;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what}: {field} is {v}"
+        );
+        std::thread::sleep(every);
+    }
+}
+
 fn info_field(text: &str, section: &str, field: &str) -> String {
     text.lines()
         .find_map(|l| l.strip_prefix(&format!("{field}:")))

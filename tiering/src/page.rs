@@ -382,29 +382,19 @@ pub(crate) fn parse_extent_header(buf: &[u8]) -> Result<(u32, u8, u32, u16, u32)
 /// The value stored in an extent and its codec, after checking magic, version, CRC and owner
 /// key.
 pub fn extent_value<'a>(buf: &'a [u8], key: &[u8]) -> Result<(&'a [u8], Codec), Corrupt> {
-    if buf.len() < EXTENT_HEADER {
-        return Err(Corrupt::Layout);
-    }
-    if &buf[..4] != EXTENT_MAGIC {
-        return Err(Corrupt::Magic);
-    }
-    if buf[4] != VERSION {
-        return Err(Corrupt::Version(buf[4]));
-    }
-    let vlen = u32::from_le_bytes([buf[12], buf[13], buf[14], buf[15]]) as usize;
-    let klen = u16::from_le_bytes([buf[16], buf[17]]) as usize;
+    let (stored, codec, vlen, klen, _) = parse_extent_header(buf)?;
+    let (vlen, klen) = (vlen as usize, klen as usize);
     let end = EXTENT_HEADER + klen + vlen;
     if end > buf.len() {
         return Err(Corrupt::Layout);
     }
-    let stored = u32::from_le_bytes([buf[8], buf[9], buf[10], buf[11]]);
     if crc_skipping(&buf[..end], 8) != stored {
         return Err(Corrupt::Checksum);
     }
     if &buf[EXTENT_HEADER..EXTENT_HEADER + klen] != key {
         return Err(Corrupt::Owner);
     }
-    let codec = Codec::from_id(buf[6]).ok_or(Corrupt::Compression)?;
+    let codec = Codec::from_id(codec).ok_or(Corrupt::Compression)?;
     Ok((&buf[EXTENT_HEADER + klen..end], codec))
 }
 

@@ -344,26 +344,9 @@ async fn put_large(
         put_object(enc, out, (db, key, expire, client_flags), rdb_type, &buf);
         return Ok(());
     }
-    match enc {
-        Encoder::Strata(e) => {
-            let head = KeyHead {
-                db: db as u16,
-                key,
-                expire_at_ms: expire,
-                client_flags,
-            };
-            e.begin_pieces(&head, rdb_type);
-        }
-        Encoder::Rdb(e) => {
-            e.select_db(db as u32);
-            e.begin_object(key, rdb_type, expire);
-        }
-    }
+    begin_pieces(enc, (db, key, expire, client_flags), rdb_type);
     loop {
-        match enc {
-            Encoder::Strata(e) => e.write_piece(&buf),
-            Encoder::Rdb(e) => e.object_bytes(&buf),
-        }
+        write_piece(enc, &buf);
         let held = enc.pending() + buf.capacity();
         out.peak_buffered = out.peak_buffered.max(held as u64);
         if done {
@@ -427,21 +410,7 @@ async fn put_offloaded_large(
     let mut reader = tier
         .extent_reader(ptr, key)
         .ok_or_else(|| failed("not a raw extent".into()))?;
-    match enc {
-        Encoder::Strata(e) => {
-            let head = KeyHead {
-                db: db as u16,
-                key,
-                expire_at_ms: expire,
-                client_flags,
-            };
-            e.begin_pieces(&head, rdb_type);
-        }
-        Encoder::Rdb(e) => {
-            e.select_db(db as u32);
-            e.begin_object(key, rdb_type, expire);
-        }
-    }
+    begin_pieces(enc, (db, key, expire, client_flags), rdb_type);
     let mut check = BlobCheck::new(blob_len);
     while reader
         .next(&mut part)
@@ -449,10 +418,7 @@ async fn put_offloaded_large(
         .map_err(|e| failed(e.to_string()))?
     {
         let body = check.feed(&part);
-        match enc {
-            Encoder::Strata(e) => e.write_piece(body),
-            Encoder::Rdb(e) => e.object_bytes(body),
-        }
+        write_piece(enc, body);
         let held = enc.pending() + part.capacity();
         out.peak_buffered = out.peak_buffered.max(held as u64);
         drain(enc, w, throttle, out).await?;
@@ -466,6 +432,42 @@ async fn put_offloaded_large(
     }
     out.keys += 1;
     Ok(())
+}
+
+/// Opens a collection written a piece at a time: a head record (Strata) or the key's RDB
+/// object start, its value's bytes to follow in [`write_piece`]s.
+fn begin_pieces(
+    enc: &mut Encoder,
+    (db, key, expire, client_flags): (usize, &[u8], Option<u64>, u32),
+    rdb_type: u8,
+) {
+    match enc {
+        Encoder::Strata(e) => {
+            e.begin_pieces(&key_head(db, key, expire, client_flags), rdb_type);
+        }
+        Encoder::Rdb(e) => {
+            e.select_db(db as u32);
+            e.begin_object(key, rdb_type, expire);
+        }
+    }
+}
+
+/// A Strata record's key head.
+fn key_head(db: usize, key: &[u8], expire: Option<u64>, client_flags: u32) -> KeyHead<'_> {
+    KeyHead {
+        db: db as u16,
+        key,
+        expire_at_ms: expire,
+        client_flags,
+    }
+}
+
+/// The next bytes of the collection [`begin_pieces`] opened.
+fn write_piece(enc: &mut Encoder, bytes: &[u8]) {
+    match enc {
+        Encoder::Strata(e) => e.write_piece(bytes),
+        Encoder::Rdb(e) => e.object_bytes(bytes),
+    }
 }
 
 /// Consecutive groups of reads of values `lens` long: at most [`READS_IN_FLIGHT`] values and
@@ -497,13 +499,7 @@ fn put_object(
 ) {
     match enc {
         Encoder::Strata(e) => {
-            let head = KeyHead {
-                db: db as u16,
-                key,
-                expire_at_ms: expire,
-                client_flags,
-            };
-            e.write_object(&head, rdb_type, body);
+            e.write_object(&key_head(db, key, expire, client_flags), rdb_type, body);
         }
         Encoder::Rdb(e) => {
             e.select_db(db as u32);
