@@ -227,7 +227,22 @@ fn collections_at_four_times_ram_read_back_exactly_and_take_writes_while_offload
                 .arg(elem("nz", i, m))
                 .ignore();
         }
-        p.query::<()>(&mut c).unwrap();
+        // An OOM here says what memory and the tier looked like (a flake's only witness).
+        if let Err(e) = p.query::<()>(&mut c) {
+            let mut lines = |section: &str, prefixes: &[&str]| -> String {
+                let text: String = redis::cmd("INFO").arg(section).query(&mut c).unwrap();
+                text.lines()
+                    .filter(|l| prefixes.iter().any(|p| l.starts_with(p)))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            };
+            let memory = lines(
+                "memory",
+                &["used_memory:", "used_memory_rss:", "allocator_"],
+            );
+            let tiered = lines("tiered", &["tiered_"]);
+            panic!("write to offloaded collections {i}: {e}\n{memory}\n{tiered}");
+        }
         extra.insert(i, 3);
     }
     assert!(info_u64(&mut c, "tiered", "tiered_collection_loads") > 0);

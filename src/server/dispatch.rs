@@ -225,6 +225,9 @@ pub async fn dispatch(core: &Rc<Core>, session: &mut Session, reqs: Vec<Request>
     }
     if tiered {
         wait_for_room(core, &reqs, session.multi.queuing()).await;
+        // Decided now, beside the room it waited for: the RSS overhead both limits follow
+        // moves at every heartbeat, and a later look could refuse what the wait let through.
+        over_memory(core, &mut oom);
     }
     if core.global.settings.cache_mode {
         let incoming: usize = reqs
@@ -398,10 +401,11 @@ fn prefetch_local(core: &Core, db: usize, reqs: &[Request]) {
 /// With tiering, writes wait while used memory is past 90% of maxmemory, for the offloader to
 /// make room: back-pressure instead of an OOM error for a burst the SSD can absorb, and headroom
 /// so that RSS (which also holds allocator slack) stays near maxmemory. They wait as long as the
-/// offloader makes progress (used memory falls, this core moves values out or has writes on
-/// their way to the disk), so a slow disk slows writers down rather than failing them; after
-/// [`ROOM_STALL_MS`] without progress, or
-/// [`ROOM_WAIT_MS`] in all, the write goes on and may meet OOM. A batch that queues commands
+/// offloader makes progress (used memory falls, this core moves values out, has writes on
+/// their way to the disk, or sweeps rounds: it rests only once a whole pass met nothing it
+/// could take), so a slow disk or a starved core slows writers down rather than failing them;
+/// after [`ROOM_STALL_MS`] without progress, or [`ROOM_WAIT_MS`] in all, the write goes on and
+/// may meet OOM. A batch that queues commands
 /// in MULTI (the session is `in_multi`, or the batch opens one) waits too: queued commands are
 /// refused past maxmemory whatever they are, as Redis refuses them.
 async fn wait_for_room(core: &Core, reqs: &[Request], in_multi: bool) {
@@ -410,9 +414,10 @@ async fn wait_for_room(core: &Core, reqs: &[Request], in_multi: bool) {
         return;
     }
     // Room is what RSS allows, not only the allocator's count: freed value buffers that the
-    // allocator keeps count in RSS too (see `eviction::ram_goal`).
-    let max = eviction::write_room(&core.global, maxmemory);
-    if crate::memory::used_memory() <= max {
+    // allocator keeps count in RSS too (see `eviction::ram_goal`). Looked at afresh each time:
+    // the RSS overhead it follows moves.
+    let room = || eviction::write_room(&core.global, maxmemory);
+    if crate::memory::used_memory() <= room() {
         return;
     }
     let queues = in_multi
@@ -427,20 +432,25 @@ async fn wait_for_room(core: &Core, reqs: &[Request], in_multi: bool) {
     }
     // Short naps while waiting: the 1 ms timer below fires from glommio's loop.
     let _short_naps = crate::runtime::io_wait();
-    let offloaded = || core.shard.borrow().stats.offloaded;
-    let (mut lowest, mut moved) = (crate::memory::used_memory(), offloaded());
+    let work = || {
+        let st = &core.shard.borrow().stats;
+        (st.offloaded, st.offload_rounds)
+    };
+    let (mut lowest, mut done) = (crate::memory::used_memory(), work());
     let mut stalled = 0;
     for _ in 0..ROOM_WAIT_MS {
         glommio::timer::sleep(std::time::Duration::from_millis(1)).await;
         let used = crate::memory::used_memory();
-        if used <= max {
+        if used <= room() {
             return;
         }
-        let now_moved = offloaded();
-        if used < lowest || now_moved > moved {
-            (lowest, moved, stalled) = (lowest.min(used), now_moved, 0);
-        } else if core.shard.borrow().tier_writing() {
-            // A batch on its way to a slow disk is progress still to come.
+        let now_done = work();
+        if used < lowest || now_done.0 > done.0 {
+            (lowest, done, stalled) = (lowest.min(used), now_done, 0);
+        } else if core.shard.borrow().tier_writing() || now_done.1 > done.1 {
+            // A batch on its way to a slow disk is progress still to come, and so is a sweep
+            // still clearing the referenced bits of what it will take next.
+            done.1 = now_done.1;
             stalled = 0;
         } else {
             stalled += 1;
