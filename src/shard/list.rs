@@ -267,8 +267,56 @@ pub struct QuickList {
     fill: i32,
     /// The nodes' heap bytes, kept as they change.
     node_bytes: usize,
-    /// A node was decompressed or added since the last [`QuickList::settle`].
-    loose: bool,
+    /// Nodes decompressed or added since the last [`QuickList::settle`], to compress there when
+    /// they are not at an end (indices kept as nodes come and go).
+    loose: Loose,
+}
+
+/// The nodes [`QuickList::settle`] looks at: a few by index, or every one.
+#[derive(Clone, Debug, Default)]
+struct Loose {
+    at: Vec<usize>,
+    all: bool,
+}
+
+/// Loose nodes tracked one by one; past this many, settle looks at every node.
+const LOOSE_TRACKED: usize = 8;
+
+impl Loose {
+    fn mark(&mut self, i: usize) {
+        if self.all || self.at.contains(&i) {
+            return;
+        }
+        if self.at.len() < LOOSE_TRACKED {
+            self.at.push(i);
+        } else {
+            self.at.clear();
+            self.all = true;
+        }
+    }
+
+    /// A node was inserted at `i`: those from `i` on moved one up.
+    fn inserted(&mut self, i: usize) {
+        for a in &mut self.at {
+            if *a >= i {
+                *a += 1;
+            }
+        }
+    }
+
+    /// Node `i` was removed: those past it moved one down.
+    fn removed(&mut self, i: usize) {
+        self.at.retain(|&a| a != i);
+        for a in &mut self.at {
+            if *a > i {
+                *a -= 1;
+            }
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        !self.all && self.at.is_empty()
+    }
 }
 
 impl QuickList {
@@ -278,7 +326,7 @@ impl QuickList {
             len: 0,
             fill,
             node_bytes: 0,
-            loose: false,
+            loose: Loose::default(),
         }
     }
 
@@ -364,7 +412,9 @@ impl QuickList {
         let node = Arc::make_mut(&mut self.nodes[i]);
         let r = f(node);
         node.incompressible = false;
-        self.loose |= was_compressed && !node.is_compressed();
+        if was_compressed && !node.is_compressed() {
+            self.loose.mark(i);
+        }
         let (after, count) = (node.heap(), node.count);
         self.node_bytes = self.node_bytes + after - before;
         self.len = self.len + count - before_count;
@@ -376,13 +426,21 @@ impl QuickList {
 
     fn remove_node(&mut self, i: usize) {
         if let Some(n) = self.nodes.remove(i) {
+            self.loose.removed(i);
             self.node_bytes -= n.heap();
             self.len -= n.count;
         }
     }
 
     fn insert_node(&mut self, i: usize, node: Node) {
-        self.loose = true;
+        self.loose.inserted(i);
+        self.loose.mark(i);
+        // The node it pushed off an end is interior now.
+        if i == 0 {
+            self.loose.mark(1);
+        } else if i == self.nodes.len() {
+            self.loose.mark(i - 1);
+        }
         self.node_bytes += node.heap();
         self.len += node.count;
         self.nodes.insert(i, Arc::new(node));
@@ -460,8 +518,9 @@ impl QuickList {
     }
 
     /// What a command does last on a list it changed: the end nodes give back spare capacity
-    /// and every plain node between them is compressed (when that pays). Cheap unless a node
-    /// was decompressed or added since the last call.
+    /// and the nodes decompressed or added since the last call, when between them, are
+    /// compressed (when that pays): a push or pop at an end looks at a node or two, not at
+    /// every node of a long list.
     pub fn settle(&mut self) {
         for i in [0, self.nodes.len().saturating_sub(1)] {
             if let Some(n) = self.nodes.get_mut(i).and_then(Arc::get_mut) {
@@ -470,11 +529,21 @@ impl QuickList {
                 self.node_bytes = self.node_bytes + n.heap() - before;
             }
         }
-        if !std::mem::take(&mut self.loose) {
+        if self.loose.is_empty() {
             return;
         }
-        for i in 1..self.nodes.len().saturating_sub(1) {
-            self.compress(i);
+        let loose = std::mem::take(&mut self.loose);
+        let last = self.nodes.len().saturating_sub(1);
+        if loose.all {
+            for i in 1..last {
+                self.compress(i);
+            }
+        } else {
+            for i in loose.at {
+                if i > 0 && i < last {
+                    self.compress(i);
+                }
+            }
         }
     }
 
@@ -484,7 +553,7 @@ impl QuickList {
         for i in 0..self.nodes.len().saturating_sub(1) {
             self.compress(i);
         }
-        self.loose = false;
+        self.loose = Loose::default();
     }
 
     /// The bytes a node may grow to: its size limit for a size-based fill, none for a
@@ -1027,6 +1096,50 @@ mod tests {
             .count();
         assert_eq!(shared, ql.node_count() - 1);
         assert_eq!(cap.get(0), Some(b"v0".to_vec()));
+    }
+
+    /// Settling looks only at the nodes a change loosened, yet leaves no plain node between
+    /// the ends (these elements compress), whatever the changes: pushes and pops at both ends,
+    /// edits and inserts in the middle, trims.
+    #[test]
+    fn settle_leaves_no_plain_node_between_the_ends() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(11);
+        let mut ql = QuickList::new(-2);
+        let v = |i: usize| format!("element:{i:06}:").repeat(12).into_bytes();
+        for i in 0..4000 {
+            ql.push_back(&v(i));
+        }
+        for step in 0..4000 {
+            let len = ql.len();
+            let i = rng.gen_range(0..len.max(1));
+            match rng.gen_range(0..8) {
+                0 | 1 => ql.push_front(&v(step)),
+                2 | 3 => ql.push_back(&v(step)),
+                4 if len > 0 => {
+                    ql.pop_front();
+                }
+                5 if len > 0 => {
+                    ql.pop_back();
+                }
+                6 if len > 0 => {
+                    ql.set(i, &v(step));
+                }
+                7 if len > 0 => ql.insert(i, &v(step), step % 2 == 0),
+                _ if len > 2 => ql.trim(1, 1),
+                _ => {}
+            }
+            ql.settle();
+            let last = ql.node_count().saturating_sub(1);
+            for (k, n) in ql.nodes.iter().enumerate().take(last).skip(1) {
+                assert!(
+                    n.is_compressed() || n.incompressible,
+                    "step {step}: node {k} of {} plain",
+                    ql.node_count()
+                );
+            }
+        }
+        assert!(ql.is_consistent());
     }
 
     #[test]
