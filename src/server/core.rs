@@ -49,6 +49,22 @@ fn job_msg(held: Option<u64>, job: Job) -> Msg {
     }
 }
 
+/// A job that runs `f` on the shard of the core it runs on, then sends that core's tracking
+/// invalidations; the receiver gets the result.
+pub fn shard_job<R, F>(f: F) -> (Job, oneshot::Receiver<R>)
+where
+    R: Send + 'static,
+    F: FnOnce(&mut Shard) -> R + Send + 'static,
+{
+    let (tx, rx) = oneshot::channel();
+    let job: Job = Box::new(move |core| {
+        let r = f(&mut core.shard.borrow_mut());
+        core.flush_invalidations();
+        let _ = tx.send(r);
+    });
+    (job, rx)
+}
+
 /// A job that starts `work` as a task on the core it runs on; the receiver gets the result.
 pub fn spawning_job<R: Send + 'static>(work: AsyncWork<R>) -> (Job, oneshot::Receiver<R>) {
     let (tx, rx) = oneshot::channel();
@@ -376,12 +392,7 @@ impl Core {
             self.flush_invalidations();
             return Some(r);
         }
-        let (tx, rx) = oneshot::channel();
-        let job: Job = Box::new(move |core| {
-            let r = f(&mut core.shard.borrow_mut());
-            core.flush_invalidations();
-            let _ = tx.send(r);
-        });
+        let (job, rx) = shard_job(f);
         let _waiting = remote_wait();
         if !self.global.send(shard, job_msg(held, job)) {
             return None;

@@ -432,11 +432,13 @@ async fn wait_for_room(core: &Core, reqs: &[Request], in_multi: bool) {
     }
     // Short naps while waiting: the 1 ms timer below fires from glommio's loop.
     let _short_naps = crate::runtime::io_wait();
-    let work = || {
+    // (values moved out, sweep rounds) of this core's offloader.
+    let offloader = || {
         let st = &core.shard.borrow().stats;
         (st.offloaded, st.offload_rounds)
     };
-    let (mut lowest, mut done) = (crate::memory::used_memory(), work());
+    let mut lowest = crate::memory::used_memory();
+    let (mut moved, mut rounds) = offloader();
     let mut stalled = 0;
     for _ in 0..ROOM_WAIT_MS {
         glommio::timer::sleep(std::time::Duration::from_millis(1)).await;
@@ -444,13 +446,13 @@ async fn wait_for_room(core: &Core, reqs: &[Request], in_multi: bool) {
         if used <= room() {
             return;
         }
-        let now_done = work();
-        if used < lowest || now_done.0 > done.0 {
-            (lowest, done, stalled) = (lowest.min(used), now_done, 0);
-        } else if core.shard.borrow().tier_writing() || now_done.1 > done.1 {
+        let (now_moved, now_rounds) = offloader();
+        if used < lowest || now_moved > moved {
+            (lowest, moved, rounds, stalled) = (lowest.min(used), now_moved, now_rounds, 0);
+        } else if core.shard.borrow().tier_writing() || now_rounds > rounds {
             // A batch on its way to a slow disk is progress still to come, and so is a sweep
             // still clearing the referenced bits of what it will take next.
-            done.1 = now_done.1;
+            rounds = now_rounds;
             stalled = 0;
         } else {
             stalled += 1;

@@ -33,18 +33,26 @@ pub fn free_port() -> u16 {
 pub fn poll_started<T>(
     child: &mut Child,
     what: &str,
-    mut ready: impl FnMut() -> Option<T>,
+    ready: impl FnMut() -> Option<T>,
 ) -> Option<T> {
+    poll_child(child, ready).unwrap_or_else(|status| panic!("{what} exited early: {status}"))
+}
+
+/// [`poll_started`]'s loop: Err with its status when `child` exits first.
+fn poll_child<T>(
+    child: &mut Child,
+    mut ready: impl FnMut() -> Option<T>,
+) -> Result<Option<T>, std::process::ExitStatus> {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         if let Ok(Some(status)) = child.try_wait() {
-            panic!("{what} exited early: {status}");
+            return Err(status);
         }
         if let Some(v) = ready() {
-            return Some(v);
+            return Ok(Some(v));
         }
         if Instant::now() >= deadline {
-            return None;
+            return Ok(None);
         }
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -77,13 +85,10 @@ impl Server {
     pub fn start(bin: impl AsRef<OsStr>, args: &[&str]) -> Server {
         for _ in 0..2 {
             let mut s = Server::spawn(bin.as_ref(), args);
-            let deadline = Instant::now() + Duration::from_secs(20);
-            while !matches!(s.child.try_wait(), Ok(Some(_))) {
-                if answers_ping(s.port) {
-                    return s;
-                }
-                assert!(Instant::now() < deadline, "strata did not start");
-                std::thread::sleep(Duration::from_millis(20));
+            let port = s.port;
+            if let Ok(ready) = poll_child(&mut s.child, || answers_ping(port).then_some(())) {
+                assert!(ready.is_some(), "strata did not start");
+                return s;
             }
         }
         let mut s = Server::spawn(bin, args);

@@ -13,13 +13,14 @@
 //! gets -BUSY. WATCH registers its keys at once, on every shard, under the script's
 //! transaction (which holds them all), so a write the script makes after the WATCH reply
 //! fails the EXEC, as in Redis; a WATCH from another core's client does the same beside the
-//! script ([`on_shard_beside_script`]: its own shard in place, the script's by the hook). A connection accepted but not started yet has its client id
-//! already (given at accept, as Redis does), so HELLO is answered for it too.
+//! script ([`on_shard_beside_script`]: its own shard in place, the script's by the hook). A
+//! connection accepted but not started yet has its client id already (given at accept, as
+//! Redis does), so HELLO is answered for it too.
 //!
 //! Never: runs from the hook a command that needs a shard (but WATCH's registration, under
-//! the script's own locks or asked by another core), or in MULTI the ALLOW_BUSY commands Redis queues: those and what
-//! follows them wait for the script's end ([`Answer::Wait`]). Memcached connections on the
-//! script's core wait too (memcached has no BUSY).
+//! the script's own locks or asked by another core), or in MULTI the ALLOW_BUSY commands
+//! Redis queues: those and what follows them wait for the script's end ([`Answer::Wait`]).
+//! Memcached connections on the script's core wait too (memcached has no BUSY).
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -34,14 +35,13 @@ use crate::cmd::wrong_args;
 use crate::config::Settings;
 use crate::protocol::Reply;
 use crate::server::cmdstats;
-use crate::server::core::{Job, Msg};
+use crate::server::core::{shard_job, Job, Msg};
 use crate::server::locked::Locked;
 use crate::server::multi::WatchedKey;
 use crate::server::session::{ReplyMode, Session};
 use crate::server::table::{self, Spec, NOAUTH, NO_MULTI, PUBSUB_OK};
 use crate::server::Core;
 use crate::shard::Shard;
-use futures::channel::oneshot;
 
 const BUSY_EVAL: &str =
     "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.";
@@ -515,12 +515,7 @@ where
     if shard == core.id {
         return Some(f(&mut core.shard.borrow_mut()));
     }
-    let (tx, rx) = oneshot::channel();
-    let job: Job = Box::new(move |core| {
-        let r = f(&mut core.shard.borrow_mut());
-        core.flush_invalidations();
-        let _ = tx.send(r);
-    });
+    let (job, rx) = shard_job(f);
     let job = Arc::new(Mutex::new(Some(job)));
     if shard == script_core {
         if let Ok(mut q) = hook_jobs().lock() {

@@ -229,11 +229,8 @@ pub struct Vm {
     globals: Table,
     /// The setup's `run(f, keys, args)` (xpcall with the error handler).
     run: Function,
-    /// What the instruction hook checks besides the run's own `interrupted` (FUNCTION LOAD's
-    /// time limit).
-    watch: std::rc::Rc<std::cell::RefCell<Option<Watch>>>,
-    /// The hook runs on every line: a stop was raised (see [`install_hook`]).
-    every_line: std::rc::Rc<Cell<bool>>,
+    /// The instruction hook's state (also in the interpreter's app data, for redis.call).
+    hook: HookState,
 }
 
 /// Installs the instruction hook: every 100000 instructions it consults the watch (FUNCTION
@@ -242,25 +239,22 @@ pub struct Vm {
 /// does, so a script that catches the error with pcall meets it again at its next line
 /// outside the pcall and ends; it is not raised in the setup's code (the error handler),
 /// which would turn it into "error in error handling".
-fn install_hook(
-    lua: &Lua,
-    check: std::rc::Rc<std::cell::RefCell<Option<Watch>>>,
-    every_line: std::rc::Rc<Cell<bool>>,
-) -> mlua::Result<()> {
-    let triggers = if every_line.get() {
+fn install_hook(lua: &Lua, hook: &HookState) -> mlua::Result<()> {
+    let hook = hook.clone();
+    let triggers = if hook.every_line.get() {
         HookTriggers::new().every_line()
     } else {
         HookTriggers::new().every_nth_instruction(100_000)
     };
     lua.set_hook(triggers, move |lua, debug| {
-        let stop = match check.borrow().as_ref() {
+        let stop = match hook.watch.borrow().as_ref() {
             Some(w) => w().err(),
             None => with_active(|a| a.interrupted()).flatten(),
         };
         let Some(e) = stop else {
             return Ok(VmState::Continue);
         };
-        if every_line.get() {
+        if hook.every_line.get() {
             let user = debug
                 .source()
                 .source
@@ -269,8 +263,7 @@ fn install_hook(
                 return Ok(VmState::Continue);
             }
         } else {
-            every_line.set(true);
-            install_hook(lua, check.clone(), every_line.clone())?;
+            to_every_line(lua, &hook)?;
         }
         // Raised as Redis raises it: an error table the script sees.
         fail(lua, &e).map(|_| VmState::Continue)
@@ -279,10 +272,22 @@ fn install_hook(
 
 type Watch = Box<dyn Fn() -> Result<(), String>>;
 
-/// What [`install_hook`] was given, kept in the interpreter for redis.call to reinstall it.
+/// The instruction hook's state, shared by the [`Vm`], the hook and redis.call (which finds
+/// it in the interpreter's app data).
+#[derive(Clone, Default)]
 struct HookState {
+    /// What the hook checks besides the run's own `interrupted` (FUNCTION LOAD's time limit).
     watch: std::rc::Rc<std::cell::RefCell<Option<Watch>>>,
+    /// The hook runs on every line: a stop was raised (see [`install_hook`]).
     every_line: std::rc::Rc<Cell<bool>>,
+}
+
+/// Turns the hook to every line once a stop was raised; nothing when it already is.
+fn to_every_line(lua: &Lua, hook: &HookState) -> mlua::Result<()> {
+    if !hook.every_line.replace(true) {
+        install_hook(lua, hook)?;
+    }
+    Ok(())
 }
 
 impl Vm {
@@ -372,20 +377,15 @@ impl Vm {
         lua.load(setup)
             .set_name("@strata_api")
             .call::<()>(hidden.clone())?;
-        let watch: std::rc::Rc<std::cell::RefCell<Option<Watch>>> = Default::default();
-        let every_line = std::rc::Rc::new(Cell::new(false));
-        install_hook(&lua, watch.clone(), every_line.clone())?;
-        lua.set_app_data(HookState {
-            watch: watch.clone(),
-            every_line: every_line.clone(),
-        });
+        let hook = HookState::default();
+        install_hook(&lua, &hook)?;
+        lua.set_app_data(hook.clone());
         Ok(Vm {
             globals: hidden.raw_get("globals")?,
             run: hidden.raw_get("run")?,
             lua,
             hidden,
-            watch,
-            every_line,
+            hook,
         })
     }
 
@@ -435,8 +435,8 @@ impl Vm {
 
     /// Puts the hook back to every 100000 instructions after a stop made it run every line.
     fn hook_back(&self) -> mlua::Result<()> {
-        if self.every_line.replace(false) {
-            install_hook(&self.lua, self.watch.clone(), self.every_line.clone())?;
+        if self.hook.every_line.replace(false) {
+            install_hook(&self.lua, &self.hook)?;
         }
         Ok(())
     }
@@ -444,11 +444,11 @@ impl Vm {
     /// Checks `check` every 100000 instructions (Redis' period) until [`Vm::clear_watch`];
     /// an error from it ends the running code.
     pub fn set_watch(&self, check: impl Fn() -> Result<(), String> + 'static) {
-        *self.watch.borrow_mut() = Some(Box::new(check));
+        *self.hook.watch.borrow_mut() = Some(Box::new(check));
     }
 
     pub fn clear_watch(&self) {
-        *self.watch.borrow_mut() = None;
+        *self.hook.watch.borrow_mut() = None;
         // Errors here leave the hook running every line, which only costs time.
         let _ = self.hook_back();
     }
@@ -655,10 +655,9 @@ fn register_api(lua: &Lua, redis: &Table) -> mlua::Result<()> {
             // SCRIPT KILL among them turns the hook to every line, which ends the script at
             // its next line as the hook itself would.
             if with_active(|run| run.interrupted()).flatten().is_some() {
-                if let Some(h) = lua.app_data_ref::<HookState>() {
-                    if !h.every_line.replace(true) {
-                        install_hook(lua, h.watch.clone(), h.every_line.clone())?;
-                    }
+                let hook = lua.app_data_ref::<HookState>().map(|h| h.clone());
+                if let Some(h) = hook {
+                    to_every_line(lua, &h)?;
                 }
             }
             if failed && raising {

@@ -358,9 +358,7 @@ async fn put_large(
         buf.clear();
         done = o.encode_rdb_part(&mut pos, &mut buf, PIECE_LEN).1;
     }
-    if let Encoder::Strata(e) = enc {
-        e.end_pieces();
-    }
+    end_pieces(enc);
     out.keys += 1;
     Ok(())
 }
@@ -427,9 +425,7 @@ async fn put_offloaded_large(
     if check.finish().map_err(failed)? != rdb_type {
         return Err(failed("another RDB type".into()));
     }
-    if let Encoder::Strata(e) = enc {
-        e.end_pieces();
-    }
+    end_pieces(enc);
     out.keys += 1;
     Ok(())
 }
@@ -449,6 +445,14 @@ fn begin_pieces(
             e.select_db(db as u32);
             e.begin_object(key, rdb_type, expire);
         }
+    }
+}
+
+/// Closes what [`begin_pieces`] opened (an end record in a Strata file; an RDB object needs
+/// none).
+fn end_pieces(enc: &mut Encoder) {
+    if let Encoder::Strata(e) = enc {
+        e.end_pieces();
     }
 }
 
